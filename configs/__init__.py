@@ -1,0 +1,1 @@
+"""Hydra configuration tree shipped with ladd (installed as the data package ``ladd_configs``)."""

@@ -1,0 +1,23 @@
+"""The hooks a ladd plugin may implement: one purpose each."""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+import pluggy
+
+from ._component import ComponentSpec
+
+PROJECT = "ladd"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+@hookspec
+def ladd_components() -> Iterable[ComponentSpec]:
+    """Return the components this plugin contributes."""
+
+
+@hookspec
+def ladd_config_dirs() -> Iterable[str | Path]:
+    """Return folders of Hydra YAML (e.g. experiment presets) this plugin contributes."""

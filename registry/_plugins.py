@@ -1,0 +1,95 @@
+"""Plugin discovery: entry points of group ``ladd`` loaded into a pluggy manager."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pluggy
+
+from . import _hookspecs
+from ._component import Component, ComponentSpec, Origin
+from .errors import PluginLoadError
+
+ENTRY_POINT_GROUP = "ladd"
+STRICT_ENV = "LADD_STRICT_PLUGINS"
+
+
+@dataclass(frozen=True)
+class PluginFailure:
+    """A plugin that could not be loaded, with the reason."""
+
+    plugin: str
+    error: str
+    distribution: str | None = None
+
+
+def _strict() -> bool:
+    return os.environ.get(STRICT_ENV, "").strip().lower() in {"1", "true", "yes"}
+
+
+class PluginHost:
+    """Owns the pluggy manager; loads plugins explicitly and records each one's origin."""
+
+    def __init__(self) -> None:
+        self.manager = pluggy.PluginManager(_hookspecs.PROJECT)
+        self.manager.add_hookspecs(_hookspecs)
+        self.origins: dict[str, Origin] = {}
+        self.failures: list[PluginFailure] = []
+        self._entry_points_loaded = False
+
+    def register(self, plugin: ModuleType | Any, name: str, origin: Origin | None = None) -> None:
+        """Register one plugin object; idempotent for the same name."""
+        if self.manager.has_plugin(name):
+            return
+        self.manager.register(plugin, name=name)
+        self.origins[name] = origin or Origin(plugin=name)
+
+    def load_entry_points(self) -> None:
+        """Import every plugin of entry-point group ``ladd`` once; failures are recorded, not raised."""
+        if self._entry_points_loaded:
+            return
+        self._entry_points_loaded = True
+        for entry_point in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: ep.name):
+            dist = entry_point.dist
+            origin = Origin(
+                plugin=entry_point.name,
+                distribution=dist.metadata["Name"] if dist else None,
+                version=dist.version if dist else None,
+            )
+            try:
+                plugin = entry_point.load()
+                self.register(plugin, entry_point.name, origin)
+            except Exception as exc:  # a broken third-party plugin must not take the others down
+                self._fail(PluginFailure(entry_point.name, f"{type(exc).__name__}: {exc}", origin.distribution), exc)
+
+    def components(self) -> list[Component]:
+        """Call every plugin's ``ladd_components`` hook and attach host-recorded origins."""
+        found: list[Component] = []
+        for impl in self.manager.hook.ladd_components.get_hookimpls():
+            origin = self.origins.get(impl.plugin_name, Origin(plugin=impl.plugin_name))
+            try:
+                specs = list(impl.function())
+                for spec in specs:
+                    if not isinstance(spec, ComponentSpec):
+                        raise TypeError(f"ladd_components() returned {spec!r}, expected ComponentSpec")
+            except Exception as exc:
+                self._fail(PluginFailure(impl.plugin_name, f"{type(exc).__name__}: {exc}", origin.distribution), exc)
+                continue
+            found.extend(Component(spec, origin) for spec in specs)
+        return found
+
+    def config_dirs(self) -> list[Path]:
+        """Folders of Hydra YAML contributed by plugins."""
+        dirs: list[Path] = []
+        for impl in self.manager.hook.ladd_config_dirs.get_hookimpls():
+            dirs.extend(Path(d) for d in impl.function())
+        return dirs
+
+    def _fail(self, failure: PluginFailure, exc: Exception) -> None:
+        if _strict():
+            raise PluginLoadError(f"plugin {failure.plugin!r} failed to load: {failure.error}") from exc
+        self.failures.append(failure)

@@ -1,0 +1,223 @@
+"""The interface of each component kind: core code talks to these and nothing else.
+
+Time is always a float tensor ``tau`` in [0, 1] of shape ``[B]`` (``tau = t / T``); 0 is clean data,
+1 is pure noise. Token ids are ``LongTensor[B, S]`` over a vocabulary of ``K`` real tokens; the mask
+state is the extra id ``K`` (see :func:`mask_id`).
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+__all__ = [
+    "Schedule",
+    "Process",
+    "Latent",
+    "LatentCode",
+    "Encoder",
+    "Backbone",
+    "Denoised",
+    "Channels",
+    "Sampler",
+    "SampleOutput",
+    "DenoiserModel",
+    "Dataset",
+    "Metric",
+    "mask_id",
+]
+
+
+def mask_id(vocab_size: int) -> int:
+    """The id of the mask state for a vocabulary of ``vocab_size`` real tokens."""
+    return vocab_size
+
+
+class Schedule(ABC):
+    """A noise schedule as a signal level ``signal(tau)``, 1 at tau=0 falling to (about) 0 at tau=1.
+
+    For masked processes the signal is the survival probability ``gbar``; for variance-preserving
+    Gaussian processes it is ``abar**2`` (so ``sbar**2 = 1 - signal``).
+    """
+
+    @abstractmethod
+    def signal(self, tau: Tensor) -> Tensor:
+        """Signal level at times ``tau`` (same shape, float64 where tau is float64)."""
+
+
+class Process(ABC):
+    """A forward noising process on one channel, its weighted training loss and its reverse step.
+
+    ``prediction`` is whatever the backbone's head for this channel outputs: logits over the
+    real vocabulary for masked processes, a clean-sample estimate for Gaussian ones.
+    """
+
+    horizon: int  # training horizon T: discrete-time ELBO weights use tau - 1/T as the previous time
+
+    @abstractmethod
+    def prior(self, shape: tuple[int, ...], device: torch.device, generator: torch.Generator | None = None) -> Tensor:
+        """A draw from the terminal distribution (all-mask, or standard Gaussian)."""
+
+    @abstractmethod
+    def corrupt(self, x0: Tensor, tau: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        """A draw of ``x_tau`` from the forward marginal given clean ``x0``."""
+
+    @abstractmethod
+    def loss(self, prediction: Tensor, x0: Tensor, x_t: Tensor, tau: Tensor) -> Tensor:
+        """Per-sample weighted loss ``[B]``, averaged over positions (nats per position)."""
+
+    @abstractmethod
+    def step(self, x_t: Tensor, prediction: Tensor, tau_t: Tensor, tau_s: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        """One reverse step from time ``tau_t`` to ``tau_s < tau_t`` given the prediction at ``tau_t``."""
+
+    def guide(self, conditional: Tensor, unconditional: Tensor, scale: float) -> Tensor:
+        """Classifier-free guidance of two predictions (scale 1 returns the conditional one)."""
+        return unconditional + scale * (conditional - unconditional)
+
+
+@dataclass
+class LatentCode:
+    """A clean latent ``y0`` and any auxiliary loss its construction adds (e.g. VQ commitment)."""
+
+    y0: Tensor
+    aux_loss: Tensor | None = None
+
+
+class Latent(Process, nn.Module):
+    """A latent channel: turns encoder features into ``y0`` and diffuses it with its own process.
+
+    ``length`` is M (0 means no latent channel: MDLM); ``width`` is d_l.
+    """
+
+    length: int
+    width: int
+
+    @abstractmethod
+    def encode(self, features: Tensor) -> LatentCode:
+        """Clean latent from encoder features ``[B, M, d_l]``."""
+
+    @abstractmethod
+    def null(self, batch: int, device: torch.device) -> Tensor:
+        """The null latent used for classifier-free dropout and unconditional predictions."""
+
+    @abstractmethod
+    def input_layer(self, width: int) -> nn.Module:
+        """A module mapping ``y_t`` to hidden states ``[B, M, width]`` inside a backbone."""
+
+    @abstractmethod
+    def output_layer(self, width: int) -> nn.Module:
+        """A module mapping hidden states ``[B, M, width]`` to this channel's prediction."""
+
+
+class Encoder(nn.Module, ABC):
+    """Maps clean tokens to latent features ``[B, M, d_l]``; ``trainable`` is False for frozen encoders."""
+
+    length: int
+    width: int
+    trainable: bool = True
+
+    @abstractmethod
+    def forward(self, x0: Tensor, masked: Tensor | None = None) -> Tensor:
+        """Features of ``x0``; ``masked`` marks positions masked in ``x_t`` (for encoder-input dropout)."""
+
+
+@dataclass(frozen=True)
+class Channels:
+    """What a backbone must denoise: the token channel, the latent channel, or both."""
+
+    vocab_size: int  # real tokens K (0 when the backbone has no token channel)
+    seq_len: int  # S (0 when no token channel)
+    latent: Latent | None  # None when the backbone has no latent channel
+
+    @property
+    def tokens(self) -> bool:
+        return self.seq_len > 0
+
+
+@dataclass
+class Denoised:
+    """A backbone's predictions: token logits ``[B, S, K]`` and/or the latent head's output."""
+
+    tokens: Tensor | None = None
+    latent: Tensor | None = None
+
+
+class Backbone(nn.Module, ABC):
+    """A denoising network. Built as ``factory(config, channels=Channels(...))``."""
+
+    #: False when token predictions do not depend on ``tau_x`` (enables the sampler's no-change cache)
+    token_time_conditioned: bool = True
+
+    @abstractmethod
+    def forward(self, x_t: Tensor | None, tau_x: Tensor | None, y_t: Tensor | None, tau_y: Tensor | None) -> Denoised:
+        """Predict clean tokens and/or latents from the noisy channels at their times."""
+
+
+class DenoiserModel(ABC):
+    """What a sampler sees of a trained model (implemented by the core's model)."""
+
+    process: Process
+    latent: Latent
+    seq_len: int
+    vocab_size: int
+
+    @abstractmethod
+    def predict(self, x_t: Tensor, tau_x: Tensor, y_t: Tensor | None, tau_y: Tensor | None) -> Denoised:
+        """Predictions of the main denoiser."""
+
+    @abstractmethod
+    def predict_latent(self, y_t: Tensor, tau_y: Tensor) -> Tensor:
+        """The latent prediction used when the latent is generated on its own (sequential strategy)."""
+
+    @property
+    @abstractmethod
+    def caches_token_predictions(self) -> bool:
+        """True when an unchanged input gives an unchanged token prediction (no time conditioning)."""
+
+
+@dataclass
+class SampleOutput:
+    """Generated tokens ``[N, S]``, the final latent (if any) and the number of network calls."""
+
+    tokens: Tensor
+    latent: Tensor | None = None
+    network_calls: int = 0
+
+
+class Sampler(ABC):
+    """A reverse-time sampling strategy. Built as ``factory(config)``."""
+
+    #: True when the sampler needs a latent channel (checked when the experiment is assembled)
+    requires_latent: bool = False
+
+    @abstractmethod
+    def sample(self, model: DenoiserModel, num_samples: int, steps: int, generator: torch.Generator) -> SampleOutput:
+        """Draw ``num_samples`` sequences with ``steps`` token denoising steps."""
+
+
+class Dataset(ABC):
+    """A source of token sequences of fixed length ``seq_len`` over ``vocab_size`` real tokens."""
+
+    vocab_size: int
+    seq_len: int
+
+    @abstractmethod
+    def batches(self, batch_size: int, seed: int, split: str = "train") -> Iterator[Tensor]:
+        """An iterator of ``LongTensor[batch_size, seq_len]``; the same seed and split give the same stream."""
+
+    def oracle_token_loss(self) -> float | None:
+        """The exact optimal token loss when the data model is known (None otherwise)."""
+        return None
+
+
+class Metric(ABC):
+    """A score comparing generated samples with reference data."""
+
+    lower_is_better: bool = True
+
+    @abstractmethod
+    def __call__(self, samples: Tensor, reference: Tensor) -> float:
+        """Score ``samples [N, S]`` against ``reference [N, S]``."""
