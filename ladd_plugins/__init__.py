@@ -1,1 +1,73 @@
-"""ladd's built-in components, registered through the same hook as any third-party plugin."""
+"""ladd's built-in components, registered through the same hook as any third-party plugin.
+
+Factories are lazy ``"module:attr"`` references and configs live in torch-free modules, so listing
+components imports no model code.
+"""
+from __future__ import annotations
+
+from registry import ComponentSpec, hookimpl
+
+from .backbones.config import DiTConfig, MLPDenoiserConfig, MMDiTConfig
+from .binsaw.config import BinarySawtoothConfig, SlicedWassersteinConfig
+from .coladd.config import ContinuousLatentConfig
+from .diladd.config import DiscreteLatentConfig
+from .encoders.config import DiTEncoderConfig
+from .mdlm.config import MaskedProcessConfig
+from .samplers.config import AncestralConfig, JointConfig, SequentialConfig
+from .schedules.config import (
+    GeometricScheduleConfig,
+    LogLinearScheduleConfig,
+    PolynomialScheduleConfig,
+    ScheduleConfig,
+    VPCosineScheduleConfig,
+)
+
+_SCHEDULES = "ladd_plugins.schedules.closed_form"
+
+
+@hookimpl
+def ladd_components() -> list[ComponentSpec]:
+    return [
+        ComponentSpec("process", "masked", "ladd_plugins.mdlm.masked_process:MaskedProcess", MaskedProcessConfig,
+                      "absorbing-mask token process, SUBS parameterisation, ELBO or constant weights"),
+        ComponentSpec("schedule", "linear", f"{_SCHEDULES}:LinearSchedule", ScheduleConfig,
+                      "1 - tau (discrete linear; as a VP schedule abar^2 = 1 - tau)"),
+        ComponentSpec("schedule", "vp_linear", f"{_SCHEDULES}:LinearSchedule", ScheduleConfig,
+                      "VP-linear: abar^2 = 1 - tau"),
+        ComponentSpec("schedule", "polynomial", f"{_SCHEDULES}:PolynomialSchedule", PolynomialScheduleConfig,
+                      "1 - tau^power"),
+        ComponentSpec("schedule", "geometric", f"{_SCHEDULES}:GeometricSchedule", GeometricScheduleConfig,
+                      "exp(-beta_min^(1-tau) beta_max^tau)"),
+        ComponentSpec("schedule", "cosine", f"{_SCHEDULES}:CosineSchedule", ScheduleConfig,
+                      "cos(pi tau / 2)"),
+        ComponentSpec("schedule", "loglinear", f"{_SCHEDULES}:LogLinearSchedule", LogLinearScheduleConfig,
+                      "MDLM log-linear: 1 - (1 - eps) tau"),
+        ComponentSpec("schedule", "vp_cosine", f"{_SCHEDULES}:VPCosineSchedule", VPCosineScheduleConfig,
+                      "VP-cosine: abar^2 = cos^2(((tau + s)/(1 + s)) pi/2)"),
+        ComponentSpec("schedule", "vp_sqrt", f"{_SCHEDULES}:VPSqrtSchedule", ScheduleConfig,
+                      "VP-sqrt: abar^2 = sqrt(1 - tau)"),
+        ComponentSpec("latent", "none", "ladd_plugins.mdlm.no_latent:NoLatent", None,
+                      "no latent channel (MDLM)"),
+        ComponentSpec("latent", "continuous", "ladd_plugins.coladd.latent:ContinuousLatent", ContinuousLatentConfig,
+                      "Co-LADD: Gaussian latent, VP diffusion, y0-prediction, DDIM"),
+        ComponentSpec("latent", "discrete", "ladd_plugins.diladd.latent:DiscreteLatent", DiscreteLatentConfig,
+                      "Di-LADD: VQ codes (cosine, EMA codebook) with a masked process on codes"),
+        ComponentSpec("encoder", "dit", "ladd_plugins.encoders.dit_encoder:DiTEncoder", DiTEncoderConfig,
+                      "learned DiT encoder read at the M rightmost positions, L2-normalised"),
+        ComponentSpec("backbone", "dit", "ladd_plugins.backbones.dit:DiT", DiTConfig,
+                      "DiT with adaLN-Zero and RoPE for one channel (tokens, or a latent alone)"),
+        ComponentSpec("backbone", "mmdit", "ladd_plugins.backbones.mmdit:MMDiT", MMDiTConfig,
+                      "MM-DiT over tokens and latent slots with modality-specific weights"),
+        ComponentSpec("backbone", "mlp", "ladd_plugins.backbones.mlp:MLPDenoiser", MLPDenoiserConfig,
+                      "residual MLP latent denoiser (sequential Co-LADD)"),
+        ComponentSpec("sampler", "ancestral", "ladd_plugins.samplers.ancestral:AncestralSampler", AncestralConfig,
+                      "MDLM ancestral sampling with the exact masked bridge"),
+        ComponentSpec("sampler", "joint", "ladd_plugins.samplers.joint:JointSampler", JointConfig,
+                      "LADD joint inference: both channels at every step"),
+        ComponentSpec("sampler", "sequential", "ladd_plugins.samplers.sequential:SequentialSampler", SequentialConfig,
+                      "LADD sequential inference: latent first (T^Y steps), then tokens (T^X)"),
+        ComponentSpec("dataset", "binsaw", "ladd_plugins.binsaw.dataset:BinarySawtooth", BinarySawtoothConfig,
+                      "randomly shifted binary sawtooth (seeded infinite stream)"),
+        ComponentSpec("metric", "swd", "ladd_plugins.binsaw.swd:SlicedWasserstein", SlicedWassersteinConfig,
+                      "sliced Wasserstein distance SWD_1 with Gaussian directions"),
+    ]

@@ -80,10 +80,13 @@ class Process(ABC):
 
 @dataclass
 class LatentCode:
-    """A clean latent ``y0`` and any auxiliary loss its construction adds (e.g. VQ commitment)."""
+    """A clean latent ``y0``, any auxiliary loss its construction adds (e.g. VQ commitment), and a
+    differentiable embedding of ``y0`` through which the token loss reaches the encoder (e.g. the
+    straight-through quantised vectors of a discrete latent)."""
 
     y0: Tensor
     aux_loss: Tensor | None = None
+    embedding: Tensor | None = None
 
 
 class Latent(Process, nn.Module):
@@ -110,6 +113,14 @@ class Latent(Process, nn.Module):
     @abstractmethod
     def output_layer(self, width: int) -> nn.Module:
         """A module mapping hidden states ``[B, M, width]`` to this channel's prediction."""
+
+    def backbone_input(self, y_t: Tensor, code: LatentCode | None = None) -> Tensor:
+        """What a backbone's latent input layer receives for state ``y_t`` (``code`` is given in training)."""
+        return y_t
+
+    def sample_prior(self, batch: int, device: torch.device, generator: torch.Generator | None = None) -> Tensor:
+        """``batch`` draws of the terminal latent, shaped like the null latent."""
+        return self.prior(tuple(self.null(batch, device).shape), device, generator)
 
 
 class Encoder(nn.Module, ABC):
@@ -174,6 +185,11 @@ class DenoiserModel(ABC):
 
     @property
     @abstractmethod
+    def device(self) -> torch.device:
+        """Where the model's parameters live."""
+
+    @property
+    @abstractmethod
     def caches_token_predictions(self) -> bool:
         """True when an unchanged input gives an unchanged token prediction (no time conditioning)."""
 
@@ -192,6 +208,8 @@ class Sampler(ABC):
 
     #: True when the sampler needs a latent channel (checked when the experiment is assembled)
     requires_latent: bool = False
+    #: True when tokens are denoised given a finished clean latent (sequential); evaluation follows it
+    conditions_on_clean_latent: bool = False
 
     @abstractmethod
     def sample(self, model: DenoiserModel, num_samples: int, steps: int, generator: torch.Generator) -> SampleOutput:

@@ -1,0 +1,50 @@
+"""DiT denoiser for a single channel: the token channel (MDLM) or the latent channel alone (sequential LADD).
+
+Token channel: ids ``[B, S]`` (mask id ``K``) to logits ``[B, S, K]`` over the real tokens only, so the
+mask gets no probability (SUBS). Following the paper, the token denoiser has no timestep input by
+default; its adaLN conditioning is then a learned constant. The latent channel is always conditioned
+on ``tau_y``.
+"""
+from __future__ import annotations
+
+
+from torch import Tensor, nn
+
+from registry.errors import IncompatibleComponentsError
+from registry.interfaces import Backbone, Channels, Denoised
+
+from .layers import DiTTrunk, FinalLayer, TimestepEmbedder, learned_condition, zero_linear
+from .config import DiTConfig
+
+__all__ = ["DiTConfig", "DiT"]
+
+
+class DiT(Backbone):
+    """Diffusion Transformer over one channel, with adaLN-Zero conditioning and RoPE."""
+
+    def __init__(self, config: DiTConfig, channels: Channels):
+        super().__init__()
+        self.denoises_tokens = channels.tokens and channels.latent is None
+        if not self.denoises_tokens and not (channels.seq_len == 0 and channels.latent is not None):
+            raise IncompatibleComponentsError(
+                "backbone 'dit' denoises one channel (tokens, or a latent alone); for tokens plus a latent use 'mmdit'"
+            )
+        if self.denoises_tokens:
+            self.embed = nn.Embedding(channels.vocab_size + 1, config.hidden)
+            head = zero_linear(config.hidden, channels.vocab_size)
+        else:
+            self.embed = channels.latent.input_layer(config.hidden)
+            head = channels.latent.output_layer(config.hidden)
+        time_conditioned = config.time_conditioning or not self.denoises_tokens
+        self.token_time_conditioned = time_conditioned
+        self.time_embed = TimestepEmbedder(config.cond_dim) if time_conditioned else None
+        self.condition = None if time_conditioned else learned_condition(config.cond_dim)
+        self.trunk = DiTTrunk(config.hidden, config.layers, config.heads, config.cond_dim, config.mlp_ratio, config.dropout)
+        self.final = FinalLayer(config.hidden, config.cond_dim, head)
+
+    def forward(self, x_t: Tensor | None, tau_x: Tensor | None, y_t: Tensor | None, tau_y: Tensor | None) -> Denoised:
+        inputs, tau = (x_t, tau_x) if self.denoises_tokens else (y_t, tau_y)
+        h = self.embed(inputs)
+        c = self.condition.expand(h.shape[0], -1) if self.time_embed is None else self.time_embed(tau)
+        out = self.final(self.trunk(h, c), c)
+        return Denoised(tokens=out) if self.denoises_tokens else Denoised(latent=out)

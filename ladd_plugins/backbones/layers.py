@@ -1,0 +1,189 @@
+"""Building blocks shared by the DiT, MM-DiT, MLP denoisers and the DiT encoder.
+
+DiT blocks (Peebles & Xie, 2023) with adaLN-Zero conditioning, bidirectional attention and rotary
+position embeddings (RoPE) whose positions the caller passes in.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+try:
+    from flash_attn import flash_attn_func
+except ImportError:
+    flash_attn_func = None
+
+__all__ = [
+    "Rotary",
+    "TimestepEmbedder",
+    "rotary",
+    "apply_rotary",
+    "attention",
+    "AdaLN",
+    "modulate",
+    "MLPBlock",
+    "DiTBlock",
+    "DiTTrunk",
+    "FinalLayer",
+    "zero_linear",
+    "learned_condition",
+]
+
+Rotary = tuple[Tensor, Tensor]
+
+
+class TimestepEmbedder(nn.Module):
+    """Sinusoidal features of ``tau`` in [0, 1] followed by a two-layer MLP, giving ``[B, dim]``."""
+
+    def __init__(self, dim: int, frequency_dim: int = 256, scale: float = 1000.0, max_period: float = 10_000.0):
+        super().__init__()
+        self.frequency_dim = frequency_dim
+        # with tau in [0, 1] most frequencies would barely turn; DiT's integer-step range (x1000) spreads them
+        self.scale = scale
+        self.max_period = max_period
+        self.mlp = nn.Sequential(nn.Linear(frequency_dim, dim), nn.SiLU(), nn.Linear(dim, dim))
+
+    def forward(self, tau: Tensor) -> Tensor:
+        half = self.frequency_dim // 2
+        freqs = torch.exp(-math.log(self.max_period) * torch.arange(half, device=tau.device, dtype=torch.float32) / half)
+        args = (tau.float() * self.scale)[:, None] * freqs
+        features = torch.cat([torch.cos(args), torch.sin(args)], dim=-1)
+        return self.mlp(features.to(self.mlp[0].weight.dtype))
+
+
+def rotary(positions: Tensor, head_dim: int, base: float = 10_000.0) -> Rotary:
+    """RoPE cosines and sines ``[L, 1, head_dim / 2]`` for integer ``positions`` ``[L]``."""
+    inv_freq = base ** (-torch.arange(0, head_dim, 2, device=positions.device, dtype=torch.float32) / head_dim)
+    angles = positions.float()[:, None] * inv_freq
+    return angles.cos()[:, None], angles.sin()[:, None]
+
+
+def apply_rotary(x: Tensor, rope: Rotary) -> Tensor:
+    """Rotate ``x`` ``[B, L, H, D]`` by its positions' angles (rotate-half convention)."""
+    cos, sin = rope
+    dtype = x.dtype
+    x = x.to(torch.promote_types(dtype, cos.dtype))
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).to(dtype)
+
+
+def attention(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+    """Bidirectional multi-head attention of ``[B, L, H, D]`` inputs, returning ``[B, L, H * D]``."""
+    if flash_attn_func is not None and q.is_cuda and q.dtype in (torch.float16, torch.bfloat16):
+        out = flash_attn_func(q, k, v)
+    else:
+        out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)).transpose(1, 2)
+    return out.flatten(2)
+
+
+def zero_linear(fan_in: int, fan_out: int) -> nn.Linear:
+    """A linear layer initialised to output zeros (adaLN-Zero output heads)."""
+    layer = nn.Linear(fan_in, fan_out)
+    nn.init.zeros_(layer.weight)
+    nn.init.zeros_(layer.bias)
+    return layer
+
+
+def modulate(x: Tensor, shift: Tensor, scale: Tensor) -> Tensor:
+    """adaLN modulation of normalised hidden states."""
+    return x * (1 + scale) + shift
+
+
+class AdaLN(nn.Module):
+    """adaLN-Zero: ``n`` modulation vectors ``[B, 1, hidden]`` from the conditioning, all zero at initialisation."""
+
+    def __init__(self, cond_dim: int, hidden: int, n: int):
+        super().__init__()
+        self.n = n
+        self.proj = zero_linear(cond_dim, n * hidden)
+
+    def forward(self, c: Tensor) -> tuple[Tensor, ...]:
+        return self.proj(F.silu(c)).unsqueeze(1).chunk(self.n, dim=-1)
+
+
+def _norm(hidden: int) -> nn.LayerNorm:
+    return nn.LayerNorm(hidden, elementwise_affine=False, eps=1e-6)
+
+
+class MLPBlock(nn.Module):
+    """Pre-norm MLP residual branch with adaLN-Zero shift, scale and gate."""
+
+    def __init__(self, hidden: int, cond_dim: int, mlp_ratio: float, dropout: float):
+        super().__init__()
+        inner = int(hidden * mlp_ratio)
+        self.norm = _norm(hidden)
+        self.mlp = nn.Sequential(nn.Linear(hidden, inner), nn.GELU(approximate="tanh"), nn.Linear(inner, hidden))
+        self.adaln = AdaLN(cond_dim, hidden, 3)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor, c: Tensor) -> Tensor:
+        shift, scale, gate = self.adaln(c)
+        return x + gate * self.dropout(self.mlp(modulate(self.norm(x), shift, scale)))
+
+
+class DiTBlock(nn.Module):
+    """A DiT block, split around attention so that MM-DiT can attend jointly across modalities."""
+
+    def __init__(self, hidden: int, heads: int, cond_dim: int, mlp_ratio: float, dropout: float):
+        super().__init__()
+        if hidden % heads or (hidden // heads) % 2:
+            raise ValueError(f"hidden {hidden} must split into {heads} heads of even width (for RoPE)")
+        self.heads = heads
+        self.norm = _norm(hidden)
+        self.qkv = nn.Linear(hidden, 3 * hidden)
+        self.proj = nn.Linear(hidden, hidden)
+        self.adaln = AdaLN(cond_dim, hidden, 3)
+        self.dropout = nn.Dropout(dropout)
+        self.mlp = MLPBlock(hidden, cond_dim, mlp_ratio, dropout)
+
+    def pre_attention(self, x: Tensor, c: Tensor, rope: Rotary) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """Rotated queries and keys, values ``[B, L, H, D]`` and the attention gate."""
+        shift, scale, gate = self.adaln(c)
+        q, k, v = self.qkv(modulate(self.norm(x), shift, scale)).unflatten(-1, (3, self.heads, -1)).unbind(2)
+        return apply_rotary(q, rope), apply_rotary(k, rope), v, gate
+
+    def post_attention(self, x: Tensor, attn: Tensor, gate: Tensor, c: Tensor) -> Tensor:
+        """Residual update from this block's share of the attention output ``[B, L, hidden]``, then the MLP."""
+        return self.mlp(x + gate * self.dropout(self.proj(attn)), c)
+
+    def forward(self, x: Tensor, c: Tensor, rope: Rotary) -> Tensor:
+        q, k, v, gate = self.pre_attention(x, c, rope)
+        return self.post_attention(x, attention(q, k, v), gate, c)
+
+
+class DiTTrunk(nn.Module):
+    """A stack of DiT blocks over one sequence, with RoPE positions ``0..L-1``."""
+
+    def __init__(self, hidden: int, layers: int, heads: int, cond_dim: int, mlp_ratio: float, dropout: float):
+        super().__init__()
+        self.head_dim = hidden // heads
+        self.blocks = nn.ModuleList(DiTBlock(hidden, heads, cond_dim, mlp_ratio, dropout) for _ in range(layers))
+
+    def forward(self, x: Tensor, c: Tensor) -> Tensor:
+        rope = rotary(torch.arange(x.shape[1], device=x.device), self.head_dim)
+        for block in self.blocks:
+            x = block(x, c, rope)
+        return x
+
+
+class FinalLayer(nn.Module):
+    """adaLN-modulated final LayerNorm followed by an output head."""
+
+    def __init__(self, hidden: int, cond_dim: int, head: nn.Module):
+        super().__init__()
+        self.norm = _norm(hidden)
+        self.adaln = AdaLN(cond_dim, hidden, 2)
+        self.head = head
+
+    def forward(self, x: Tensor, c: Tensor) -> Tensor:
+        shift, scale = self.adaln(c)
+        return self.head(modulate(self.norm(x), shift, scale))
+
+
+def learned_condition(cond_dim: int) -> nn.Parameter:
+    """A learned constant conditioning vector for networks without timestep input."""
+    # non-zero: a zero vector would leave the zero-initialised adaLN layers without gradient
+    return nn.Parameter(0.02 * torch.randn(cond_dim))

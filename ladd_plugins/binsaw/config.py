@@ -1,0 +1,33 @@
+"""Options of the binary sawtooth dataset and its sliced Wasserstein metric (torch-free, for fast listing)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class BinarySawtoothConfig:
+    """Sequence length S, number of sawtooth periods P and minimum probability s (App. E.1)."""
+
+    seq_len: int = 128
+    periods: int = 2
+    floor: float = 0.01
+
+    def __post_init__(self) -> None:
+        if self.seq_len < 1:
+            raise ValueError(f"binary sawtooth seq_len must be >= 1, got {self.seq_len}")
+        if self.periods < 1:
+            raise ValueError(f"binary sawtooth periods must be >= 1, got {self.periods}")
+        if not 0.0 <= self.floor <= 0.5:
+            raise ValueError(f"binary sawtooth floor must lie in [0, 0.5], got {self.floor}")
+
+
+@dataclass
+class SlicedWassersteinConfig:
+    """Number of Gaussian projection directions and the seed that fixes them."""
+
+    directions: int = 1000
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.directions < 1:
+            raise ValueError(f"sliced Wasserstein directions must be >= 1, got {self.directions}")

@@ -1,0 +1,22 @@
+"""Options of Co-LADD's continuous latent (torch-free, so listing components stays fast)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class ContinuousLatentConfig:
+    """Latent length M, width d_l, encoder std sigma_lat, and the latent process's options."""
+
+    length: int = 1
+    width: int = 32
+    std: float = 0.01  # sigma_lat^2 = 1e-4 (Sec. 3.1)
+    horizon: int = 4000
+    weighting: str = "constant"
+    eta: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.length < 1 or self.width < 1:
+            raise ValueError(f"continuous latent needs length >= 1 and width >= 1, got {self.length}, {self.width}")
+        if self.std < 0:
+            raise ValueError(f"continuous latent std={self.std} must be non-negative")

@@ -1,0 +1,81 @@
+"""The variance-preserving Gaussian process of Co-LADD's latent channel (Sec. 2.1, App. B.1)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from registry.interfaces import Process, Schedule
+
+from ..schedules.closed_form import per_sample
+
+__all__ = ["GAUSSIAN_WEIGHTINGS", "VPGaussianProcess"]
+
+GAUSSIAN_WEIGHTINGS = ("constant", "elbo")
+
+
+@dataclass
+class VPGaussianProcess(Process):
+    """``y_t = abar_t y0 + sbar_t eps`` with ``abar_t**2 = signal(tau)``; y0-prediction, DDIM(eta) reverse step."""
+
+    schedule: Schedule
+    horizon: int = 4000
+    weighting: str = "constant"
+    eta: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.weighting not in GAUSSIAN_WEIGHTINGS:
+            raise ValueError(f"weighting={self.weighting!r}; valid choices: {', '.join(GAUSSIAN_WEIGHTINGS)}")
+        if self.horizon < 1:
+            raise ValueError(f"horizon={self.horizon} must be at least 1")
+        if not 0.0 <= self.eta <= 1.0:
+            raise ValueError(f"DDIM eta={self.eta} must lie in [0, 1]")
+
+    def _variances(self, tau: Tensor) -> tuple[Tensor, Tensor]:
+        """``(abar**2, sbar**2)`` at ``tau`` in float64."""
+        signal = self.schedule.signal(tau.double())
+        return signal, 1.0 - signal
+
+    def prior(self, shape: tuple[int, ...], device: torch.device, generator: torch.Generator | None = None) -> Tensor:
+        return torch.randn(shape, generator=generator, device=device)
+
+    def corrupt(self, x0: Tensor, tau: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        abar2, sbar2 = self._variances(tau)
+        noise = torch.randn(x0.shape, generator=generator, device=x0.device, dtype=torch.float64)
+        y_t = per_sample(abar2.sqrt(), x0) * x0.double() + per_sample(sbar2.sqrt(), x0) * noise
+        return y_t.to(x0.dtype)
+
+    def weight(self, tau: Tensor) -> Tensor:
+        """Loss weight: 1, or ``T * abar_{t-1}^2 sigma_t^2 / (2 sbar_{t-1}^2 sbar_t^2)`` (eq. app_y0_pred_weight)."""
+        if self.weighting == "constant":
+            return torch.ones_like(tau)
+        abar2_prev, sbar2_prev = self._variances((tau.double() - 1.0 / self.horizon).clamp(min=0.0))
+        abar2, sbar2 = self._variances(tau)
+        sigma2 = sbar2 - abar2 / abar2_prev * sbar2_prev
+        elbo = self.horizon * abar2_prev * sigma2 / (2.0 * sbar2_prev * sbar2)
+        # The ELBO sum runs from t = 2: the t = 1 term is the reconstruction L_0, not a weighted
+        # regression, so it gets weight 0 (rounding tau * T keeps float32 grid times exact).
+        first_step = torch.round(tau.double() * self.horizon) <= 1
+        return torch.where(first_step, 0.0, elbo).to(tau.dtype)
+
+    def loss(self, prediction: Tensor, x0: Tensor, x_t: Tensor, tau: Tensor) -> Tensor:
+        """Weighted squared error, summed over the feature dim and averaged over the ``M`` positions."""
+        squared = (prediction.float() - x0.float()).square().sum(dim=-1)
+        return squared.flatten(1).mean(dim=1) * self.weight(tau).float()
+
+    def step(self, x_t: Tensor, prediction: Tensor, tau_t: Tensor, tau_s: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        """DDIM kernel (eq. app_ddim_kernel): eta=1 is the Markovian bridge, eta=0 deterministic."""
+        abar2_t, sbar2_t = self._variances(tau_t)
+        abar2_s, sbar2_s = self._variances(tau_s)
+        y0_hat = prediction.double()
+        eps_hat = (x_t.double() - per_sample(abar2_t.sqrt(), x_t) * y0_hat) / per_sample(sbar2_t.sqrt(), x_t)
+        sigma2_ts = sbar2_t - abar2_t / abar2_s * sbar2_s
+        variance = (self.eta**2 * sigma2_ts * sbar2_s / sbar2_t).clamp(min=0.0)
+        mean = per_sample(abar2_s.sqrt(), x_t) * y0_hat + per_sample((sbar2_s - variance).clamp(min=0.0).sqrt(), x_t) * eps_hat
+        y_s = mean
+        if self.eta > 0:
+            noise = torch.randn(x_t.shape, generator=generator, device=x_t.device, dtype=torch.float64)
+            y_s = mean + per_sample(variance.sqrt(), x_t) * noise
+        # the final step removes the noise: return the prediction itself
+        return torch.where(per_sample(tau_s <= 0, x_t), y0_hat, y_s).to(x_t.dtype)

@@ -1,0 +1,25 @@
+"""Options of Di-LADD's discrete latent (torch-free, so listing components stays fast)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class DiscreteLatentConfig:
+    """Latent length M, width d_l, the quantiser's options and the code process's options."""
+
+    length: int = 1
+    width: int = 32
+    codebook_size: int = 2048
+    decay: float = 0.95  # EMA decay of the codebook
+    commitment: float = 0.1  # beta: the auxiliary loss is beta * L_VQ
+    dead_code_threshold: int = 2  # codes used less than this (EMA count) are restarted
+    horizon: int = 4000
+    weighting: str = "constant"
+
+    def __post_init__(self) -> None:
+        if self.length < 1 or self.width < 1 or self.codebook_size < 2:
+            raise ValueError(
+                f"discrete latent needs length >= 1, width >= 1, codebook_size >= 2; "
+                f"got {self.length}, {self.width}, {self.codebook_size}"
+            )

@@ -1,0 +1,21 @@
+"""Options of the masked token process (torch-free, so listing components stays fast)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+WEIGHTINGS = ("elbo", "constant")
+
+
+@dataclass
+class MaskedProcessConfig:
+    """Training horizon T and the loss weighting (``elbo``: T * lambda_t, ``constant``: 1)."""
+
+    horizon: int = 4000
+    weighting: str = "elbo"
+
+    def __post_init__(self) -> None:
+        if self.weighting not in WEIGHTINGS:
+            raise ValueError(f"weighting={self.weighting!r}; valid choices: {', '.join(WEIGHTINGS)}")
+        if self.horizon < 1:
+            raise ValueError(f"horizon={self.horizon} must be at least 1")

@@ -1,0 +1,72 @@
+"""The masked (absorbing-state) discrete process of MDLM (Sec. 2.2, App. B.2)."""
+from __future__ import annotations
+
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from registry.interfaces import Process, Schedule, mask_id
+
+from ..schedules.closed_form import per_sample
+from .config import WEIGHTINGS, MaskedProcessConfig
+
+__all__ = ["WEIGHTINGS", "MaskedProcessConfig", "MaskedProcess"]
+
+
+class MaskedProcess(Process):
+    """Each position independently jumps to the mask state ``K``; survival probability ``gbar(tau)``."""
+
+    def __init__(self, config: MaskedProcessConfig, schedule: Schedule, vocab_size: int) -> None:
+        if vocab_size < 1:
+            raise ValueError(f"vocab_size={vocab_size} must be at least 1")
+        self.config = config
+        self.horizon = config.horizon
+        self.schedule = schedule
+        self.vocab_size = vocab_size
+        self.mask = mask_id(vocab_size)
+
+    def _gbar(self, tau: Tensor) -> Tensor:
+        return self.schedule.signal(tau.double())
+
+    def prior(self, shape: tuple[int, ...], device: torch.device, generator: torch.Generator | None = None) -> Tensor:
+        return torch.full(shape, self.mask, dtype=torch.long, device=device)
+
+    def corrupt(self, x0: Tensor, tau: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        keep = torch.rand(x0.shape, generator=generator, device=x0.device, dtype=torch.float64)
+        return torch.where(keep < per_sample(self._gbar(tau), x0), x0, self.mask)
+
+    def weight(self, tau: Tensor) -> Tensor:
+        """Loss weight at ``tau``: ``T (gbar(tau - 1/T) - gbar(tau)) / (1 - gbar(tau))`` or 1."""
+        if self.config.weighting == "constant":
+            return torch.ones_like(tau)
+        previous = (tau.double() - 1.0 / self.horizon).clamp(min=0.0)
+        gbar = self._gbar(tau)
+        # gbar(0) = 1 makes 0/0 at tau = 0; the numerator is 0 there, so any positive floor gives 0
+        denominator = (1.0 - gbar).clamp(min=torch.finfo(torch.float64).tiny)
+        return (self.horizon * (self._gbar(previous) - gbar) / denominator).to(tau.dtype)
+
+    def loss(self, prediction: Tensor, x0: Tensor, x_t: Tensor, tau: Tensor) -> Tensor:
+        """Weighted cross-entropy of the real-token logits ``[B, S, K]`` at the masked positions."""
+        # ignore_index keeps the logits un-copied: unmasked positions contribute exactly 0
+        target = torch.where(x_t == self.mask, x0, -100)
+        ce = F.cross_entropy(prediction.flatten(0, -2), target.flatten(), ignore_index=-100, reduction="none")
+        per_sample = ce.view(x0.shape[0], -1).float().mean(dim=1)
+        return per_sample * self.weight(tau).float()
+
+    def reveal_probability(self, tau_t: Tensor, tau_s: Tensor) -> Tensor:
+        """Probability that a position masked at ``tau_t`` is revealed at ``tau_s``: ``(gbar_s - gbar_t) / (1 - gbar_t)``."""
+        gbar_t, gbar_s = self._gbar(tau_t), self._gbar(tau_s)
+        bridge = (gbar_s - gbar_t) / (1.0 - gbar_t).clamp(min=torch.finfo(torch.float64).tiny)
+        # the final step removes all remaining noise, even where gbar(0) < 1
+        return torch.where(tau_s <= 0, 1.0, bridge.clamp(0.0, 1.0))
+
+    def step(self, x_t: Tensor, prediction: Tensor, tau_t: Tensor, tau_s: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        """Exact bridge with ``x0`` replaced by ``softmax(prediction)``: reveal set first, then tokens there."""
+        draw = torch.rand(x_t.shape, generator=generator, device=x_t.device, dtype=torch.float64)
+        reveal = (x_t == self.mask) & (draw < per_sample(self.reveal_probability(tau_t, tau_s), x_t))
+        probs = torch.softmax(prediction[reveal].double(), dim=-1)
+        tokens = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+        x_s = x_t.clone()
+        x_s[reveal] = tokens
+        return x_s

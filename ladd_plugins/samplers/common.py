@@ -1,0 +1,30 @@
+"""Pieces every sampler shares: the reverse time grid and guided token predictions."""
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from registry.interfaces import DenoiserModel
+
+
+def time_grid(steps: int) -> list[tuple[float, float]]:
+    """Pairs (tau_t, tau_s) from 1 down to 0 in ``steps`` equal reverse steps."""
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}")
+    return [(k / steps, (k - 1) / steps) for k in range(steps, 0, -1)]
+
+
+def full(batch: int, value: float, device: torch.device) -> Tensor:
+    """A time tensor [batch] filled with ``value``."""
+    return torch.full((batch,), value, device=device)
+
+
+def token_logits(model: DenoiserModel, x_t: Tensor, tau_x: Tensor, y_t: Tensor | None, tau_y: Tensor | None, guidance: float) -> tuple[Tensor, Tensor | None, int]:
+    """Token logits (classifier-free guided when ``guidance != 1``), the latent prediction, and the network calls."""
+    out = model.predict(x_t, tau_x, y_t, tau_y)
+    if y_t is None or guidance == 1.0:
+        return out.tokens, out.latent, 1
+    null = model.latent.corrupt(model.latent.null(x_t.shape[0], x_t.device).to(y_t.dtype), tau_y)
+    unconditional = model.predict(x_t, tau_x, null, tau_y).tokens
+    logits = model.process.guide(out.tokens.log_softmax(-1), unconditional.log_softmax(-1), guidance)
+    return logits, out.latent, 2

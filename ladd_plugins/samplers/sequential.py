@@ -1,0 +1,32 @@
+"""Sequential LADD sampling: generate a clean latent first, then denoise tokens given it."""
+from __future__ import annotations
+
+import torch
+
+from registry.interfaces import DenoiserModel, SampleOutput, Sampler
+
+from .ancestral import denoise_tokens
+from .config import SequentialConfig
+from .common import full, time_grid
+
+
+class SequentialSampler(Sampler):
+    """T^Y latent steps, then T^X token steps conditioned on the fixed latent."""
+
+    requires_latent = True
+    conditions_on_clean_latent = True
+
+    def __init__(self, config: SequentialConfig) -> None:
+        if config.latent_steps < 1:
+            raise ValueError(f"sampler.latent_steps must be >= 1, got {config.latent_steps}")
+        self.config = config
+
+    @torch.no_grad()
+    def sample(self, model: DenoiserModel, num_samples: int, steps: int, generator: torch.Generator) -> SampleOutput:
+        device = model.device
+        y = model.latent.sample_prior(num_samples, device, generator)
+        for tau_t, tau_s in time_grid(self.config.latent_steps):
+            t, s = full(num_samples, tau_t, device), full(num_samples, tau_s, device)
+            y = model.latent.step(y, model.predict_latent(y, t), t, s, generator)
+        tokens, calls = denoise_tokens(model, num_samples, steps, generator, device, y, self.config.guidance)
+        return SampleOutput(tokens, y, calls + self.config.latent_steps)

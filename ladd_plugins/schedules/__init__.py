@@ -1,0 +1,1 @@
+"""Closed-form noise schedules (paper Table noise_schedules)."""

@@ -1,0 +1,108 @@
+"""Turning a resolved experiment config into components and a model, with compatibility checks."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from ._component import Component
+from ._registry import Registry
+from .errors import IncompatibleComponentsError
+from .interfaces import Channels, Dataset, Latent, Metric, Sampler
+from .model import DiffusionModel, Objective
+
+#: Config slots and the component kind each one selects. Optional slots may be null.
+SLOTS: dict[str, str] = {
+    "dataset": "dataset",
+    "process": "process",
+    "schedule": "schedule",
+    "latent": "latent",
+    "latent_schedule": "schedule",
+    "encoder": "encoder",
+    "backbone": "backbone",
+    "latent_backbone": "backbone",
+    "sampler": "sampler",
+    "metric": "metric",
+}
+OPTIONAL_SLOTS = ("latent_schedule", "encoder", "latent_backbone")
+
+
+@dataclass
+class Experiment:
+    """Everything a run needs, built from one config."""
+
+    model: DiffusionModel
+    dataset: Dataset
+    sampler: Sampler
+    metric: Metric
+    components: dict[str, Component] = field(default_factory=dict)
+
+    def origins(self) -> dict[str, dict[str, Any]]:
+        """Slot -> component description with its origin, as recorded in run folders."""
+        return {slot: component.as_dict() for slot, component in self.components.items()}
+
+
+def selection(cfg: Mapping[str, Any], slot: str) -> tuple[str, dict[str, Any]] | None:
+    """The (name, options) chosen for a slot, or None for an empty optional slot."""
+    node = cfg.get(slot)
+    if node is None:
+        if slot in OPTIONAL_SLOTS:
+            return None
+        raise IncompatibleComponentsError(f"config has no {slot!r}; choose one with {slot}=NAME")
+    options = dict(node)
+    name = options.pop("name")
+    return name, options
+
+
+def build_experiment(cfg: Mapping[str, Any], registry: Registry) -> Experiment:
+    """Build dataset, model, sampler and metric from a plain (resolved) config mapping."""
+    components: dict[str, Component] = {}
+
+    def build(slot: str, **context: Any) -> Any:
+        chosen = selection(cfg, slot)
+        if chosen is None:
+            return None
+        name, options = chosen
+        component = registry.get(SLOTS[slot], name)
+        components[slot] = component
+        return component.build(options, **context)
+
+    dataset: Dataset = build("dataset")
+    process = build("process", schedule=build("schedule"), vocab_size=dataset.vocab_size)
+    latent: Latent = build("latent", schedule=build("latent_schedule"))
+    encoder = build("encoder", vocab_size=dataset.vocab_size, seq_len=dataset.seq_len)
+    objective = Objective(**dict(cfg.get("objective") or {}))
+    _check_latent_side(latent, encoder, objective, cfg)
+    backbone = build(
+        "backbone",
+        channels=Channels(dataset.vocab_size, dataset.seq_len, latent if latent.length > 0 else None),
+    )
+    latent_backbone = build("latent_backbone", channels=Channels(0, 0, latent)) if latent.length > 0 else None
+    if objective.latent_time == "clean" and latent.length > 0 and latent_backbone is None:
+        raise IncompatibleComponentsError(
+            "objective.latent_time=clean trains the token denoiser on clean latents only, so the latent "
+            "needs its own denoiser: set latent_backbone=NAME (e.g. one of the latent-only backbones)"
+        )
+    sampler: Sampler = build("sampler")
+    if sampler.requires_latent and latent.length == 0:
+        raise IncompatibleComponentsError(
+            f"sampler {components['sampler'].name!r} generates a latent channel but latent "
+            f"{components['latent'].name!r} has none; use a token-only sampler or choose a latent"
+        )
+    model = DiffusionModel(
+        process, latent, backbone, dataset.vocab_size, dataset.seq_len, objective, encoder, latent_backbone
+    )
+    return Experiment(model, dataset, sampler, build("metric"), components)
+
+
+def _check_latent_side(latent: Latent, encoder: Any, objective: Objective, cfg: Mapping[str, Any]) -> None:
+    if latent.length == 0:
+        if encoder is not None:
+            raise IncompatibleComponentsError("an encoder is set but the latent has no channel; set latent=NAME or encoder=null")
+        return
+    if encoder is None:
+        raise IncompatibleComponentsError(f"latent {cfg['latent']['name']!r} needs an encoder: set encoder=NAME")
+    if (encoder.length, encoder.width) != (latent.length, latent.width):
+        raise IncompatibleComponentsError(
+            f"encoder produces {encoder.length} x {encoder.width} features but latent {cfg['latent']['name']!r} "
+            f"expects {latent.length} x {latent.width} (set encoder.length/width to match latent.length/width)"
+        )

@@ -1,0 +1,176 @@
+"""The ``ladd`` command line."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+from ._component import KINDS
+from ._registry import Registry, load
+from .errors import LaddError
+
+DEBUG_ENV = "LADD_DEBUG"
+
+
+def _list_components(args: argparse.Namespace, registry: Registry) -> None:
+    rows = [c.as_dict() for c in registry if args.kind in (None, c.kind)]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return
+    widths = {key: max([len(key)] + [len(str(r[key] or "")) for r in rows]) for key in ("kind", "name", "plugin")}
+    print("  ".join(f"{k:<{widths[k]}}" for k in widths) + "  version  description")
+    for r in rows:
+        print("  ".join(f"{str(r[k]):<{widths[k]}}" for k in widths) + f"  {r['version'] or '-':<7}  {r['description']}")
+    _print_failures(registry)
+
+
+def _print_failures(registry: Registry) -> None:
+    for failure in registry.failures:
+        print(f"plugin {failure.plugin!r} failed to load: {failure.error}", file=sys.stderr)
+
+
+def _plugins(args: argparse.Namespace, registry: Registry) -> None:
+    counts: dict[tuple[str, str | None, str | None], int] = {}
+    for c in registry:
+        key = (c.origin.plugin, c.origin.distribution, c.origin.version)
+        counts[key] = counts.get(key, 0) + 1
+    for (plugin, dist, version), n in sorted(counts.items()):
+        print(f"{plugin:<16} {dist or '-':<24} {version or '-':<10} {n} components")
+    for failure in registry.failures:
+        print(f"{failure.plugin:<16} {failure.distribution or '-':<24} {'-':<10} FAILED: {failure.error}")
+
+
+def _train(overrides: list[str], registry: Registry) -> None:
+    import hydra
+    from hydra.core.hydra_config import HydraConfig
+
+    from .config import CONFIG_MODULE, PRIMARY_CONFIG, register_configs, search_path_override
+    from .training import train
+
+    register_configs(registry)
+
+    @hydra.main(version_base=None, config_path=f"pkg://{CONFIG_MODULE}", config_name=PRIMARY_CONFIG)
+    def run(cfg: Any) -> None:
+        try:
+            run_dir = HydraConfig.get().runtime.output_dir
+            train(cfg, run_dir, registry)
+            print(f"trained {cfg.method}: {run_dir}")
+        except LaddError as error:
+            _report(error)
+            raise SystemExit(2)
+
+    sys.argv = ["ladd train", *search_path_override(registry), *overrides]
+    run()
+
+
+def _sample(args: argparse.Namespace, registry: Registry) -> None:
+    from .evaluation import sample
+    from .training import load_run
+
+    experiment, _ = load_run(args.run_dir, registry)
+    tokens, calls = sample(experiment, args.num, args.steps, args.batch_size, args.seed)
+    out = Path(args.out or Path(args.run_dir) / f"samples_{args.steps}steps.txt")
+    out.write_text("\n".join(" ".join(map(str, row.tolist())) for row in tokens) + "\n")
+    print(f"{args.num} samples, {args.steps} token steps, {calls} network calls each: {out}")
+
+
+def _eval(args: argparse.Namespace, registry: Registry) -> None:
+    from .evaluation import evaluate
+    from .report import format_table
+    from .training import load_run
+
+    experiment, cfg = load_run(args.run_dir, registry)
+    eval_cfg = dict(cfg["eval"])
+    if args.budgets:
+        eval_cfg["budgets"] = [int(b) for b in args.budgets.split(",")]
+    if args.num_samples:
+        eval_cfg["num_samples"] = args.num_samples
+    result = evaluate(experiment, cfg["method"], eval_cfg)
+    result.save(args.run_dir)
+    print(format_table([result], cfg["metric"]["name"], experiment.dataset.oracle_token_loss()))
+
+
+def _compare(args: argparse.Namespace, registry: Registry) -> None:
+    from .config import compose, to_plain
+    from .evaluation import evaluate
+    from .report import format_table, write_report
+    from .training import CONFIG_FILE, WEIGHTS_FILE, load_run, train
+
+    results, metric, oracle = [], None, None
+    for name in args.experiments.split(","):
+        run_dir = Path(args.runs_dir) / name.replace("/", "_")
+        if args.reuse and (run_dir / WEIGHTS_FILE).is_file() and (run_dir / CONFIG_FILE).is_file():
+            experiment, plain = load_run(run_dir, registry)
+        else:
+            cfg = compose([f"experiment={name}", *args.overrides], registry)
+            experiment = train(cfg, run_dir, registry)
+            plain = to_plain(cfg)
+        result = evaluate(experiment, plain["method"], plain["eval"])
+        result.save(run_dir)
+        results.append(result)
+        metric, oracle = plain["metric"]["name"], experiment.dataset.oracle_token_loss()
+    paths = write_report(results, metric, args.out, oracle)
+    print(format_table(results, metric, oracle))
+    print("wrote " + ", ".join(str(p) for p in paths))
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ladd", description="Masked and latent-augmented discrete diffusion, built from plugins.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("list-components", help="list registered components with their origin")
+    p.add_argument("--kind", choices=KINDS)
+    p.add_argument("--json", action="store_true", help="print a JSON list of objects")
+    p.set_defaults(run=_list_components)
+    sub.add_parser("plugins", help="list loaded plugins and those that failed").set_defaults(run=_plugins)
+    sub.add_parser("train", help="train an experiment: ladd train [experiment=NAME] [key=value ...] (Hydra overrides, -m for sweeps)")
+    p = sub.add_parser("sample", help="sample from a trained run")
+    p.add_argument("run_dir")
+    p.add_argument("--steps", type=int, default=32)
+    p.add_argument("--num", type=int, default=16)
+    p.add_argument("--batch-size", type=int, default=1000)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out")
+    p.set_defaults(run=_sample)
+    p = sub.add_parser("eval", help="held-out token loss and the metric at several step budgets")
+    p.add_argument("run_dir")
+    p.add_argument("--budgets", help="comma-separated token step counts, e.g. 1,2,4,8")
+    p.add_argument("--num-samples", type=int)
+    p.set_defaults(run=_eval)
+    p = sub.add_parser("compare", help="train (or reuse) several experiments, evaluate them, write tables and a plot")
+    p.add_argument("--experiments", default="binsaw/mdlm_cpu,binsaw/coladd_seq_cpu")
+    p.add_argument("--runs-dir", default="runs/compare")
+    p.add_argument("--out", default="results/quickstart")
+    p.add_argument("--reuse", action="store_true", help="reuse finished runs found in --runs-dir")
+    p.add_argument("overrides", nargs="*", help="Hydra overrides applied to every experiment")
+    p.set_defaults(run=_compare)
+    return parser
+
+
+def _report(error: BaseException) -> None:
+    if os.environ.get(DEBUG_ENV):
+        traceback.print_exception(error)
+    print(f"ladd: error: {error}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``ladd`` command."""
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        registry = load()
+        if argv[:1] == ["train"]:
+            _train(argv[1:], registry)
+            return 0
+        args = _parser().parse_args(argv)
+        args.run(args, registry)
+        return 0
+    except LaddError as error:
+        _report(error)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

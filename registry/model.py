@@ -1,0 +1,157 @@
+"""The diffusion model assembled from components: the generic LADD objective (MDLM when there is no latent)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from .interfaces import Backbone, Denoised, DenoiserModel, Encoder, Latent, LatentCode, Process, mask_id
+from .timesteps import draw_independent_times, draw_times
+
+LATENT_TIMES = ("joint", "independent", "clean")
+
+
+@dataclass
+class Objective:
+    """How the latent channel is trained: ``L = L^x + lambda_latent L^y + L_aux`` (App. C)."""
+
+    lambda_latent: float = 1.0
+    p_cfg: float = 0.0  # classifier-free latent dropout: y0 replaced by the null latent
+    # joint: t_y = t_x; independent: t_y drawn independently; clean: tokens see y0 (sequential training)
+    latent_time: str = "joint"
+
+    def __post_init__(self) -> None:
+        if self.latent_time not in LATENT_TIMES:
+            raise ValueError(f"objective.latent_time={self.latent_time!r}; valid: {', '.join(LATENT_TIMES)}")
+        if not 0.0 <= self.p_cfg < 1.0:
+            raise ValueError(f"objective.p_cfg={self.p_cfg} must lie in [0, 1)")
+
+
+def _where_batch(condition: Tensor, a: Tensor, b: Tensor) -> Tensor:
+    """Per-sample select between two batched tensors of any trailing shape."""
+    return torch.where(condition.view(-1, *([1] * (a.dim() - 1))), a, b)
+
+
+class DiffusionModel(nn.Module, DenoiserModel):
+    """Token process + optional latent channel (encoder, latent process) + denoising backbones."""
+
+    def __init__(
+        self,
+        process: Process,
+        latent: Latent,
+        backbone: Backbone,
+        vocab_size: int,
+        seq_len: int,
+        objective: Objective,
+        encoder: Encoder | None = None,
+        latent_backbone: Backbone | None = None,
+    ) -> None:
+        super().__init__()
+        self.process = process
+        self.latent = latent
+        self.backbone = backbone
+        self.encoder = encoder
+        self.latent_backbone = latent_backbone
+        self.vocab_size = vocab_size
+        self.seq_len = seq_len
+        self.objective = objective
+        self.encoder_frozen = False
+
+    @property
+    def has_latent(self) -> bool:
+        return self.latent.length > 0
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    @property
+    def caches_token_predictions(self) -> bool:
+        return not self.backbone.token_time_conditioned
+
+    def freeze_encoder(self) -> None:
+        """Stage 2: the encoder and the latent's own parameters (e.g. a VQ codebook) stop learning."""
+        self.encoder_frozen = True
+        for module in (self.encoder, self.latent):
+            if module is not None:
+                module.requires_grad_(False)
+                module.eval()
+
+    def train(self, mode: bool = True) -> "DiffusionModel":
+        super().train(mode)
+        if self.encoder_frozen:
+            for module in (self.encoder, self.latent):
+                if module is not None:
+                    module.eval()
+        return self
+
+    def predict(self, x_t: Tensor, tau_x: Tensor, y_t: Tensor | None, tau_y: Tensor | None) -> Denoised:
+        return self.backbone(x_t, tau_x, None if y_t is None else self.latent.backbone_input(y_t), tau_y)
+
+    def predict_latent(self, y_t: Tensor, tau_y: Tensor) -> Tensor:
+        y_in = self.latent.backbone_input(y_t)
+        if self.latent_backbone is not None:
+            return self.latent_backbone(None, None, y_in, tau_y).latent
+        batch = y_t.shape[0]
+        all_mask = torch.full((batch, self.seq_len), mask_id(self.vocab_size), dtype=torch.long, device=y_t.device)
+        return self.backbone(all_mask, torch.ones_like(tau_y), y_in, tau_y).latent
+
+    def loss(self, x0: Tensor, generator: torch.Generator | None = None) -> dict[str, Tensor]:
+        """The training objective and its terms (batch means)."""
+        batch, device = x0.shape[0], x0.device
+        tau_x = draw_times(batch, self.process.horizon, generator, device)
+        x_t = self.process.corrupt(x0, tau_x, generator)
+        if not self.has_latent:
+            token = self.process.loss(self.backbone(x_t, tau_x, None, None).tokens, x0, x_t, tau_x).mean()
+            return {"loss": token, "token": token}
+
+        code = self.latent.encode(self.encoder(x0, x_t == mask_id(self.vocab_size)))
+        y0 = code.y0
+        if self.training and self.objective.p_cfg > 0:
+            dropped = torch.rand(batch, generator=generator, device=device) < self.objective.p_cfg
+            y0 = _where_batch(dropped, self.latent.null(batch, device).to(y0.dtype), y0)
+        tau_y, y_t = self._token_side_latent(y0, tau_x, generator)
+        out = self.backbone(x_t, tau_x, self.latent.backbone_input(y_t, code), tau_y)
+        terms = {"token": self.process.loss(out.tokens, x0, x_t, tau_x).mean()}
+        total = terms["token"]
+        if self.objective.lambda_latent > 0:
+            terms["latent"] = self._latent_loss(y0, y_t, tau_y, out.latent, code, generator)
+            total = total + self.objective.lambda_latent * terms["latent"]
+        if code.aux_loss is not None and code.aux_loss.requires_grad:
+            terms["vq"] = code.aux_loss
+            total = total + code.aux_loss
+        terms["loss"] = total
+        return terms
+
+    def token_loss(self, x0: Tensor, clean_latent: bool, generator: torch.Generator | None = None) -> Tensor:
+        """Per-sample token loss L^x, conditioning on the noisy latent (joint) or on the clean one (sequential)."""
+        batch, device = x0.shape[0], x0.device
+        tau_x = draw_times(batch, self.process.horizon, generator, device)
+        x_t = self.process.corrupt(x0, tau_x, generator)
+        if not self.has_latent:
+            return self.process.loss(self.backbone(x_t, tau_x, None, None).tokens, x0, x_t, tau_x)
+        y0 = self.latent.encode(self.encoder(x0)).y0
+        if clean_latent:
+            tau_y, y_t = torch.zeros_like(tau_x), y0
+        else:
+            tau_y, y_t = tau_x, self.latent.corrupt(y0, tau_x, generator)
+        return self.process.loss(self.predict(x_t, tau_x, y_t, tau_y).tokens, x0, x_t, tau_x)
+
+    def _token_side_latent(self, y0: Tensor, tau_x: Tensor, generator: torch.Generator | None) -> tuple[Tensor, Tensor]:
+        mode = self.objective.latent_time
+        if mode == "clean":
+            return torch.zeros_like(tau_x), y0
+        if mode == "joint":
+            tau_y = tau_x
+        else:
+            tau_y = draw_independent_times(tau_x.shape[0], self.latent.horizon, generator, tau_x.device)
+        return tau_y, self.latent.corrupt(y0, tau_y, generator)
+
+    def _latent_loss(self, y0: Tensor, y_t: Tensor, tau_y: Tensor, prediction: Tensor, code: LatentCode, generator: torch.Generator | None) -> Tensor:
+        if self.latent_backbone is None:
+            return self.latent.loss(prediction, y0, y_t, tau_y).mean()
+        tau = draw_times(y0.shape[0], self.latent.horizon, generator, y0.device)
+        y_noisy = self.latent.corrupt(y0, tau, generator)
+        prediction = self.latent_backbone(None, None, self.latent.backbone_input(y_noisy, code), tau).latent
+        return self.latent.loss(prediction, y0, y_noisy, tau).mean()

@@ -1,0 +1,62 @@
+"""Tables and plots comparing evaluated runs: reconstruction loss and metric against sampling compute."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .evaluation import EvalResult, write_csv
+
+
+def write_report(results: list[EvalResult], metric: str, out_dir: str | Path, oracle: float | None = None) -> list[Path]:
+    """Write reconstruction.csv, METRIC.csv and METRIC.png for a set of evaluated runs."""
+    out_dir = Path(out_dir)
+    rows = ([{"method": "oracle", "lx": f"{oracle:.4f}"}] if oracle is not None else []) + [
+        {"method": r.method, "lx": f"{r.token_loss:.4f}"} for r in results
+    ]
+    write_csv(out_dir / "reconstruction.csv", ["method", "lx"], rows)
+    curve = [
+        {"method": r.method, "steps": s.steps, "network_calls": s.network_calls, metric: f"{s.score:.5f}"}
+        for r in results
+        for s in r.scores
+    ]
+    write_csv(out_dir / f"{metric}.csv", ["method", "steps", "network_calls", metric], curve)
+    return [out_dir / "reconstruction.csv", out_dir / f"{metric}.csv", plot(results, metric, out_dir / f"{metric}.png")]
+
+
+def plot(results: list[EvalResult], metric: str, path: Path) -> Path:
+    """Metric against token denoising steps, one line per method, with the data-vs-data floor."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for r in results:
+        ax.plot([s.steps for s in r.scores], [s.score for s in r.scores], marker="o", label=r.method)
+    floors = [r.data_floor for r in results if r.data_floor is not None]
+    if floors:
+        ax.axhline(min(floors), color="grey", linestyle="--", label="data vs data")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("token denoising steps")
+    ax.set_ylabel(f"{metric} (lower is better)")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def format_table(results: list[EvalResult], metric: str, oracle: float | None = None) -> str:
+    """A plain-text table: L^x per method, then the metric per step budget."""
+    budgets = sorted({s.steps for r in results for s in r.scores})
+    width = max([len(r.method) for r in results] + [8])
+    lines = [f"{'method':<{width}}  {'L^x':>7}  " + "  ".join(f"{b:>7}" for b in budgets)]
+    if oracle is not None:
+        lines.append(f"{'oracle':<{width}}  {oracle:>7.4f}")
+    for r in results:
+        by_steps = {s.steps: s.score for s in r.scores}
+        cells = "  ".join(f"{by_steps[b]:>7.4f}" if b in by_steps else f"{'-':>7}" for b in budgets)
+        lines.append(f"{r.method:<{width}}  {r.token_loss:>7.4f}  {cells}")
+    floors = [r.data_floor for r in results if r.data_floor is not None]
+    header = f"{metric} by token steps (columns); data-vs-data floor {min(floors):.4f}" if floors else metric
+    return header + "\n" + "\n".join(lines)

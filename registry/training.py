@@ -1,0 +1,125 @@
+"""The generic training loop: Lightning drives any assembled model through its training stages."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterator
+
+import lightning as L
+import torch
+from lightning.pytorch.callbacks import ModelCheckpoint, WeightAveraging
+from lightning.pytorch.loggers import CSVLogger
+from omegaconf import OmegaConf
+from torch.optim.swa_utils import get_ema_multi_avg_fn
+from torch.utils.data import DataLoader, IterableDataset
+
+from ._registry import Registry
+from .assembly import Experiment, build_experiment
+from .errors import LaddError
+from .interfaces import Dataset
+from .model import DiffusionModel
+
+CONFIG_FILE = "config.yaml"
+COMPONENTS_FILE = "components.json"
+WEIGHTS_FILE = "model.pt"
+
+
+class _Stream(IterableDataset):
+    """Full batches from a dataset component's seeded stream."""
+
+    def __init__(self, dataset: Dataset, batch_size: int, seed: int) -> None:
+        self.dataset, self.batch_size, self.seed = dataset, batch_size, seed
+
+    def __iter__(self) -> Iterator[torch.Tensor]:
+        return self.dataset.batches(self.batch_size, self.seed, "train")
+
+
+class LaddModule(L.LightningModule):
+    """Lightning wrapper: one optimisation step of the model's objective."""
+
+    def __init__(self, model: DiffusionModel, train: dict[str, Any]) -> None:
+        super().__init__()
+        self.model = model
+        self.train_cfg = train
+
+    def training_step(self, batch: torch.Tensor, batch_idx: int) -> torch.Tensor:
+        terms = self.model.loss(batch)
+        if not torch.isfinite(terms["loss"]):
+            bad = [name for name, value in terms.items() if name != "loss" and not torch.isfinite(value)]
+            raise FloatingPointError(
+                f"non-finite loss at step {self.global_step}: offending term(s) {bad or ['loss']} "
+                f"({ {k: float(v) for k, v in terms.items()} })"
+            )
+        self.log_dict({f"train/{k}": v.detach() for k, v in terms.items()}, prog_bar=True, on_step=True)
+        return terms["loss"]
+
+    def configure_optimizers(self) -> Any:
+        cfg = self.train_cfg
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        optimizer = torch.optim.AdamW(
+            params,
+            lr=cfg["lr"],
+            betas=tuple(cfg["betas"]),
+            weight_decay=cfg["weight_decay"],
+            fused=torch.cuda.is_available(),
+        )
+        warmup = max(1, int(cfg["warmup_steps"]))
+        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / warmup))
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+
+
+def _precision(requested: str) -> str:
+    if requested != "auto":
+        return requested
+    return "bf16-mixed" if torch.cuda.is_available() else "32-true"
+
+
+def train(cfg: Any, run_dir: str | Path, registry: Registry) -> Experiment:
+    """Train an experiment through all its stages; write config, component origins and EMA weights to run_dir."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    plain = OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else dict(cfg)
+    OmegaConf.save(OmegaConf.create(plain), run_dir / CONFIG_FILE)
+    L.seed_everything(plain["seed"], workers=True, verbose=False)
+    experiment = build_experiment(plain, registry)
+    (run_dir / COMPONENTS_FILE).write_text(json.dumps(experiment.origins(), indent=2))
+    train_cfg = plain["train"]
+    module = LaddModule(experiment.model, train_cfg)
+    for index, stage in enumerate(train_cfg["stages"], start=1):
+        if stage["freeze_encoder"]:
+            experiment.model.freeze_encoder()
+        experiment.model.objective.lambda_latent = stage["lambda_latent"]
+        trainer = L.Trainer(
+            max_steps=stage["steps"],
+            accelerator=train_cfg["accelerator"],
+            devices=train_cfg["devices"],
+            strategy=train_cfg["strategy"],
+            precision=_precision(train_cfg["precision"]),
+            gradient_clip_val=train_cfg["grad_clip"],
+            callbacks=[
+                WeightAveraging(multi_avg_fn=get_ema_multi_avg_fn(train_cfg["ema_decay"]), use_buffers=False),
+                ModelCheckpoint(dirpath=run_dir / "checkpoints" / f"stage{index}", save_last=True),
+            ],
+            logger=CSVLogger(run_dir, name="logs", version=f"stage{index}"),
+            log_every_n_steps=train_cfg["log_every"],
+            enable_progress_bar=train_cfg["progress"],
+            enable_model_summary=False,
+        )
+        loader = DataLoader(_Stream(experiment.dataset, train_cfg["batch_size"], plain["seed"] + index), batch_size=None)
+        trainer.fit(module, loader)
+    experiment.model.cpu()
+    torch.save(experiment.model.state_dict(), run_dir / WEIGHTS_FILE)
+    return experiment
+
+
+def load_run(run_dir: str | Path, registry: Registry) -> tuple[Experiment, dict[str, Any]]:
+    """Rebuild a trained experiment from its run folder (config + EMA weights)."""
+    run_dir = Path(run_dir)
+    config_path, weights_path = run_dir / CONFIG_FILE, run_dir / WEIGHTS_FILE
+    if not config_path.is_file() or not weights_path.is_file():
+        raise LaddError(f"{run_dir} is not a finished ladd run (expected {CONFIG_FILE} and {WEIGHTS_FILE} inside)")
+    plain = OmegaConf.to_container(OmegaConf.load(config_path), resolve=True)
+    experiment = build_experiment(plain, registry)
+    experiment.model.load_state_dict(torch.load(weights_path, map_location="cpu", weights_only=True))
+    experiment.model.eval()
+    return experiment, plain
