@@ -12,6 +12,7 @@ from omegaconf import DictConfig, OmegaConf
 from ._component import Component
 from ._registry import Registry
 from .assembly import SLOTS
+from .model import Objective
 
 CONFIG_MODULE = "ladd_configs"
 PRIMARY_CONFIG = "train"
@@ -47,15 +48,6 @@ class TrainConfig:
 
 
 @dataclass
-class ObjectiveConfig:
-    """Latent-channel training options (see registry.model.Objective)."""
-
-    lambda_latent: float = 1.0
-    p_cfg: float = 0.0
-    latent_time: str = "joint"
-
-
-@dataclass
 class EvalConfig:
     """Evaluation: held-out token loss and metric against sampling budgets."""
 
@@ -83,7 +75,7 @@ class LaddSchema:
     sampler: Any = None
     metric: Any = None
     run_dir: str = "runs/${now:%Y-%m-%d_%H-%M-%S}"
-    objective: ObjectiveConfig = field(default_factory=ObjectiveConfig)
+    objective: Objective = field(default_factory=Objective)
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
 

@@ -9,7 +9,7 @@ from torch import Tensor, nn
 from .interfaces import Backbone, Denoised, DenoiserModel, Encoder, Latent, LatentCode, Process, mask_id
 from .timesteps import draw_independent_times, draw_times
 
-LATENT_TIMES = ("joint", "independent", "clean")
+LATENT_TIMES = ("tied", "independent", "clean")
 
 
 @dataclass
@@ -18,8 +18,8 @@ class Objective:
 
     lambda_latent: float = 1.0
     p_cfg: float = 0.0  # classifier-free latent dropout: y0 replaced by the null latent
-    # joint: t_y = t_x; independent: t_y drawn independently; clean: tokens see y0 (sequential training)
-    latent_time: str = "joint"
+    # tied: t_y = t_x; independent: t_y drawn independently; clean: tokens see y0 (sequential training)
+    latent_time: str = "tied"
 
     def __post_init__(self) -> None:
         if self.latent_time not in LATENT_TIMES:
@@ -142,7 +142,7 @@ class DiffusionModel(nn.Module, DenoiserModel):
         mode = self.objective.latent_time
         if mode == "clean":
             return torch.zeros_like(tau_x), y0
-        if mode == "joint":
+        if mode == "tied":
             tau_y = tau_x
         else:
             tau_y = draw_independent_times(tau_x.shape[0], self.latent.horizon, generator, tau_x.device)

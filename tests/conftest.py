@@ -1,0 +1,40 @@
+"""Shared fixtures: running the ``ladd`` command and tiny training overrides."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+#: Overrides that make any binary-sawtooth preset train in seconds on a CPU.
+TINY = [
+    "dataset.seq_len=16",
+    "train.batch_size=16",
+    "train.warmup_steps=2",
+    "train.progress=false",
+    "train.log_every=1",
+    "eval.num_samples=64",
+    "eval.batch_size=64",
+    "eval.loss_batches=1",
+    "eval.budgets=[1,4]",
+]
+TWO_STAGES = "train.stages=[{steps:3},{steps:3,lambda_latent:1.0,freeze_encoder:true}]"
+
+
+def run_ladd(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """Run the ladd CLI in a fresh interpreter, capturing output."""
+    return subprocess.run(
+        [sys.executable, "-m", "registry.cli", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        cwd=cwd,
+        timeout=600,
+    )
+
+
+@pytest.fixture
+def ladd():
+    return run_ladd

@@ -1,0 +1,80 @@
+"""The command line: listing, config errors, training, multirun sweeps, sampling and evaluation."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from conftest import TINY, run_ladd
+from registry import KINDS
+
+
+def test_list_components_json_covers_every_kind_with_origin():
+    out = run_ladd("list-components", "--json")
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)
+    assert {r["kind"] for r in rows} == set(KINDS)
+    for row in rows:
+        assert row["plugin"] and row["distribution"] == "ladd" and row["version"]
+    only = json.loads(run_ladd("list-components", "--kind", "latent", "--json").stdout)
+    assert {r["name"] for r in only} == {"none", "continuous", "discrete"}
+
+
+def test_bad_overrides_give_one_clear_message_and_nonzero_exit(tmp_path):
+    unknown = run_ladd("train", "backbone=transformerx", f"run_dir={tmp_path}/a")
+    assert unknown.returncode != 0
+    assert "transformerx" in unknown.stderr and "dit" in unknown.stderr and "mmdit" in unknown.stderr
+    assert "Traceback" not in unknown.stderr
+
+    wrong_type = run_ladd("train", "train.batch_size=many", f"run_dir={tmp_path}/b")
+    assert wrong_type.returncode != 0 and "many" in wrong_type.stderr and "Traceback" not in wrong_type.stderr
+
+    unknown_key = run_ladd("train", "train.batchsize=3", f"run_dir={tmp_path}/c")
+    assert unknown_key.returncode != 0 and "batchsize" in unknown_key.stderr
+
+    bad_field = run_ladd("train", "backbone.depth=3", f"run_dir={tmp_path}/d")
+    assert bad_field.returncode != 0 and "depth" in bad_field.stderr
+
+    missing = run_ladd("eval", str(tmp_path / "no_such_run"))
+    assert missing.returncode == 2 and "no_such_run" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_incompatible_components_are_rejected_before_training(tmp_path):
+    out = run_ladd("train", "sampler=joint", *TINY, "train.stages=[{steps:2}]", f"run_dir={tmp_path}")
+    assert out.returncode == 2
+    assert "sampler 'joint'" in out.stderr and "latent 'none'" in out.stderr
+    assert not (tmp_path / "model.pt").exists()
+
+
+def test_train_sample_eval_round_trip(tmp_path):
+    run = tmp_path / "run"
+    out = run_ladd("train", *TINY, "train.stages=[{steps:4}]", f"run_dir={run}")
+    assert out.returncode == 0, out.stderr
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    assert config["backbone"]["name"] == "dit" and config["dataset"]["seq_len"] == 16
+    origins = json.loads((run / "components.json").read_text())
+    assert origins["backbone"]["plugin"] == "builtin" and origins["backbone"]["distribution"] == "ladd"
+    metrics = (run / "logs" / "stage1" / "metrics.csv").read_text()
+    assert "train/loss" in metrics
+
+    sampled = run_ladd("sample", str(run), "--steps", "4", "--num", "5")
+    assert sampled.returncode == 0, sampled.stderr
+    rows = (run / "samples_4steps.txt").read_text().split("\n")[:5]
+    assert all(len(r.split()) == 16 and set(r.split()) <= {"0", "1"} for r in rows)
+
+    evaluated = run_ladd("eval", str(run), "--budgets", "1,2")
+    assert evaluated.returncode == 0, evaluated.stderr
+    result = json.loads((run / "eval.json").read_text())
+    assert [s["steps"] for s in result["scores"]] == [1, 2]
+    assert result["token_loss"] > 0 and "swd" in evaluated.stdout
+
+
+def test_multirun_sweeps_over_components(tmp_path):
+    out = run_ladd(
+        "train", "-m", "schedule=linear,cosine", *TINY, "train.stages=[{steps:2}]", f"hydra.sweep.dir={tmp_path}"
+    )
+    assert out.returncode == 0, out.stderr
+    chosen = sorted(yaml.safe_load((tmp_path / str(job) / "config.yaml").read_text())["schedule"]["name"] for job in (0, 1))
+    assert chosen == ["cosine", "linear"]
+    assert all((tmp_path / str(job) / "components.json").is_file() for job in (0, 1))
