@@ -60,7 +60,7 @@ def _train(overrides: list[str], registry: Registry) -> None:
             train(cfg, run_dir, registry)
             print(f"trained {cfg.method}: {run_dir}")
         except LaddError as error:
-            _report(error)
+            _show_error(error)
             raise SystemExit(2)
 
     sys.argv = ["ladd train", *search_path_override(registry), *overrides]
@@ -72,7 +72,7 @@ def _sample(args: argparse.Namespace, registry: Registry) -> None:
     from .training import load_run
 
     experiment, _ = load_run(args.run_dir, registry)
-    tokens, calls = sample(experiment, args.num, args.steps, args.batch_size, args.seed)
+    tokens, calls = sample(experiment, args.num, args.steps, args.batch_size, args.seed, progress=True)
     out = Path(args.out or Path(args.run_dir) / f"samples_{args.steps}steps.txt")
     out.write_text("\n".join(" ".join(map(str, row.tolist())) for row in tokens) + "\n")
     print(f"{args.num} samples, {args.steps} token steps, {calls} network calls each: {out}")
@@ -89,33 +89,56 @@ def _eval(args: argparse.Namespace, registry: Registry) -> None:
         eval_cfg["budgets"] = [int(b) for b in args.budgets.split(",")]
     if args.num_samples:
         eval_cfg["num_samples"] = args.num_samples
-    result = evaluate(experiment, cfg["method"], eval_cfg)
-    result.save(args.run_dir)
-    print(format_table([result], cfg["metric"]["name"], experiment.dataset.oracle_token_loss()))
+    if args.sampler:
+        experiment.sampler = registry.build("sampler", args.sampler, _options(args.sampler_option))
+    method = args.method or cfg["method"]
+    result = evaluate(experiment, method, cfg["metric"]["name"], eval_cfg)
+    path = result.save(args.out or Path(args.run_dir) / f"eval_{method}.json")
+    print(format_table([result]))
+    print(f"wrote {path}")
+
+
+def _options(pairs: list[str]) -> dict[str, Any]:
+    """``key=value`` strings to a dict, values parsed as YAML scalars."""
+    import yaml
+
+    options = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise LaddError(f"option {pair!r} must read key=value")
+        options[key] = yaml.safe_load(value)
+    return options
+
+
+def _report(args: argparse.Namespace, registry: Registry) -> None:
+    from .evaluation import EvalResult
+
+    _publish([EvalResult.load(path) for path in args.results], args.out)
+
+
+def _publish(results: list[Any], out: str) -> None:
+    from .report import format_table, write_report
+
+    paths = write_report(results, out)
+    print(format_table(results))
+    print("wrote " + ", ".join(str(p) for p in paths))
 
 
 def _compare(args: argparse.Namespace, registry: Registry) -> None:
     from .config import compose, to_plain
     from .evaluation import evaluate
-    from .report import format_table, write_report
-    from .training import CONFIG_FILE, WEIGHTS_FILE, load_run, train
+    from .training import train
 
-    results, metric, oracle = [], None, None
+    results = []
     for name in args.experiments.split(","):
+        cfg = to_plain(compose([f"experiment={name}", *args.overrides], registry))
         run_dir = Path(args.runs_dir) / name.replace("/", "_")
-        if args.reuse and (run_dir / WEIGHTS_FILE).is_file() and (run_dir / CONFIG_FILE).is_file():
-            experiment, plain = load_run(run_dir, registry)
-        else:
-            cfg = compose([f"experiment={name}", *args.overrides], registry)
-            experiment = train(cfg, run_dir, registry)
-            plain = to_plain(cfg)
-        result = evaluate(experiment, plain["method"], plain["eval"])
-        result.save(run_dir)
+        experiment = train(cfg, run_dir, registry)
+        result = evaluate(experiment, cfg["method"], cfg["metric"]["name"], cfg["eval"])
+        result.save(run_dir / f"eval_{cfg['method']}.json")
         results.append(result)
-        metric, oracle = plain["metric"]["name"], experiment.dataset.oracle_token_loss()
-    paths = write_report(results, metric, args.out, oracle)
-    print(format_table(results, metric, oracle))
-    print("wrote " + ", ".join(str(p) for p in paths))
+    _publish(results, args.out)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -139,18 +162,25 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("run_dir")
     p.add_argument("--budgets", help="comma-separated token step counts, e.g. 1,2,4,8")
     p.add_argument("--num-samples", type=int)
+    p.add_argument("--sampler", help="evaluate with another registered sampler (e.g. the same model sampled sequentially)")
+    p.add_argument("--sampler-option", action="append", default=[], metavar="KEY=VALUE", help="option of --sampler")
+    p.add_argument("--method", help="label in tables (default: the run's method)")
+    p.add_argument("--out", help="result file (default: RUN_DIR/eval_METHOD.json)")
     p.set_defaults(run=_eval)
-    p = sub.add_parser("compare", help="train (or reuse) several experiments, evaluate them, write tables and a plot")
+    p = sub.add_parser("report", help="tables and plot from several `ladd eval` results")
+    p.add_argument("results", nargs="+", help="eval_*.json files")
+    p.add_argument("--out", required=True, help="folder for reconstruction.csv, METRIC.csv and METRIC.png")
+    p.set_defaults(run=_report)
+    p = sub.add_parser("compare", help="train several experiments, evaluate them, write tables and a plot")
     p.add_argument("--experiments", default="binsaw/mdlm_cpu,binsaw/coladd_seq_cpu")
     p.add_argument("--runs-dir", default="runs/compare")
     p.add_argument("--out", default="results/quickstart")
-    p.add_argument("--reuse", action="store_true", help="reuse finished runs found in --runs-dir")
     p.add_argument("overrides", nargs="*", help="Hydra overrides applied to every experiment")
     p.set_defaults(run=_compare)
     return parser
 
 
-def _report(error: BaseException) -> None:
+def _show_error(error: BaseException) -> None:
     if os.environ.get(DEBUG_ENV):
         traceback.print_exception(error)
     print(f"ladd: error: {error}", file=sys.stderr)
@@ -168,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         args.run(args, registry)
         return 0
     except LaddError as error:
-        _report(error)
+        _show_error(error)
         return 2
 
 

@@ -25,6 +25,7 @@ class StageConfig:
     steps: int = 1000
     lambda_latent: float = 0.0
     freeze_encoder: bool = False
+    max_minutes: float | None = None  # wall-clock cap: the stage ends at `steps` or this, whichever comes first
 
 
 @dataclass

@@ -6,9 +6,10 @@ from pathlib import Path
 from .evaluation import EvalResult, write_csv
 
 
-def write_report(results: list[EvalResult], metric: str, out_dir: str | Path, oracle: float | None = None) -> list[Path]:
+def write_report(results: list[EvalResult], out_dir: str | Path) -> list[Path]:
     """Write reconstruction.csv, METRIC.csv and METRIC.png for a set of evaluated runs."""
     out_dir = Path(out_dir)
+    metric, oracle = _metric(results), _oracle(results)
     rows = ([{"method": "oracle", "lx": f"{oracle:.4f}"}] if oracle is not None else []) + [
         {"method": r.method, "lx": f"{r.token_loss:.4f}"} for r in results
     ]
@@ -20,6 +21,17 @@ def write_report(results: list[EvalResult], metric: str, out_dir: str | Path, or
     ]
     write_csv(out_dir / f"{metric}.csv", ["method", "steps", "network_calls", metric], curve)
     return [out_dir / "reconstruction.csv", out_dir / f"{metric}.csv", plot(results, metric, out_dir / f"{metric}.png")]
+
+
+def _metric(results: list[EvalResult]) -> str:
+    metrics = {r.metric for r in results}
+    if len(metrics) != 1:
+        raise ValueError(f"cannot compare results scored with different metrics: {sorted(metrics)}")
+    return metrics.pop()
+
+
+def _oracle(results: list[EvalResult]) -> float | None:
+    return next((r.oracle_token_loss for r in results if r.oracle_token_loss is not None), None)
 
 
 def plot(results: list[EvalResult], metric: str, path: Path) -> Path:
@@ -46,8 +58,9 @@ def plot(results: list[EvalResult], metric: str, path: Path) -> Path:
     return path
 
 
-def format_table(results: list[EvalResult], metric: str, oracle: float | None = None) -> str:
+def format_table(results: list[EvalResult]) -> str:
     """A plain-text table: L^x per method, then the metric per step budget."""
+    metric, oracle = _metric(results), _oracle(results)
     budgets = sorted({s.steps for r in results for s in r.scores})
     width = max([len(r.method) for r in results] + [8])
     lines = [f"{'method':<{width}}  {'L^x':>7}  " + "  ".join(f"{b:>7}" for b in budgets)]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -91,6 +92,7 @@ def train(cfg: Any, run_dir: str | Path, registry: Registry) -> Experiment:
         experiment.model.objective.lambda_latent = stage["lambda_latent"]
         trainer = L.Trainer(
             max_steps=stage["steps"],
+            max_time=None if stage.get("max_minutes") is None else timedelta(minutes=stage["max_minutes"]),
             accelerator=train_cfg["accelerator"],
             devices=train_cfg["devices"],
             strategy=train_cfg["strategy"],

@@ -65,9 +65,15 @@ def test_train_sample_eval_round_trip(tmp_path):
 
     evaluated = run_ladd("eval", str(run), "--budgets", "1,2")
     assert evaluated.returncode == 0, evaluated.stderr
-    result = json.loads((run / "eval.json").read_text())
+    result = json.loads((run / "eval_mdlm.json").read_text())
     assert [s["steps"] for s in result["scores"]] == [1, 2]
     assert result["token_loss"] > 0 and "swd" in evaluated.stdout
+
+    reported = run_ladd("report", str(run / "eval_mdlm.json"), "--out", str(tmp_path / "report"))
+    assert reported.returncode == 0, reported.stderr
+    rows = (tmp_path / "report" / "reconstruction.csv").read_text().splitlines()
+    assert rows[0] == "method,lx" and rows[1].startswith("oracle,0.50") and rows[2].startswith("mdlm,")
+    assert (tmp_path / "report" / "swd.png").stat().st_size > 1000
 
 
 def test_multirun_sweeps_over_components(tmp_path):
