@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from registry import ComponentSpec, hookimpl
 
-from .backbones.config import DiTConfig, MLPDenoiserConfig, MMDiTConfig
+from .backbones.config import DiTConfig, MLPDenoiserConfig
 from .binsaw.config import BinarySawtoothConfig, SlicedWassersteinConfig
 from .coladd.config import ContinuousLatentConfig
 from .diladd.config import DiscreteLatentConfig
@@ -56,7 +56,7 @@ def ladd_components() -> list[ComponentSpec]:
                       "learned DiT encoder read at the M rightmost positions, L2-normalised"),
         ComponentSpec("backbone", "dit", "ladd_plugins.backbones.dit:DiT", DiTConfig,
                       "DiT with adaLN-Zero and RoPE for one channel (tokens, or a latent alone)"),
-        ComponentSpec("backbone", "mmdit", "ladd_plugins.backbones.mmdit:MMDiT", MMDiTConfig,
+        ComponentSpec("backbone", "mmdit", "ladd_plugins.backbones.mmdit:MMDiT", DiTConfig,
                       "MM-DiT over tokens and latent slots with modality-specific weights"),
         ComponentSpec("backbone", "mlp", "ladd_plugins.backbones.mlp:MLPDenoiser", MLPDenoiserConfig,
                       "residual MLP latent denoiser (sequential Co-LADD)"),

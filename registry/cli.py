@@ -48,7 +48,12 @@ def _train(overrides: list[str], registry: Registry) -> None:
     import hydra
     from hydra.core.hydra_config import HydraConfig
 
-    from .config import CONFIG_MODULE, PRIMARY_CONFIG, register_configs, search_path_override
+    from .config import (
+        CONFIG_MODULE,
+        PRIMARY_CONFIG,
+        register_configs,
+        search_path_override,
+    )
     from .training import train
 
     register_configs(registry)
@@ -126,15 +131,26 @@ def _publish(results: list[Any], out: str) -> None:
 
 
 def _compare(args: argparse.Namespace, registry: Registry) -> None:
+    import dataclasses
+
+    from .assembly import selection
     from .config import compose, to_plain
     from .evaluation import evaluate
-    from .training import train
+    from .training import train, training_key
 
-    results = []
+    results, trained = [], {}
     for name in args.experiments.split(","):
         cfg = to_plain(compose([f"experiment={name}", *args.overrides], registry))
-        run_dir = Path(args.runs_dir) / name.replace("/", "_")
-        experiment = train(cfg, run_dir, registry)
+        key = training_key(cfg)
+        if key in trained:  # same model, other sampler (e.g. Di-LADD joint and sequential): train once
+            run_dir, experiment = trained[key]
+            sampler_name, sampler_options = selection(cfg, "sampler")
+            experiment = dataclasses.replace(experiment, sampler=registry.build("sampler", sampler_name, sampler_options))
+            print(f"{cfg['method']}: sampling the model trained in {run_dir}")
+        else:
+            run_dir = Path(args.runs_dir) / name.replace("/", "_")
+            experiment = train(cfg, run_dir, registry)
+            trained[key] = (run_dir, experiment)
         result = evaluate(experiment, cfg["method"], cfg["metric"]["name"], cfg["eval"])
         result.save(run_dir / f"eval_{cfg['method']}.json")
         results.append(result)

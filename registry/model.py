@@ -6,7 +6,16 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from .interfaces import Backbone, Denoised, DenoiserModel, Encoder, Latent, LatentCode, Process, mask_id
+from .interfaces import (
+    Backbone,
+    Denoised,
+    DenoiserModel,
+    Encoder,
+    Latent,
+    LatentCode,
+    Process,
+    mask_id,
+)
 from .timesteps import draw_independent_times, draw_times
 
 LATENT_TIMES = ("tied", "independent", "clean")

@@ -62,7 +62,6 @@ class LaddModule(L.LightningModule):
             lr=cfg["lr"],
             betas=tuple(cfg["betas"]),
             weight_decay=cfg["weight_decay"],
-            fused=torch.cuda.is_available(),
         )
         warmup = max(1, int(cfg["warmup_steps"]))
         schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / warmup))
@@ -112,6 +111,11 @@ def train(cfg: Any, run_dir: str | Path, registry: Registry) -> Experiment:
     experiment.model.cpu()
     torch.save(experiment.model.state_dict(), run_dir / WEIGHTS_FILE)
     return experiment
+
+
+def training_key(cfg: dict[str, Any]) -> str:
+    """What determines the trained weights: the config without labels, sampler and evaluation settings."""
+    return json.dumps({k: v for k, v in cfg.items() if k not in ("method", "run_dir", "sampler", "eval")}, sort_keys=True)
 
 
 def load_run(run_dir: str | Path, registry: Registry) -> tuple[Experiment, dict[str, Any]]:

@@ -8,7 +8,7 @@ from torch import nn
 from ladd_plugins.backbones import layers
 from ladd_plugins.backbones.dit import DiT, DiTConfig
 from ladd_plugins.backbones.mlp import MLPDenoiser, MLPDenoiserConfig
-from ladd_plugins.backbones.mmdit import MMDiT, MMDiTConfig
+from ladd_plugins.backbones.mmdit import MMDiT
 from registry.errors import IncompatibleComponentsError
 from registry.interfaces import Backbone, Channels
 
@@ -56,7 +56,7 @@ def dit(channels: Channels, **overrides) -> DiT:
 
 def mmdit(**overrides) -> MMDiT:
     torch.manual_seed(0)
-    return MMDiT(MMDiTConfig(**{**SMALL, **overrides}), channels=BOTH)
+    return MMDiT(DiTConfig(**{**SMALL, **overrides}), channels=BOTH)
 
 
 def mlp() -> MLPDenoiser:
@@ -84,7 +84,7 @@ def test_token_heads_start_uniform():
 
 @pytest.mark.parametrize("conditioned", [False, True])
 def test_dit_token_time_conditioning(conditioned):
-    model = perturb(dit(TOKENS, time_conditioning=conditioned))
+    model = perturb(dit(TOKENS, token_time_conditioning=conditioned))
     assert model.token_time_conditioned is conditioned
     x_t, _, _, _ = inputs()
     a = model(x_t, torch.full((B,), 0.1), None, None).tokens
@@ -163,8 +163,8 @@ def test_attention_matches_softmax_reference_on_cpu(monkeypatch):
     [
         (lambda c: DiT(DiTConfig(**SMALL), channels=c), BOTH),
         (lambda c: DiT(DiTConfig(**SMALL), channels=c), Channels(vocab_size=0, seq_len=0, latent=None)),
-        (lambda c: MMDiT(MMDiTConfig(**SMALL), channels=c), TOKENS),
-        (lambda c: MMDiT(MMDiTConfig(**SMALL), channels=c), LATENT),
+        (lambda c: MMDiT(DiTConfig(**SMALL), channels=c), TOKENS),
+        (lambda c: MMDiT(DiTConfig(**SMALL), channels=c), LATENT),
         (lambda c: MLPDenoiser(MLPDenoiserConfig(), channels=c), TOKENS),
         (lambda c: MLPDenoiser(MLPDenoiserConfig(), channels=c), BOTH),
     ],

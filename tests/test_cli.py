@@ -2,11 +2,10 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import yaml
-
 from conftest import TINY, run_ladd
+
 from registry import KINDS
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import TINY, TWO_STAGES
 
 import registry
-from conftest import TINY, TWO_STAGES
 from registry.assembly import build_experiment
 from registry.config import compose, to_plain
 from registry.evaluation import evaluate, token_loss

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import TINY, run_ladd
 
 EXAMPLE = Path(__file__).parent / "plugins" / "example"

@@ -7,7 +7,13 @@ import pytest
 import torch
 
 from ladd_plugins.coladd.gaussian_process import VPGaussianProcess
-from ladd_plugins.schedules.closed_form import LinearSchedule, ScheduleConfig, VPCosineSchedule, VPCosineScheduleConfig, VPSqrtSchedule
+from ladd_plugins.schedules.closed_form import (
+    LinearSchedule,
+    ScheduleConfig,
+    VPCosineSchedule,
+    VPCosineScheduleConfig,
+    VPSqrtSchedule,
+)
 
 # abar^2 as independent closed forms
 ABAR2 = {

@@ -8,7 +8,11 @@ import torch.nn.functional as F
 from ladd_plugins.coladd.latent import ContinuousLatent, ContinuousLatentConfig
 from ladd_plugins.diladd.latent import DiscreteLatent, DiscreteLatentConfig
 from ladd_plugins.mdlm.no_latent import NoLatent
-from ladd_plugins.schedules.closed_form import LinearSchedule, ScheduleConfig, VPSqrtSchedule
+from ladd_plugins.schedules.closed_form import (
+    LinearSchedule,
+    ScheduleConfig,
+    VPSqrtSchedule,
+)
 from registry.errors import IncompatibleComponentsError
 from registry.interfaces import Latent
 
@@ -149,3 +153,17 @@ def test_no_latent_is_empty_and_refuses_processes() -> None:
         latent.input_layer(8)
     with pytest.raises(IncompatibleComponentsError, match="no latent channel"):
         latent.loss(torch.zeros(3, 0), torch.zeros(3, 0), torch.zeros(3, 0), torch.zeros(3))
+
+
+def test_discrete_latent_buffers_stay_out_of_autograd_after_training_steps() -> None:
+    import copy
+
+    latent = discrete()
+    latent.train()
+    for _ in range(3):
+        features = torch.nn.functional.normalize(torch.randn(8, latent.length, latent.width), dim=-1).requires_grad_()
+        code = latent.encode(features)
+        (latent.backbone_input(code.y0, code).sum() + code.aux_loss).backward()
+    attached = [name for name, buffer in latent.named_buffers() if buffer.requires_grad or buffer.grad_fn is not None]
+    assert attached == []
+    copy.deepcopy(latent)

@@ -7,14 +7,19 @@ on ``tau_y``.
 """
 from __future__ import annotations
 
-
 from torch import Tensor, nn
 
 from registry.errors import IncompatibleComponentsError
 from registry.interfaces import Backbone, Channels, Denoised
 
-from .layers import DiTTrunk, FinalLayer, TimestepEmbedder, learned_condition, zero_linear
 from .config import DiTConfig
+from .layers import (
+    DiTTrunk,
+    FinalLayer,
+    TimestepEmbedder,
+    learned_condition,
+    zero_linear,
+)
 
 __all__ = ["DiTConfig", "DiT"]
 
@@ -35,7 +40,7 @@ class DiT(Backbone):
         else:
             self.embed = channels.latent.input_layer(config.hidden)
             head = channels.latent.output_layer(config.hidden)
-        time_conditioned = config.time_conditioning or not self.denoises_tokens
+        time_conditioned = config.token_time_conditioning or not self.denoises_tokens
         self.token_time_conditioned = time_conditioned
         self.time_embed = TimestepEmbedder(config.cond_dim) if time_conditioned else None
         self.condition = None if time_conditioned else learned_condition(config.cond_dim)

@@ -5,14 +5,13 @@ conditioned on ``tau_y``, and mapped back to ``M`` hidden vectors for the latent
 """
 from __future__ import annotations
 
-
 from torch import Tensor, nn
 
 from registry.errors import IncompatibleComponentsError
 from registry.interfaces import Backbone, Channels, Denoised
 
-from .layers import FinalLayer, MLPBlock, TimestepEmbedder
 from .config import MLPDenoiserConfig
+from .layers import FinalLayer, MLPBlock, TimestepEmbedder
 
 __all__ = ["MLPDenoiserConfig", "MLPDenoiser"]
 

@@ -10,23 +10,30 @@ by default, following the paper's token denoiser without explicit timestep condi
 """
 from __future__ import annotations
 
-
 import torch
 from torch import Tensor, nn
 
 from registry.errors import IncompatibleComponentsError
 from registry.interfaces import Backbone, Channels, Denoised
 
-from .layers import DiTBlock, FinalLayer, Rotary, TimestepEmbedder, attention, rotary, zero_linear
-from .config import MMDiTConfig
+from .config import DiTConfig
+from .layers import (
+    DiTBlock,
+    FinalLayer,
+    Rotary,
+    TimestepEmbedder,
+    attention,
+    rotary,
+    zero_linear,
+)
 
-__all__ = ["MMDiTConfig", "MMDiT"]
+__all__ = ["MMDiT"]
 
 
 class MMDiTBlock(nn.Module):
     """A token DiT block and a latent DiT block whose attention runs jointly over both sequences."""
 
-    def __init__(self, config: MMDiTConfig):
+    def __init__(self, config: DiTConfig):
         super().__init__()
         args = (config.hidden, config.heads, config.cond_dim, config.mlp_ratio, config.dropout)
         self.tokens = DiTBlock(*args)
@@ -45,7 +52,7 @@ class MMDiTBlock(nn.Module):
 class MMDiT(Backbone):
     """Joint token and latent denoiser: logits ``[B, S, K]`` and the latent head's output."""
 
-    def __init__(self, config: MMDiTConfig, channels: Channels):
+    def __init__(self, config: DiTConfig, channels: Channels):
         super().__init__()
         if not channels.tokens or channels.latent is None:
             raise IncompatibleComponentsError(

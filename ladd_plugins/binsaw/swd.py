@@ -1,7 +1,6 @@
 """Sliced Wasserstein distance SWD_1 between two equal-size sample sets (App. F)."""
 from __future__ import annotations
 
-
 import torch
 from torch import Tensor
 

@@ -1,15 +1,14 @@
 """Co-LADD's continuous latent channel: Gaussian encoder posterior, VP diffusion, DDIM sampling."""
 from __future__ import annotations
 
-
 import torch
 from torch import Tensor, nn
 
 from registry.interfaces import LatentCode, Schedule
 
 from ..diffused_latent import DiffusedLatent
-from .gaussian_process import VPGaussianProcess
 from .config import ContinuousLatentConfig
+from .gaussian_process import VPGaussianProcess
 
 __all__ = ["ContinuousLatentConfig", "ContinuousLatent"]
 

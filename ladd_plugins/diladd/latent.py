@@ -1,7 +1,6 @@
 """Di-LADD's discrete latent channel: vector quantisation (App. C.1), then a masked process on the codes."""
 from __future__ import annotations
 
-
 import torch
 from torch import Tensor, nn
 from vector_quantize_pytorch import VectorQuantize
@@ -45,6 +44,9 @@ class DiscreteLatent(DiffusedLatent):
     def encode(self, features: Tensor) -> LatentCode:
         """Nearest codes of ``features``, their straight-through vectors and, in train mode, the weighted commitment loss."""
         quantized, codes, commitment = self.quantizer(features)
+        # The library hands out its shared `zero` buffer as a loss and it ends up attached to autograd;
+        # a buffer in the graph makes the model impossible to deep-copy (the EMA copy of Stage 2 failed on GPU).
+        self.quantizer.zero = torch.zeros_like(self.quantizer.zero)
         return LatentCode(y0=codes, aux_loss=commitment if self.training else None, embedding=quantized)
 
     def backbone_input(self, y_t: Tensor, code: LatentCode | None = None) -> Tensor:

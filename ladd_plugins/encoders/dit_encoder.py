@@ -7,14 +7,13 @@ The features are read from the final hidden states at the ``M`` rightmost positi
 """
 from __future__ import annotations
 
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ladd_plugins.backbones.layers import DiTTrunk, FinalLayer, learned_condition
 from registry.interfaces import Encoder
 
-from ladd_plugins.backbones.layers import DiTTrunk, FinalLayer, learned_condition
 from .config import DiTEncoderConfig
 
 __all__ = ["DiTEncoderConfig", "DiTEncoder"]

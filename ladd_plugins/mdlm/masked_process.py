@@ -1,7 +1,6 @@
 """The masked (absorbing-state) discrete process of MDLM (Sec. 2.2, App. B.2)."""
 from __future__ import annotations
 
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor

@@ -6,8 +6,8 @@ from torch import Tensor
 
 from registry.interfaces import DenoiserModel, SampleOutput, Sampler
 
-from .config import AncestralConfig
 from .common import full, time_grid, token_logits
+from .config import AncestralConfig
 
 
 def denoise_tokens(

@@ -5,8 +5,8 @@ import torch
 
 from registry.interfaces import DenoiserModel, SampleOutput, Sampler
 
-from .config import JointConfig
 from .common import full, time_grid, token_logits
+from .config import JointConfig
 
 
 class JointSampler(Sampler):

@@ -6,8 +6,8 @@ import torch
 from registry.interfaces import DenoiserModel, SampleOutput, Sampler
 
 from .ancestral import denoise_tokens
-from .config import SequentialConfig
 from .common import full, time_grid
+from .config import SequentialConfig
 
 
 class SequentialSampler(Sampler):

@@ -11,7 +11,14 @@ import torch
 from torch import Tensor
 
 from registry.interfaces import Schedule
-from .config import ScheduleConfig, PolynomialScheduleConfig, GeometricScheduleConfig, LogLinearScheduleConfig, VPCosineScheduleConfig
+
+from .config import (
+    GeometricScheduleConfig,
+    LogLinearScheduleConfig,
+    PolynomialScheduleConfig,
+    ScheduleConfig,
+    VPCosineScheduleConfig,
+)
 
 __all__ = [
     "ScheduleConfig",
