@@ -2,6 +2,10 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
 
 import yaml
 from conftest import TINY, run_ladd
@@ -86,10 +90,6 @@ def test_multirun_sweeps_over_components(tmp_path):
 
 
 def test_built_wheel_ships_the_config_tree_and_entry_point(tmp_path):
-    import subprocess
-    import sys
-    import zipfile
-
     root = Path(__file__).parents[1]
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", str(root), "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path)],
