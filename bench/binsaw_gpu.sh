@@ -56,4 +56,4 @@ date -u +"evaluated %Y-%m-%dT%H:%M:%SZ"
 ladd report "$RUNS"/mdlm/eval_mdlm.json "$RUNS"/coladd_joint/eval_coladd_joint.json \
   "$RUNS"/coladd_seq/eval_coladd_seq.json "$RUNS"/diladd_joint/eval_diladd_joint.json \
   "$RUNS"/diladd_joint/eval_diladd_seq.json --out "$OUT/results"
-tar --exclude='checkpoints' --exclude='model.pt' -czf "$OUT/runs.tar.gz" -C "$(dirname "$RUNS")" "$(basename "$RUNS")"
+tar --exclude='checkpoints' --exclude='model.safetensors' -czf "$OUT/runs.tar.gz" -C "$(dirname "$RUNS")" "$(basename "$RUNS")"

@@ -12,7 +12,17 @@ from .errors import (
     UnknownComponentError,
 )
 
+
+
+def from_pretrained(path: str, registry: Registry | None = None):
+    """Load a model folder written by ``ladd export`` (weights are safetensors: loading runs no code)."""
+    from .export import from_pretrained as _from_pretrained
+
+    return _from_pretrained(path, registry)
+
+
 __all__ = [
+    "from_pretrained",
     "KINDS",
     "Component",
     "ComponentSpec",

@@ -16,6 +16,10 @@ from .errors import PluginLoadError
 
 ENTRY_POINT_GROUP = "ladd"
 STRICT_ENV = "LADD_STRICT_PLUGINS"
+ALLOW_ENV = "LADD_PLUGINS_ALLOW"  # comma-separated plugin names: load only these (plus ladd's own)
+BLOCK_ENV = "LADD_PLUGINS_BLOCK"  # comma-separated plugin names never loaded
+NO_AUTOLOAD_ENV = "LADD_DISABLE_PLUGIN_AUTOLOAD"  # load no third-party entry point at all
+OWN_DISTRIBUTION = "ladd"
 
 
 @dataclass(frozen=True)
@@ -27,8 +31,27 @@ class PluginFailure:
     distribution: str | None = None
 
 
-def _strict() -> bool:
-    return os.environ.get(STRICT_ENV, "").strip().lower() in {"1", "true", "yes"}
+def _flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in {"1", "true", "yes"}
+
+
+def _names(name: str) -> set[str] | None:
+    value = os.environ.get(name)
+    return None if value is None else {n.strip() for n in value.split(",") if n.strip()}
+
+
+def blocked_reason(plugin: str, distribution: str | None) -> str | None:
+    """Why the environment keeps this plugin from loading, or None when it may load."""
+    if plugin in (_names(BLOCK_ENV) or set()):
+        return f"blocked by {BLOCK_ENV}"
+    if distribution == OWN_DISTRIBUTION:
+        return None
+    if _flag(NO_AUTOLOAD_ENV):
+        return f"autoloading disabled by {NO_AUTOLOAD_ENV}"
+    allowed = _names(ALLOW_ENV)
+    if allowed is not None and plugin not in allowed:
+        return f"not in {ALLOW_ENV}"
+    return None
 
 
 class PluginHost:
@@ -39,6 +62,7 @@ class PluginHost:
         self.manager.add_hookspecs(_hookspecs)
         self.origins: dict[str, Origin] = {}
         self.failures: list[PluginFailure] = []
+        self.blocked: list[PluginFailure] = []
         self._entry_points_loaded = False
 
     def register(self, plugin: ModuleType | Any, name: str, origin: Origin | None = None) -> None:
@@ -49,7 +73,7 @@ class PluginHost:
         self.origins[name] = origin or Origin(plugin=name)
 
     def load_entry_points(self) -> None:
-        """Import every plugin of entry-point group ``ladd`` once; failures are recorded, not raised."""
+        """Import every permitted plugin of entry-point group ``ladd`` once; failures are recorded, not raised."""
         if self._entry_points_loaded:
             return
         self._entry_points_loaded = True
@@ -60,6 +84,10 @@ class PluginHost:
                 distribution=dist.metadata["Name"] if dist else None,
                 version=dist.version if dist else None,
             )
+            reason = blocked_reason(entry_point.name, origin.distribution)
+            if reason is not None:
+                self.blocked.append(PluginFailure(entry_point.name, reason, origin.distribution))
+                continue
             try:
                 plugin = entry_point.load()
                 self.register(plugin, entry_point.name, origin)
@@ -90,6 +118,6 @@ class PluginHost:
         return dirs
 
     def _fail(self, failure: PluginFailure, exc: Exception) -> None:
-        if _strict():
+        if _flag(STRICT_ENV):
             raise PluginLoadError(f"plugin {failure.plugin!r} failed to load: {failure.error}") from exc
         self.failures.append(failure)

@@ -14,7 +14,13 @@ from .errors import ComponentClashError, UnknownComponentError
 class Registry:
     """Every component contributed by the loaded plugins, indexed by kind and name."""
 
-    def __init__(self, components: Iterable[Component], failures: Iterable[PluginFailure] = (), config_dirs: Iterable[Path] = ()):
+    def __init__(
+        self,
+        components: Iterable[Component],
+        failures: Iterable[PluginFailure] = (),
+        config_dirs: Iterable[Path] = (),
+        blocked: Iterable[PluginFailure] = (),
+    ):
         self._by_kind: dict[str, dict[str, Component]] = {kind: {} for kind in KINDS}
         for component in components:
             table = self._by_kind[component.kind]
@@ -28,11 +34,12 @@ class Registry:
             table[component.name] = component
         self.failures = list(failures)
         self.config_dirs = list(config_dirs)
+        self.blocked = list(blocked)
 
     @classmethod
     def from_host(cls, host: PluginHost) -> "Registry":
         """Collect components from an already-loaded plugin host."""
-        return cls(host.components(), host.failures, host.config_dirs())
+        return cls(host.components(), host.failures, host.config_dirs(), host.blocked)
 
     def names(self, kind: str) -> list[str]:
         """Sorted registry names of one kind."""

@@ -9,6 +9,7 @@ from ._registry import Registry
 from .errors import IncompatibleComponentsError
 from .interfaces import Channels, Dataset, Latent, Metric, Sampler
 from .model import DiffusionModel, Objective
+from .safety import check_config
 
 #: Config slots and the component kind each one selects. Optional slots may be null.
 SLOTS: dict[str, str] = {
@@ -55,6 +56,7 @@ def selection(cfg: Mapping[str, Any], slot: str) -> tuple[str, dict[str, Any]] |
 
 def build_experiment(cfg: Mapping[str, Any], registry: Registry) -> Experiment:
     """Build dataset, model, sampler and metric from a plain (resolved) config mapping."""
+    check_config(cfg)
     components: dict[str, Component] = {}
 
     def build(slot: str, **context: Any) -> Any:

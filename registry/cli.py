@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 import traceback
@@ -42,6 +43,8 @@ def _plugins(args: argparse.Namespace, registry: Registry) -> None:
         print(f"{plugin:<16} {dist or '-':<24} {version or '-':<10} {n} components")
     for failure in registry.failures:
         print(f"{failure.plugin:<16} {failure.distribution or '-':<24} {'-':<10} FAILED: {failure.error}")
+    for blocked in registry.blocked:
+        print(f"{blocked.plugin:<16} {blocked.distribution or '-':<24} {'-':<10} BLOCKED: {blocked.error}")
 
 
 def _train(overrides: list[str], registry: Registry) -> None:
@@ -74,13 +77,23 @@ def _train(overrides: list[str], registry: Registry) -> None:
 
 def _sample(args: argparse.Namespace, registry: Registry) -> None:
     from .evaluation import sample
+    from .export import from_pretrained
     from .training import load_run
 
-    experiment, _ = load_run(args.run_dir, registry)
+    if (args.run_dir is None) == (args.model is None):
+        raise LaddError("give either a run folder or --model EXPORTED_FOLDER")
+    source = Path(args.run_dir or args.model)
+    experiment = load_run(source, registry)[0] if args.run_dir else from_pretrained(source, registry)
     tokens, calls = sample(experiment, args.num, args.steps, args.batch_size, args.seed, progress=True)
-    out = Path(args.out or Path(args.run_dir) / f"samples_{args.steps}steps.txt")
+    out = Path(args.out or source / f"samples_{args.steps}steps.txt")
     out.write_text("\n".join(" ".join(map(str, row.tolist())) for row in tokens) + "\n")
     print(f"{args.num} samples, {args.steps} token steps, {calls} network calls each: {out}")
+
+
+def _export(args: argparse.Namespace, registry: Registry) -> None:
+    from .export import export
+
+    print(f"exported {args.run_dir} to {export(args.run_dir, args.out_dir, registry)}")
 
 
 def _eval(args: argparse.Namespace, registry: Registry) -> None:
@@ -138,6 +151,7 @@ def _compare(args: argparse.Namespace, registry: Registry) -> None:
     from .evaluation import evaluate
     from .training import train, training_key
 
+    logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)  # keep the main job's output to its results
     results, trained = [], {}
     for name in args.experiments.split(","):
         cfg = to_plain(compose([f"experiment={name}", *args.overrides], registry))
@@ -166,14 +180,19 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(run=_list_components)
     sub.add_parser("plugins", help="list loaded plugins and those that failed").set_defaults(run=_plugins)
     sub.add_parser("train", help="train an experiment: ladd train [experiment=NAME] [key=value ...] (Hydra overrides, -m for sweeps)")
-    p = sub.add_parser("sample", help="sample from a trained run")
-    p.add_argument("run_dir")
+    p = sub.add_parser("sample", help="sample from a trained run or an exported model")
+    p.add_argument("run_dir", nargs="?", help="a run folder")
+    p.add_argument("--model", help="a folder written by `ladd export` instead of a run folder")
     p.add_argument("--steps", type=int, default=32)
     p.add_argument("--num", type=int, default=16)
     p.add_argument("--batch-size", type=int, default=1000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out")
     p.set_defaults(run=_sample)
+    p = sub.add_parser("export", help="write a run's EMA weights (safetensors) and config (JSON) to a shareable folder")
+    p.add_argument("run_dir")
+    p.add_argument("out_dir")
+    p.set_defaults(run=_export)
     p = sub.add_parser("eval", help="held-out token loss and the metric at several step budgets")
     p.add_argument("run_dir")
     p.add_argument("--budgets", help="comma-separated token step counts, e.g. 1,2,4,8")

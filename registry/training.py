@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import warnings
+import pickle
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Iterator
@@ -11,6 +13,7 @@ import torch
 from lightning.pytorch.callbacks import ModelCheckpoint, WeightAveraging
 from lightning.pytorch.loggers import CSVLogger
 from omegaconf import OmegaConf
+from safetensors.torch import load_model, save_model
 from torch.optim.swa_utils import get_ema_multi_avg_fn
 from torch.utils.data import DataLoader, IterableDataset
 
@@ -22,7 +25,7 @@ from .model import DiffusionModel
 
 CONFIG_FILE = "config.yaml"
 COMPONENTS_FILE = "components.json"
-WEIGHTS_FILE = "model.pt"
+WEIGHTS_FILE = "model.safetensors"
 
 
 class _Stream(IterableDataset):
@@ -88,6 +91,8 @@ def train(cfg: Any, run_dir: str | Path, registry: Registry) -> Experiment:
     for index, stage in enumerate(train_cfg["stages"], start=1):
         if stage["freeze_encoder"]:
             experiment.model.freeze_encoder()
+            # Lightning warns about modules left in eval mode: here that is the frozen encoder, on purpose.
+            warnings.filterwarnings("ignore", message=r"Found \d+ module\(s\) in eval mode")
         experiment.model.objective.lambda_latent = stage["lambda_latent"]
         trainer = L.Trainer(
             max_steps=stage["steps"],
@@ -108,9 +113,27 @@ def train(cfg: Any, run_dir: str | Path, registry: Registry) -> Experiment:
         )
         loader = DataLoader(_Stream(experiment.dataset, train_cfg["batch_size"], plain["seed"] + index), batch_size=None)
         trainer.fit(module, loader)
-    experiment.model.cpu()
-    torch.save(experiment.model.state_dict(), run_dir / WEIGHTS_FILE)
+    save_model(experiment.model.cpu(), run_dir / WEIGHTS_FILE)
     return experiment
+
+
+def load_weights(model: torch.nn.Module, path: str | Path) -> None:
+    """Load safetensors or a tensors-only torch file into ``model``; anything needing arbitrary unpickling is refused."""
+    path = Path(path)
+    if path.suffix == ".safetensors":
+        load_model(model, path)
+        return
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:
+        raise LaddError(
+            f"refusing to load {path}: it holds objects other than tensors, and unpickling them can run code. "
+            f"If you trust its author, convert it once to safetensors with: python -c \"import torch; "
+            f"from safetensors.torch import save_file; s = torch.load('{path}', weights_only=False); "
+            f"s = s.get('state_dict', s); save_file({{k: v.contiguous() for k, v in s.items()}}, "
+            f"'{path.with_suffix('.safetensors')}')\""
+        ) from None
+    model.load_state_dict(state.get("state_dict", state))
 
 
 def training_key(cfg: dict[str, Any]) -> str:
@@ -124,8 +147,8 @@ def load_run(run_dir: str | Path, registry: Registry) -> tuple[Experiment, dict[
     config_path, weights_path = run_dir / CONFIG_FILE, run_dir / WEIGHTS_FILE
     if not config_path.is_file() or not weights_path.is_file():
         raise LaddError(f"{run_dir} is not a finished ladd run (expected {CONFIG_FILE} and {WEIGHTS_FILE} inside)")
-    plain = OmegaConf.to_container(OmegaConf.load(config_path), resolve=True)
+    plain = OmegaConf.to_container(OmegaConf.load(config_path), resolve=False)  # saved resolved; never evaluate
     experiment = build_experiment(plain, registry)
-    experiment.model.load_state_dict(torch.load(weights_path, map_location="cpu", weights_only=True))
+    load_weights(experiment.model, weights_path)
     experiment.model.eval()
     return experiment, plain

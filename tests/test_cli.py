@@ -47,7 +47,7 @@ def test_incompatible_components_are_rejected_before_training(tmp_path):
     out = run_ladd("train", "sampler=joint", *TINY, "train.stages=[{steps:2}]", f"run_dir={tmp_path}")
     assert out.returncode == 2
     assert "sampler 'joint'" in out.stderr and "latent 'none'" in out.stderr
-    assert not (tmp_path / "model.pt").exists()
+    assert not (tmp_path / "model.safetensors").exists()
 
 
 def test_train_sample_eval_round_trip(tmp_path):

@@ -79,3 +79,17 @@ def test_plugin_that_fails_to_import_is_reported_and_others_work(tmp_path):
     assert "mmdit" in out.stdout
     strict = run_ladd("list-components", env={"PYTHONPATH": broken, "LADD_STRICT_PLUGINS": "1"})
     assert strict.returncode == 2 and "broken_plugin" in strict.stderr
+
+
+def test_blocked_and_non_autoloaded_plugins_are_absent_and_reported(plugin_path):
+    blocked = run_ladd("list-components", "--json", env={"PYTHONPATH": plugin_path, "LADD_PLUGINS_BLOCK": "example"})
+    names = {r["name"] for r in json.loads(blocked.stdout)}
+    assert "conv" not in names and "exponential" not in names and "mmdit" in names
+    shown = run_ladd("plugins", env={"PYTHONPATH": plugin_path, "LADD_PLUGINS_BLOCK": "example"})
+    assert "example" in shown.stdout and "BLOCKED: blocked by LADD_PLUGINS_BLOCK" in shown.stdout
+
+    off = run_ladd("plugins", env={"PYTHONPATH": plugin_path, "LADD_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    assert "BLOCKED: autoloading disabled" in off.stdout and "builtin" in off.stdout
+
+    allowed = run_ladd("list-components", "--json", env={"PYTHONPATH": plugin_path, "LADD_PLUGINS_ALLOW": "example"})
+    assert "conv" in {r["name"] for r in json.loads(allowed.stdout)}
