@@ -91,8 +91,6 @@ def train(cfg: Any, run_dir: str | Path, registry: Registry) -> Experiment:
     for index, stage in enumerate(train_cfg["stages"], start=1):
         if stage["freeze_encoder"]:
             experiment.model.freeze_encoder()
-            # Lightning warns about modules left in eval mode: here that is the frozen encoder, on purpose.
-            warnings.filterwarnings("ignore", message=r"Found \d+ module\(s\) in eval mode")
         experiment.model.objective.lambda_latent = stage["lambda_latent"]
         trainer = L.Trainer(
             max_steps=stage["steps"],
@@ -112,7 +110,10 @@ def train(cfg: Any, run_dir: str | Path, registry: Registry) -> Experiment:
             enable_model_summary=False,
         )
         loader = DataLoader(_Stream(experiment.dataset, train_cfg["batch_size"], plain["seed"] + index), batch_size=None)
-        trainer.fit(module, loader)
+        with warnings.catch_warnings():
+            # Lightning warns about modules left in eval mode: that is the frozen encoder, on purpose.
+            warnings.filterwarnings("ignore", message=r"Found \d+ module\(s\) in eval mode")
+            trainer.fit(module, loader)
     save_model(experiment.model.cpu(), run_dir / WEIGHTS_FILE)
     return experiment
 
