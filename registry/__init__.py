@@ -13,7 +13,6 @@ from .errors import (
 )
 
 
-
 def from_pretrained(path: str, registry: Registry | None = None):
     """Load a model folder written by ``ladd export`` (weights are safetensors: loading runs no code)."""
     from .export import from_pretrained as _from_pretrained

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import json
-import warnings
 import pickle
+import warnings
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Iterator
@@ -13,6 +13,7 @@ import torch
 from lightning.pytorch.callbacks import ModelCheckpoint, WeightAveraging
 from lightning.pytorch.loggers import CSVLogger
 from omegaconf import OmegaConf
+from safetensors import SafetensorError
 from safetensors.torch import load_model, save_model
 from torch.optim.swa_utils import get_ema_multi_avg_fn
 from torch.utils.data import DataLoader, IterableDataset
@@ -29,13 +30,41 @@ WEIGHTS_FILE = "model.safetensors"
 
 
 class _Stream(IterableDataset):
-    """Full batches from a dataset component's seeded stream."""
+    """Full batches from a dataset component's seeded stream, checked before they reach the model."""
 
     def __init__(self, dataset: Dataset, batch_size: int, seed: int) -> None:
         self.dataset, self.batch_size, self.seed = dataset, batch_size, seed
 
     def __iter__(self) -> Iterator[torch.Tensor]:
-        return self.dataset.batches(self.batch_size, self.seed, "train")
+        produced = 0
+        for batch in self.dataset.batches(self.batch_size, self.seed, "train"):
+            check_batch(batch, self.dataset)
+            produced += 1
+            yield batch
+        raise LaddError(
+            f"the dataset stream ended after {produced} batch(es); training needs an endless stream "
+            f"(a dataset with too few sequences for batch size {self.batch_size}?)"
+        )
+
+
+def check_batch(batch: torch.Tensor, dataset: Dataset) -> None:
+    """Refuse batches of the wrong shape or with token ids outside the vocabulary (mask excluded)."""
+    if batch.dim() != 2 or batch.shape[1] != dataset.seq_len or batch.dtype != torch.long:
+        raise LaddError(
+            f"dataset batch has shape {tuple(batch.shape)} and dtype {batch.dtype}; expected "
+            f"[batch, {dataset.seq_len}] token ids of dtype torch.int64"
+        )
+    low, high = int(batch.min()), int(batch.max())
+    if low < 0 or high >= dataset.vocab_size:
+        bad = low if low < 0 else high
+        raise LaddError(
+            f"dataset produced token id {bad}, outside the vocabulary 0..{dataset.vocab_size - 1} "
+            f"(the mask id {dataset.vocab_size} is reserved for the diffusion process)"
+        )
+
+
+class NonFiniteLossError(LaddError, FloatingPointError):
+    """A loss term became NaN or infinite."""
 
 
 class LaddModule(L.LightningModule):
@@ -50,9 +79,9 @@ class LaddModule(L.LightningModule):
         terms = self.model.loss(batch)
         if not torch.isfinite(terms["loss"]):
             bad = [name for name, value in terms.items() if name != "loss" and not torch.isfinite(value)]
-            raise FloatingPointError(
+            raise NonFiniteLossError(
                 f"non-finite loss at step {self.global_step}: offending term(s) {bad or ['loss']} "
-                f"({ {k: float(v) for k, v in terms.items()} })"
+                f"({ {k: float(v.detach()) for k, v in terms.items()} }); the run stops rather than skip or zero it"
             )
         self.log_dict({f"train/{k}": v.detach() for k, v in terms.items()}, prog_bar=True, on_step=True)
         return terms["loss"]
@@ -122,7 +151,10 @@ def load_weights(model: torch.nn.Module, path: str | Path) -> None:
     """Load safetensors or a tensors-only torch file into ``model``; anything needing arbitrary unpickling is refused."""
     path = Path(path)
     if path.suffix == ".safetensors":
-        load_model(model, path)
+        try:
+            load_model(model, path)
+        except (SafetensorError, RuntimeError) as error:
+            raise LaddError(f"cannot load {path} into this model (corrupt file, or weights of another configuration): {error}") from None
         return
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
