@@ -35,6 +35,9 @@ def _print_failures(registry: Registry) -> None:
 
 
 def _plugins(args: argparse.Namespace, registry: Registry) -> None:
+    if args.action == "check":
+        _check_plugin(args.name, registry)
+        return
     counts: dict[tuple[str, str | None, str | None], int] = {}
     for c in registry:
         key = (c.origin.plugin, c.origin.distribution, c.origin.version)
@@ -45,6 +48,18 @@ def _plugins(args: argparse.Namespace, registry: Registry) -> None:
         print(f"{failure.plugin:<16} {failure.distribution or '-':<24} {'-':<10} FAILED: {failure.error}")
     for blocked in registry.blocked:
         print(f"{blocked.plugin:<16} {blocked.distribution or '-':<24} {'-':<10} BLOCKED: {blocked.error}")
+
+
+def _check_plugin(name: str | None, registry: Registry) -> None:
+    from .validation import check_plugin
+
+    if not name:
+        raise LaddError("usage: ladd plugins check NAME (see `ladd plugins` for the names)")
+    problems = check_plugin(name, registry)
+    if problems:
+        raise LaddError(f"plugin {name!r} has {len(problems)} problem(s):\n  " + "\n  ".join(problems))
+    count = sum(1 for c in registry if c.origin.plugin == name)
+    print(f"plugin {name!r}: {count} components import, match their configs, build and run at a tiny size")
 
 
 def _train(overrides: list[str], registry: Registry) -> None:
@@ -178,7 +193,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--kind", choices=KINDS)
     p.add_argument("--json", action="store_true", help="print a JSON list of objects")
     p.set_defaults(run=_list_components)
-    sub.add_parser("plugins", help="list loaded plugins and those that failed").set_defaults(run=_plugins)
+    p = sub.add_parser("plugins", help="list loaded, failed and blocked plugins; `ladd plugins check NAME` validates one")
+    p.add_argument("action", nargs="?", choices=["check"])
+    p.add_argument("name", nargs="?")
+    p.set_defaults(run=_plugins)
     sub.add_parser("train", help="train an experiment: ladd train [experiment=NAME] [key=value ...] (Hydra overrides, -m for sweeps)")
     p = sub.add_parser("sample", help="sample from a trained run or an exported model")
     p.add_argument("run_dir", nargs="?", help="a run folder")

@@ -93,3 +93,83 @@ def test_blocked_and_non_autoloaded_plugins_are_absent_and_reported(plugin_path)
 
     allowed = run_ladd("list-components", "--json", env={"PYTHONPATH": plugin_path, "LADD_PLUGINS_ALLOW": "example"})
     assert "conv" in {r["name"] for r in json.loads(allowed.stdout)}
+
+
+def test_plugin_check_passes_good_plugins(plugin_path):
+    for name in ("example", "builtin"):
+        out = run_ladd("plugins", "check", name, env={"PYTHONPATH": plugin_path})
+        assert out.returncode == 0, out.stderr
+        assert f"plugin {name!r}:" in out.stdout and "build and run" in out.stdout
+
+
+def test_plugin_check_reports_each_problem_precisely(tmp_path):
+    broken = _fake_distribution(tmp_path / "bad", "shoddy_plugin", """
+        from dataclasses import dataclass
+
+        import torch
+
+        from registry import ComponentSpec, hookimpl
+
+
+        @dataclass
+        class Options:
+            size: int = 3
+
+
+        def needs_rate(rate):
+            return None
+
+
+        def no_context(config):
+            return None
+
+
+        class WrongShape:
+            vocab_size, seq_len = 2, 4
+
+            def __init__(self, config):
+                pass
+
+            def batches(self, batch_size, seed, split="train"):
+                while True:
+                    yield torch.zeros(batch_size, 5, dtype=torch.long)
+
+
+        @hookimpl
+        def ladd_components():
+            return [
+                ComponentSpec("backbone", "ghost", "no_such_module_anywhere:Ghost", Options),
+                ComponentSpec("schedule", "needy", needs_rate),
+                ComponentSpec("process", "deaf", no_context, Options),
+                ComponentSpec("dataset", "skewed", WrongShape, Options),
+            ]
+    """)
+    out = run_ladd("plugins", "check", "shoddy_plugin", env={"PYTHONPATH": broken})
+    assert out.returncode == 2
+    assert "4 problem(s)" in out.stderr
+    assert "backbone 'ghost': factory 'no_such_module_anywhere:Ghost' does not import: ModuleNotFoundError" in out.stderr
+    assert "schedule 'needy': has no config but its factory requires rate" in out.stderr
+    assert "process 'deaf': its factory does not accept the keyword(s) schedule, vocab_size" in out.stderr
+    assert "dataset 'skewed': fails when built and run at a tiny size: AssertionError: batch of shape (3, 5)" in out.stderr
+
+
+def test_pytest_helper_flags_a_broken_plugin(monkeypatch, tmp_path):
+    import registry
+    from registry import testing
+
+    broken = _fake_distribution(tmp_path / "bad2", "hollow_plugin", """
+        from registry import ComponentSpec, hookimpl
+
+        @hookimpl
+        def ladd_components():
+            return [ComponentSpec("metric", "hollow", "no_such_module_either:Metric")]
+    """)
+    monkeypatch.syspath_prepend(broken)
+    registry.load(reload=True)
+    try:
+        with pytest.raises(AssertionError, match="metric 'hollow': factory .* does not import"):
+            testing.assert_valid_plugin("hollow_plugin")
+        testing.assert_valid_plugin("builtin")
+    finally:
+        monkeypatch.undo()
+        registry.load(reload=True)
