@@ -1,12 +1,13 @@
 """Turning a resolved experiment config into components and a model, with compatibility checks."""
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ._component import Component
 from ._registry import Registry
-from .errors import IncompatibleComponentsError
+from .errors import IncompatibleComponentsError, LaddError
 from .interfaces import Channels, Dataset, Latent, Metric, Sampler
 from .model import DiffusionModel, Objective
 from .safety import check_config
@@ -108,3 +109,21 @@ def _check_latent_side(latent: Latent, encoder: Any, objective: Objective, cfg: 
             f"encoder produces {encoder.length} x {encoder.width} features but latent {cfg['latent']['name']!r} "
             f"expects {latent.length} x {latent.width} (set encoder.length/width to match latent.length/width)"
         )
+
+
+def check_installed(components: dict[str, dict[str, Any]], registry: Registry) -> None:
+    """Every recorded component must be installed (naming its plugin otherwise); another version only warns."""
+    installed = {(c.kind, c.name): c for c in registry}
+    for slot, wanted in components.items():
+        found = installed.get((wanted["kind"], wanted["name"]))
+        if found is None:
+            raise LaddError(
+                f"the model's {slot} is {wanted['kind']} {wanted['name']!r} from plugin {wanted['plugin']!r} "
+                f"(distribution {wanted['distribution']} {wanted['version']}), which is not installed"
+            )
+        if (found.origin.distribution, found.origin.version) != (wanted["distribution"], wanted["version"]):
+            warnings.warn(
+                f"{slot} {wanted['name']!r} was exported with {wanted['distribution']} {wanted['version']}, "
+                f"installed is {found.origin.distribution} {found.origin.version}",
+                stacklevel=2,
+            )

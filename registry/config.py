@@ -45,6 +45,7 @@ class TrainConfig:
     devices: Any = 1
     strategy: str = "auto"
     log_every: int = 50
+    checkpoint_every: int = 500  # steps between checkpoints (last.ckpt of the stage, written atomically)
     progress: bool = True
 
 

@@ -2,14 +2,13 @@
 from __future__ import annotations
 
 import json
-import warnings
 from pathlib import Path
 from typing import Any
 
 from safetensors.torch import load_model, save_model
 
 from ._registry import Registry, load
-from .assembly import Experiment, build_experiment
+from .assembly import Experiment, build_experiment, check_installed
 from .errors import LaddError
 from .training import COMPONENTS_FILE, load_run
 
@@ -41,29 +40,11 @@ def from_pretrained(path: str | Path, registry: Registry | None = None) -> Exper
     document = json.loads((path / CONFIG_JSON).read_text())
     if document.get("format") != FORMAT:
         raise LaddError(f"{path / CONFIG_JSON} has format {document.get('format')!r}; this ladd reads {FORMAT!r}")
-    _check_components(document["components"], registry)
+    check_installed(document["components"], registry)
     experiment = build_experiment(document["config"], registry)
     load_model(experiment.model, path / WEIGHTS)
     experiment.model.eval()
     return experiment
-
-
-def _check_components(components: dict[str, dict[str, Any]], registry: Registry) -> None:
-    """Every component must be installed; a different plugin version is allowed with a warning."""
-    installed = {(c.kind, c.name): c for c in registry}
-    for slot, wanted in components.items():
-        found = installed.get((wanted["kind"], wanted["name"]))
-        if found is None:
-            raise LaddError(
-                f"the model's {slot} is {wanted['kind']} {wanted['name']!r} from plugin {wanted['plugin']!r} "
-                f"(distribution {wanted['distribution']} {wanted['version']}), which is not installed"
-            )
-        if (found.origin.distribution, found.origin.version) != (wanted["distribution"], wanted["version"]):
-            warnings.warn(
-                f"{slot} {wanted['name']!r} was exported with {wanted['distribution']} {wanted['version']}, "
-                f"installed is {found.origin.distribution} {found.origin.version}",
-                stacklevel=2,
-            )
 
 
 def _card(method: str, components: dict[str, dict[str, Any]]) -> str:

@@ -1,7 +1,9 @@
 """The generic training loop: Lightning drives any assembled model through its training stages."""
 from __future__ import annotations
 
+import csv
 import json
+import os
 import pickle
 import warnings
 from datetime import timedelta
@@ -10,8 +12,9 @@ from typing import Any, Iterator
 
 import lightning as L
 import torch
-from lightning.pytorch.callbacks import ModelCheckpoint, WeightAveraging
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint, WeightAveraging
 from lightning.pytorch.loggers import CSVLogger
+from lightning.pytorch.plugins.io import TorchCheckpointIO
 from omegaconf import OmegaConf
 from safetensors import SafetensorError
 from safetensors.torch import load_model, save_model
@@ -19,7 +22,7 @@ from torch.optim.swa_utils import get_ema_multi_avg_fn
 from torch.utils.data import DataLoader, IterableDataset
 
 from ._registry import Registry
-from .assembly import Experiment, build_experiment
+from .assembly import Experiment, build_experiment, check_installed
 from .errors import LaddError
 from .interfaces import Dataset
 from .model import DiffusionModel
@@ -27,6 +30,8 @@ from .model import DiffusionModel
 CONFIG_FILE = "config.yaml"
 COMPONENTS_FILE = "components.json"
 WEIGHTS_FILE = "model.safetensors"
+METRICS_FILE = "metrics.csv"
+STAGE_WEIGHTS = "final.safetensors"  # a finished stage's EMA weights, the next stage's starting point
 
 
 class _Stream(IterableDataset):
@@ -34,12 +39,15 @@ class _Stream(IterableDataset):
 
     def __init__(self, dataset: Dataset, batch_size: int, seed: int) -> None:
         self.dataset, self.batch_size, self.seed = dataset, batch_size, seed
+        self.start = 0  # batches already trained on (set when resuming)
 
     def __iter__(self) -> Iterator[torch.Tensor]:
         produced = 0
         for batch in self.dataset.batches(self.batch_size, self.seed, "train"):
-            check_batch(batch, self.dataset)
             produced += 1
+            if produced <= self.start:
+                continue
+            check_batch(batch, self.dataset)
             yield batch
         raise LaddError(
             f"the dataset stream ended after {produced} batch(es); training needs an endless stream "
@@ -83,7 +91,8 @@ class LaddModule(L.LightningModule):
                 f"non-finite loss at step {self.global_step}: offending term(s) {bad or ['loss']} "
                 f"({ {k: float(v.detach()) for k, v in terms.items()} }); the run stops rather than skip or zero it"
             )
-        self.log_dict({f"train/{k}": v.detach() for k, v in terms.items()}, prog_bar=True, on_step=True)
+        self.last_terms = {k: v.detach() for k, v in terms.items()}
+        self.log_dict({f"train/{k}": v for k, v in self.last_terms.items()}, prog_bar=True, on_step=True)
         return terms["loss"]
 
     def configure_optimizers(self) -> Any:
@@ -107,7 +116,10 @@ def _precision(requested: str) -> str:
 
 
 def train(cfg: Any, run_dir: str | Path, registry: Registry) -> Experiment:
-    """Train an experiment through all its stages; write config, component origins and EMA weights to run_dir."""
+    """Train an experiment through all its stages, resuming from run_dir's checkpoints when there are any.
+
+    Writes the resolved config, the component origins, ``metrics.csv`` and the final EMA weights.
+    """
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     plain = OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else dict(cfg)
@@ -121,6 +133,13 @@ def train(cfg: Any, run_dir: str | Path, registry: Registry) -> Experiment:
         if stage["freeze_encoder"]:
             experiment.model.freeze_encoder()
         experiment.model.objective.lambda_latent = stage["lambda_latent"]
+        stage_dir = run_dir / "checkpoints" / f"stage{index}"
+        if (stage_dir / STAGE_WEIGHTS).is_file():
+            load_weights(experiment.model, stage_dir / STAGE_WEIGHTS)
+            continue
+        # Seeding per stage makes a stage's start independent of whether the run was interrupted before it.
+        L.seed_everything(plain["seed"] + index, workers=True, verbose=False)
+        stream = _Stream(experiment.dataset, train_cfg["batch_size"], plain["seed"] + index)
         trainer = L.Trainer(
             max_steps=stage["steps"],
             max_time=None if stage.get("max_minutes") is None else timedelta(minutes=stage["max_minutes"]),
@@ -131,20 +150,87 @@ def train(cfg: Any, run_dir: str | Path, registry: Registry) -> Experiment:
             gradient_clip_val=train_cfg["grad_clip"],
             callbacks=[
                 WeightAveraging(multi_avg_fn=get_ema_multi_avg_fn(train_cfg["ema_decay"]), use_buffers=False),
-                ModelCheckpoint(dirpath=run_dir / "checkpoints" / f"stage{index}", save_last=True),
+                ModelCheckpoint(dirpath=stage_dir, save_last=True, save_top_k=0, every_n_train_steps=train_cfg["checkpoint_every"]),
+                _ResumeState(stream, index, experiment.origins(), registry),
+                _MetricsFile(run_dir / METRICS_FILE, index, train_cfg["log_every"]),
             ],
+            plugins=[_AtomicCheckpointIO()],
             logger=CSVLogger(run_dir, name="logs", version=f"stage{index}"),
             log_every_n_steps=train_cfg["log_every"],
             enable_progress_bar=train_cfg["progress"],
             enable_model_summary=False,
         )
-        loader = DataLoader(_Stream(experiment.dataset, train_cfg["batch_size"], plain["seed"] + index), batch_size=None)
+        # A private generator keeps the loader's seed draw off the global RNG, which resuming restores.
+        loader = DataLoader(stream, batch_size=None, generator=torch.Generator())
+        last = stage_dir / "last.ckpt"
         with warnings.catch_warnings():
             # Lightning warns about modules left in eval mode: that is the frozen encoder, on purpose.
             warnings.filterwarnings("ignore", message=r"Found \d+ module\(s\) in eval mode")
-            trainer.fit(module, loader)
+            trainer.fit(module, loader, ckpt_path=last if last.is_file() else None, weights_only=True)
+        save_model(experiment.model.cpu(), stage_dir / STAGE_WEIGHTS)
     save_model(experiment.model.cpu(), run_dir / WEIGHTS_FILE)
     return experiment
+
+
+class _AtomicCheckpointIO(TorchCheckpointIO):
+    """Writes to a temporary file and renames it, so a kill never leaves a truncated checkpoint."""
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: str | Path, storage_options: Any = None) -> None:
+        partial = Path(f"{path}.partial")
+        super().save_checkpoint(checkpoint, partial, storage_options)
+        os.replace(partial, path)
+
+
+class _ResumeState(Callback):
+    """Saves and restores what Lightning does not: RNG states, data position, stage and component origins."""
+
+    def __init__(self, stream: _Stream, stage: int, origins: dict[str, dict[str, Any]], registry: Registry) -> None:
+        self.stream, self.stage, self.origins, self.registry = stream, stage, origins, registry
+
+    def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]) -> None:
+        checkpoint["ladd"] = {
+            "stage": self.stage,
+            "components": self.origins,
+            "rng_cpu": torch.get_rng_state(),
+            "rng_cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        }
+
+    def on_load_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]) -> None:
+        state = checkpoint.get("ladd")
+        if state is None or state["stage"] != self.stage:
+            raise LaddError(f"checkpoint of stage {None if state is None else state['stage']} found where stage {self.stage} was expected")
+        check_installed(state["components"], self.registry)
+        torch.set_rng_state(state["rng_cpu"])
+        if state["rng_cuda"]:
+            torch.cuda.set_rng_state_all(state["rng_cuda"])
+        self.stream.start = checkpoint["global_step"]
+
+
+class _MetricsFile(Callback):
+    """Appends stage, step and loss terms to ``metrics.csv``; on resume, rows past the checkpoint are dropped."""
+
+    COLUMNS = ("stage", "step", "loss", "token", "latent", "vq")
+
+    def __init__(self, path: Path, stage: int, every: int) -> None:
+        self.path, self.stage, self.every = path, stage, max(1, int(every))
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        kept = []
+        if self.path.is_file():
+            with self.path.open(newline="") as handle:
+                kept = [r for r in csv.DictReader(handle) if (int(r["stage"]), int(r["step"])) <= (self.stage, trainer.global_step)]
+        with self.path.open("w", newline="") as handle:
+            writer = csv.DictWriter(handle, self.COLUMNS)
+            writer.writeheader()
+            writer.writerows(kept)
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
+        if trainer.global_step % self.every:
+            return
+        row = {"stage": self.stage, "step": trainer.global_step}
+        row.update({name: repr(float(value)) for name, value in pl_module.last_terms.items()})
+        with self.path.open("a", newline="") as handle:
+            csv.DictWriter(handle, self.COLUMNS).writerow(row)
 
 
 def load_weights(model: torch.nn.Module, path: str | Path) -> None:
