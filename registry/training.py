@@ -163,6 +163,8 @@ def train(cfg: Any, run_dir: str | Path, registry: Registry) -> Experiment:
         # A private generator keeps the loader's seed draw off the global RNG, which resuming restores.
         loader = DataLoader(stream, batch_size=None, generator=torch.Generator())
         last = stage_dir / "last.ckpt"
+        if last.is_file():
+            _check_checkpoint(last)
         with warnings.catch_warnings():
             # Lightning warns about modules left in eval mode: that is the frozen encoder, on purpose.
             warnings.filterwarnings("ignore", message=r"Found \d+ module\(s\) in eval mode")
@@ -170,6 +172,17 @@ def train(cfg: Any, run_dir: str | Path, registry: Registry) -> Experiment:
         save_model(experiment.model.cpu(), stage_dir / STAGE_WEIGHTS)
     save_model(experiment.model.cpu(), run_dir / WEIGHTS_FILE)
     return experiment
+
+
+def _check_checkpoint(path: Path) -> None:
+    """Refuse a checkpoint that cannot be read as plain tensors and containers, before training starts."""
+    try:
+        torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception as error:
+        raise LaddError(
+            f"cannot resume from {path}: the checkpoint is corrupt or not a ladd checkpoint "
+            f"({type(error).__name__}); delete it to restart this stage from its beginning"
+        ) from None
 
 
 class _AtomicCheckpointIO(TorchCheckpointIO):

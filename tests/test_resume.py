@@ -52,3 +52,36 @@ def test_sigkill_then_resume_reproduces_every_loss_bitwise(tmp_path):
     assert resumed.returncode == 0, resumed.stderr
     assert _rows(metrics) == expected, f"killed after {kill_after} logged steps"
     assert not list(run_dir.glob("checkpoints/*/*.partial")), "no partial checkpoint is left behind"
+
+
+def _interrupted_run(tmp_path, registry_):
+    """A finished two-stage run turned back into one interrupted inside stage 2."""
+    from registry.config import compose
+    from registry.training import train
+
+    cfg = compose([a for a in ARGS[1:]], registry_)
+    train(cfg, tmp_path, registry_)
+    (tmp_path / "checkpoints" / "stage2" / "final.safetensors").unlink()
+    return cfg
+
+
+def test_resume_refuses_a_checkpoint_from_a_missing_plugin(tmp_path):
+    import pytest
+    import torch
+
+    import registry
+    from registry.errors import LaddError
+    from registry.training import train
+
+    reg = registry.load()
+    cfg = _interrupted_run(tmp_path, reg)
+    last = tmp_path / "checkpoints" / "stage2" / "last.ckpt"
+    checkpoint = torch.load(last, weights_only=True)
+    checkpoint["ladd"]["components"]["backbone"].update(name="fancy", plugin="fancy_models", distribution="fancy-ladd", version="2.0")
+    torch.save(checkpoint, last)
+    with pytest.raises(LaddError, match="plugin 'fancy_models'.*not installed"):
+        train(cfg, tmp_path, reg)
+
+    last.write_bytes(b"not a checkpoint")
+    with pytest.raises(LaddError, match="corrupt or not a ladd checkpoint.*delete it"):
+        train(cfg, tmp_path, reg)
