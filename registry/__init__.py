@@ -7,6 +7,7 @@ from ._registry import Registry, load
 from .errors import (
     ComponentClashError,
     IncompatibleComponentsError,
+    InvalidConfigError,
     LaddError,
     PluginLoadError,
     UnknownComponentError,
@@ -35,4 +36,5 @@ __all__ = [
     "ComponentClashError",
     "PluginLoadError",
     "IncompatibleComponentsError",
+    "InvalidConfigError",
 ]

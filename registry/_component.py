@@ -6,6 +6,8 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from .errors import InvalidConfigError
+
 KINDS: tuple[str, ...] = (
     "process",
     "latent",
@@ -83,7 +85,11 @@ class Component:
         """Instantiate the component from its config options plus host-provided context."""
         options = dict(options or {})
         if self.spec.config is not None:
-            return self.factory()(self.spec.config(**options), **context)
+            try:
+                config = self.spec.config(**options)
+            except (TypeError, ValueError) as error:
+                raise InvalidConfigError(f"invalid options for {self.kind} {self.name!r}: {error}") from None
+            return self.factory()(config, **context)
         if options:
             raise TypeError(f"{self.kind} {self.name!r} takes no options, got {sorted(options)}")
         return self.factory()(**context)

@@ -7,6 +7,7 @@ __all__ = [
     "ComponentClashError",
     "PluginLoadError",
     "IncompatibleComponentsError",
+    "InvalidConfigError",
 ]
 
 
@@ -28,3 +29,7 @@ class PluginLoadError(LaddError):
 
 class IncompatibleComponentsError(LaddError):
     """Components that cannot work together, detected when the experiment is assembled."""
+
+
+class InvalidConfigError(LaddError, ValueError):
+    """An option value that a component or the objective rejects."""

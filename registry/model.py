@@ -16,6 +16,7 @@ from .interfaces import (
     Process,
     mask_id,
 )
+from .errors import InvalidConfigError
 from .timesteps import draw_independent_times, draw_times
 
 LATENT_TIMES = ("tied", "independent", "clean")
@@ -32,9 +33,9 @@ class Objective:
 
     def __post_init__(self) -> None:
         if self.latent_time not in LATENT_TIMES:
-            raise ValueError(f"objective.latent_time={self.latent_time!r}; valid: {', '.join(LATENT_TIMES)}")
+            raise InvalidConfigError(f"objective.latent_time={self.latent_time!r}; valid: {', '.join(LATENT_TIMES)}")
         if not 0.0 <= self.p_cfg < 1.0:
-            raise ValueError(f"objective.p_cfg={self.p_cfg} must lie in [0, 1)")
+            raise InvalidConfigError(f"objective.p_cfg={self.p_cfg} must lie in [0, 1)")
 
 
 def _where_batch(condition: Tensor, a: Tensor, b: Tensor) -> Tensor:

@@ -39,6 +39,10 @@ def test_bad_overrides_give_one_clear_message_and_nonzero_exit(tmp_path):
     bad_field = run_ladd("train", "backbone.depth=3", f"run_dir={tmp_path}/d")
     assert bad_field.returncode != 0 and "depth" in bad_field.stderr
 
+    bad_value = run_ladd("train", "dataset.floor=0.7", f"run_dir={tmp_path}/e")
+    assert bad_value.returncode == 2 and "dataset 'binsaw'" in bad_value.stderr and "0.7" in bad_value.stderr
+    assert "Traceback" not in bad_value.stderr
+
     missing = run_ladd("eval", str(tmp_path / "no_such_run"))
     assert missing.returncode == 2 and "no_such_run" in missing.stderr and "Traceback" not in missing.stderr
 
