@@ -129,7 +129,7 @@ class DiffusionModel(nn.Module, DenoiserModel):
             terms["latent"] = self._latent_loss(y0, y_t, tau_y, out.latent, code, generator)
             total = total + self.objective.lambda_latent * terms["latent"]
         if code.aux_loss is not None and code.aux_loss.requires_grad:
-            terms["vq"] = code.aux_loss
+            terms["aux"] = code.aux_loss
             total = total + code.aux_loss
         terms["loss"] = total
         return terms

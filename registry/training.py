@@ -222,7 +222,7 @@ class _ResumeState(Callback):
 class _MetricsFile(Callback):
     """Appends stage, step and loss terms to ``metrics.csv``; on resume, rows past the checkpoint are dropped."""
 
-    COLUMNS = ("stage", "step", "loss", "token", "latent", "vq")
+    COLUMNS = ("stage", "step", "loss", "token", "latent", "aux")
 
     def __init__(self, path: Path, stage: int, every: int) -> None:
         self.path, self.stage, self.every = path, stage, max(1, int(every))
