@@ -16,6 +16,7 @@ from torch import Tensor, nn
 __all__ = [
     "Schedule",
     "Process",
+    "RevealingProcess",
     "Latent",
     "LatentCode",
     "Encoder",
@@ -76,6 +77,27 @@ class Process(ABC):
     def guide(self, conditional: Tensor, unconditional: Tensor, scale: float) -> Tensor:
         """Classifier-free guidance of two predictions (scale 1 returns the conditional one)."""
         return unconditional + scale * (conditional - unconditional)
+
+
+class RevealingProcess(Process):
+    """A process whose reverse step picks the positions that change before it needs the prediction.
+
+    ``step(x_t, p, t, s, g)`` equals ``fill(x_t, reveal, p[reveal], g)`` with ``reveal = reveal(x_t, t, s, g)``,
+    drawing the same random numbers in the same order, so a sampler may compute predictions only at
+    the revealed positions (or skip the network when there are none) and stay exact.
+    """
+
+    @abstractmethod
+    def reveal(self, x_t: Tensor, tau_t: Tensor, tau_s: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        """Boolean ``[B, S]``: the positions whose value changes in the step from ``tau_t`` to ``tau_s``."""
+
+    @abstractmethod
+    def fill(self, x_t: Tensor, reveal: Tensor, prediction: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        """``x_s``: ``x_t`` with new values drawn at ``reveal`` from ``prediction`` (``[N, K]``, one row per revealed position)."""
+
+    def step(self, x_t: Tensor, prediction: Tensor, tau_t: Tensor, tau_s: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        reveal = self.reveal(x_t, tau_t, tau_s, generator)
+        return self.fill(x_t, reveal, prediction[reveal], generator)
 
 
 @dataclass
@@ -166,6 +188,14 @@ class Backbone(nn.Module, ABC):
     def forward(self, x_t: Tensor | None, tau_x: Tensor | None, y_t: Tensor | None, tau_y: Tensor | None) -> Denoised:
         """Predict clean tokens and/or latents from the noisy channels at their times."""
 
+    def forward_rows(self, x_t: Tensor, tau_x: Tensor, y_t: Tensor | None, tau_y: Tensor | None, rows: Tensor) -> Denoised:
+        """Like ``forward`` but token logits only at ``rows`` (bool ``[B, S]``), as ``[N, K]``.
+
+        Override to apply the output head only there (the sampler's fast path); this default slices.
+        """
+        out = self(x_t, tau_x, y_t, tau_y)
+        return Denoised(tokens=out.tokens[rows], latent=out.latent)
+
 
 class DenoiserModel(ABC):
     """What a sampler sees of a trained model (implemented by the core's model)."""
@@ -178,6 +208,10 @@ class DenoiserModel(ABC):
     @abstractmethod
     def predict(self, x_t: Tensor, tau_x: Tensor, y_t: Tensor | None, tau_y: Tensor | None) -> Denoised:
         """Predictions of the main denoiser."""
+
+    @abstractmethod
+    def predict_rows(self, x_t: Tensor, tau_x: Tensor, y_t: Tensor | None, tau_y: Tensor | None, rows: Tensor) -> Denoised:
+        """Predictions of the main denoiser with token logits only at ``rows`` (``[N, K]``)."""
 
     @abstractmethod
     def predict_latent(self, y_t: Tensor, tau_y: Tensor) -> Tensor:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from .errors import InvalidConfigError
 from .interfaces import (
     Backbone,
     Denoised,
@@ -16,7 +17,6 @@ from .interfaces import (
     Process,
     mask_id,
 )
-from .errors import InvalidConfigError
 from .timesteps import draw_independent_times, draw_times
 
 LATENT_TIMES = ("tied", "independent", "clean")
@@ -98,6 +98,9 @@ class DiffusionModel(nn.Module, DenoiserModel):
 
     def predict(self, x_t: Tensor, tau_x: Tensor, y_t: Tensor | None, tau_y: Tensor | None) -> Denoised:
         return self.backbone(x_t, tau_x, None if y_t is None else self.latent.backbone_input(y_t), tau_y)
+
+    def predict_rows(self, x_t: Tensor, tau_x: Tensor, y_t: Tensor | None, tau_y: Tensor | None, rows: Tensor) -> Denoised:
+        return self.backbone.forward_rows(x_t, tau_x, None if y_t is None else self.latent.backbone_input(y_t), tau_y, rows)
 
     def predict_latent(self, y_t: Tensor, tau_y: Tensor) -> Tensor:
         y_in = self.latent.backbone_input(y_t)

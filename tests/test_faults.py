@@ -5,9 +5,9 @@ import math
 
 import pytest
 import torch
+from conftest import TINY
 
 import registry
-from conftest import TINY
 from registry.config import compose
 from registry.errors import LaddError
 from registry.evaluation import sample

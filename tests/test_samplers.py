@@ -54,14 +54,19 @@ class ProductOracle(nn.Module, DenoiserModel):
         latent = None if self.latent_value is None else self.latent_value.expand(x_t.shape[0], -1, -1)
         return Denoised(tokens=logits, latent=latent)
 
+    def predict_rows(self, x_t, tau_x, y_t, tau_y, rows) -> Denoised:
+        out = self.predict(x_t, tau_x, y_t, tau_y)
+        return Denoised(tokens=out.tokens[rows], latent=out.latent)
+
     def predict_latent(self, y_t, tau_y) -> Tensor:
         return self.latent_value.expand(y_t.shape[0], -1, -1)
 
 
+@pytest.mark.parametrize("fast", [True, False])
 @pytest.mark.parametrize("steps", [1, 3, 16])
-def test_ancestral_sampler_reproduces_the_exact_marginals(steps):
+def test_ancestral_sampler_reproduces_the_exact_marginals(steps, fast):
     n = 6000
-    out = AncestralSampler(AncestralConfig()).sample(ProductOracle(), n, steps, torch.Generator().manual_seed(steps))
+    out = AncestralSampler(AncestralConfig(fast=fast)).sample(ProductOracle(), n, steps, torch.Generator().manual_seed(steps))
     assert out.tokens.shape == (n, 4) and int(out.tokens.max()) < 3, "no mask may remain"
     for position, probs in enumerate(MARGINALS):
         freq = torch.bincount(out.tokens[:, position], minlength=3).double() / n
@@ -70,7 +75,7 @@ def test_ancestral_sampler_reproduces_the_exact_marginals(steps):
 
 
 def test_no_change_cache_gives_identical_samples_with_fewer_calls():
-    sampler = AncestralSampler(AncestralConfig())
+    sampler = AncestralSampler(AncestralConfig(fast=False))
     cached = sampler.sample(ProductOracle(caches=True), 3, 64, torch.Generator().manual_seed(0))
     plain = sampler.sample(ProductOracle(caches=False), 3, 64, torch.Generator().manual_seed(0))
     assert torch.equal(cached.tokens, plain.tokens)
@@ -90,7 +95,7 @@ def test_sequential_sampler_finishes_the_latent_then_conditions_tokens_on_it():
 def test_joint_sampler_updates_both_channels_each_step():
     target = torch.tensor([[0.6, -0.8]])
     model = ProductOracle(latent_value=target)
-    out = JointSampler(JointConfig()).sample(model, 5, 4, torch.Generator().manual_seed(0))
+    out = JointSampler(JointConfig(fast=False)).sample(model, 5, 4, torch.Generator().manual_seed(0))
     assert len(model.calls) == 4 and out.network_calls == 4
     taus = [float(tau[0]) for _, tau in model.calls]
     assert taus == [1.0, 0.75, 0.5, 0.25]

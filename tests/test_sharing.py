@@ -7,9 +7,9 @@ import pathlib
 import pytest
 import torch
 import yaml
+from conftest import TINY, TWO_STAGES, run_ladd
 
 import registry
-from conftest import TINY, TWO_STAGES, run_ladd
 from registry.config import compose
 from registry.errors import LaddError
 from registry.evaluation import sample

@@ -47,9 +47,12 @@ class DiT(Backbone):
         self.trunk = DiTTrunk(config.hidden, config.layers, config.heads, config.cond_dim, config.mlp_ratio, config.dropout)
         self.final = FinalLayer(config.hidden, config.cond_dim, head)
 
-    def forward(self, x_t: Tensor | None, tau_x: Tensor | None, y_t: Tensor | None, tau_y: Tensor | None) -> Denoised:
+    def forward(self, x_t: Tensor | None, tau_x: Tensor | None, y_t: Tensor | None, tau_y: Tensor | None, rows: Tensor | None = None) -> Denoised:
         inputs, tau = (x_t, tau_x) if self.denoises_tokens else (y_t, tau_y)
         h = self.embed(inputs)
         c = self.condition.expand(h.shape[0], -1) if self.time_embed is None else self.time_embed(tau)
-        out = self.final(self.trunk(h, c), c)
+        out = self.final(self.trunk(h, c), c, rows)
         return Denoised(tokens=out) if self.denoises_tokens else Denoised(latent=out)
+
+    def forward_rows(self, x_t: Tensor, tau_x: Tensor, y_t: Tensor | None, tau_y: Tensor | None, rows: Tensor) -> Denoised:
+        return self(x_t, tau_x, y_t, tau_y, rows=rows)

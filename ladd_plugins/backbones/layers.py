@@ -178,9 +178,11 @@ class FinalLayer(nn.Module):
         self.adaln = AdaLN(cond_dim, hidden, 2)
         self.head = head
 
-    def forward(self, x: Tensor, c: Tensor) -> Tensor:
+    def forward(self, x: Tensor, c: Tensor, rows: Tensor | None = None) -> Tensor:
+        """Head outputs ``[B, L, out]``, or ``[N, out]`` at the positions ``rows`` (bool ``[B, L]``) only."""
         shift, scale = self.adaln(c)
-        return self.head(modulate(self.norm(x), shift, scale))
+        features = modulate(self.norm(x), shift, scale)
+        return self.head(features if rows is None else features[rows])
 
 
 def learned_condition(cond_dim: int) -> nn.Parameter:

@@ -68,7 +68,7 @@ class MMDiT(Backbone):
         self.final_x = FinalLayer(config.hidden, config.cond_dim, zero_linear(config.hidden, channels.vocab_size))
         self.final_y = FinalLayer(config.hidden, config.cond_dim, channels.latent.output_layer(config.hidden))
 
-    def forward(self, x_t: Tensor | None, tau_x: Tensor | None, y_t: Tensor | None, tau_y: Tensor | None) -> Denoised:
+    def forward(self, x_t: Tensor | None, tau_x: Tensor | None, y_t: Tensor | None, tau_y: Tensor | None, rows: Tensor | None = None) -> Denoised:
         x, y = self.embed_x(x_t), self.embed_y(y_t)
         c = self.time_embed_y(tau_y)
         if self.time_embed_x is not None:
@@ -79,4 +79,7 @@ class MMDiT(Backbone):
         rope_y = rotary(positions[seq_len:], self.head_dim)
         for block in self.blocks:
             x, y = block(x, y, c, rope_x, rope_y)
-        return Denoised(tokens=self.final_x(x, c), latent=self.final_y(y, c))
+        return Denoised(tokens=self.final_x(x, c, rows), latent=self.final_y(y, c))
+
+    def forward_rows(self, x_t: Tensor, tau_x: Tensor, y_t: Tensor | None, tau_y: Tensor | None, rows: Tensor) -> Denoised:
+        return self(x_t, tau_x, y_t, tau_y, rows=rows)

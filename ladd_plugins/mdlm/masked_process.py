@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from registry.interfaces import Process, Schedule, mask_id
+from registry.interfaces import RevealingProcess, Schedule, mask_id
 
 from ..schedules.closed_form import per_sample
 from .config import WEIGHTINGS, MaskedProcessConfig
@@ -13,7 +13,7 @@ from .config import WEIGHTINGS, MaskedProcessConfig
 __all__ = ["WEIGHTINGS", "MaskedProcessConfig", "MaskedProcess"]
 
 
-class MaskedProcess(Process):
+class MaskedProcess(RevealingProcess):
     """Each position independently jumps to the mask state ``K``; survival probability ``gbar(tau)``."""
 
     def __init__(self, config: MaskedProcessConfig, schedule: Schedule, vocab_size: int) -> None:
@@ -60,12 +60,15 @@ class MaskedProcess(Process):
         # the final step removes all remaining noise, even where gbar(0) < 1
         return torch.where(tau_s <= 0, 1.0, bridge.clamp(0.0, 1.0))
 
-    def step(self, x_t: Tensor, prediction: Tensor, tau_t: Tensor, tau_s: Tensor, generator: torch.Generator | None = None) -> Tensor:
-        """Exact bridge with ``x0`` replaced by ``softmax(prediction)``: reveal set first, then tokens there."""
+    def reveal(self, x_t: Tensor, tau_t: Tensor, tau_s: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        """Masked positions that the exact bridge reveals between ``tau_t`` and ``tau_s`` (independent of the prediction)."""
         draw = torch.rand(x_t.shape, generator=generator, device=x_t.device, dtype=torch.float64)
-        reveal = (x_t == self.mask) & (draw < per_sample(self.reveal_probability(tau_t, tau_s), x_t))
-        probs = torch.softmax(prediction[reveal].double(), dim=-1)
-        tokens = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+        return (x_t == self.mask) & (draw < per_sample(self.reveal_probability(tau_t, tau_s), x_t))
+
+    def fill(self, x_t: Tensor, reveal: Tensor, prediction: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        """Tokens drawn in float64 from ``softmax(prediction)`` (SUBS: real tokens only) at the revealed positions."""
         x_s = x_t.clone()
-        x_s[reveal] = tokens
+        if prediction.shape[0]:
+            probs = torch.softmax(prediction.double(), dim=-1)
+            x_s[reveal] = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
         return x_s

@@ -6,7 +6,7 @@ from torch import Tensor
 
 from registry.interfaces import DenoiserModel, SampleOutput, Sampler
 
-from .common import full, time_grid, token_logits
+from .common import full, reveals_first, time_grid, token_logits
 from .config import AncestralConfig
 
 
@@ -18,20 +18,32 @@ def denoise_tokens(
     device: torch.device,
     latent: Tensor | None = None,
     guidance: float = 1.0,
+    fast: bool = True,
 ) -> tuple[Tensor, int]:
     """Run the token chain from all-mask to clean, optionally conditioned on a fixed clean latent.
 
-    When the denoiser ignores the token time and nothing was revealed, the previous prediction is
-    reused: it would be recomputed from identical inputs.
+    Fast path (exact): draw the positions that reveal first, then compute the output head and the
+    categorical draw there only; a step that reveals nothing calls no network. Plain path: predict
+    every position, and reuse the last prediction while nothing changes and the denoiser ignores
+    the token time (it would be recomputed from identical inputs).
     """
     x = model.process.prior((num_samples, model.seq_len), device, generator)
     tau_y = None if latent is None else full(num_samples, 0.0, device)
+    fast = reveals_first(model, fast)
     logits, calls = None, 0
     for tau_t, tau_s in time_grid(steps):
+        t, s = full(num_samples, tau_t, device), full(num_samples, tau_s, device)
+        if fast:
+            reveal = model.process.reveal(x, t, s, generator)
+            if bool(reveal.any()):
+                rows, _, used = token_logits(model, x, t, latent, tau_y, guidance, rows=reveal)
+                calls += used
+                x = model.process.fill(x, reveal, rows, generator)
+            continue
         if logits is None or not model.caches_token_predictions:
-            logits, _, used = token_logits(model, x, full(num_samples, tau_t, device), latent, tau_y, guidance)
+            logits, _, used = token_logits(model, x, t, latent, tau_y, guidance)
             calls += used
-        x_next = model.process.step(x, logits, full(num_samples, tau_t, device), full(num_samples, tau_s, device), generator)
+        x_next = model.process.step(x, logits, t, s, generator)
         if not torch.equal(x_next, x):
             logits = None
         x = x_next
@@ -46,5 +58,5 @@ class AncestralSampler(Sampler):
 
     @torch.no_grad()
     def sample(self, model: DenoiserModel, num_samples: int, steps: int, generator: torch.Generator) -> SampleOutput:
-        tokens, calls = denoise_tokens(model, num_samples, steps, generator, model.device)
+        tokens, calls = denoise_tokens(model, num_samples, steps, generator, model.device, fast=self.config.fast)
         return SampleOutput(tokens, None, calls)

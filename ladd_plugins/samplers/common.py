@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from registry.interfaces import DenoiserModel
+from registry.interfaces import DenoiserModel, RevealingProcess
 
 
 def time_grid(steps: int) -> list[tuple[float, float]]:
@@ -19,12 +19,31 @@ def full(batch: int, value: float, device: torch.device) -> Tensor:
     return torch.full((batch,), value, device=device)
 
 
-def token_logits(model: DenoiserModel, x_t: Tensor, tau_x: Tensor, y_t: Tensor | None, tau_y: Tensor | None, guidance: float) -> tuple[Tensor, Tensor | None, int]:
-    """Token logits (classifier-free guided when ``guidance != 1``), the latent prediction, and the network calls."""
-    out = model.predict(x_t, tau_x, y_t, tau_y)
+def reveals_first(model: DenoiserModel, fast: bool) -> bool:
+    """Whether the exact fast path applies: the token process picks changing positions before predicting."""
+    return fast and isinstance(model.process, RevealingProcess)
+
+
+def token_logits(
+    model: DenoiserModel,
+    x_t: Tensor,
+    tau_x: Tensor,
+    y_t: Tensor | None,
+    tau_y: Tensor | None,
+    guidance: float,
+    rows: Tensor | None = None,
+) -> tuple[Tensor, Tensor | None, int]:
+    """Token logits (at ``rows`` only when given; guided when ``guidance != 1``), the latent prediction, network calls."""
+
+    def predict(y: Tensor | None):
+        if rows is None:
+            return model.predict(x_t, tau_x, y, tau_y)
+        return model.predict_rows(x_t, tau_x, y, tau_y, rows)
+
+    out = predict(y_t)
     if y_t is None or guidance == 1.0:
         return out.tokens, out.latent, 1
     null = model.latent.corrupt(model.latent.null(x_t.shape[0], x_t.device).to(y_t.dtype), tau_y)
-    unconditional = model.predict(x_t, tau_x, null, tau_y).tokens
+    unconditional = predict(null).tokens
     logits = model.process.guide(out.tokens.log_softmax(-1), unconditional.log_softmax(-1), guidance)
     return logits, out.latent, 2

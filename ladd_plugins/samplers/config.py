@@ -6,7 +6,9 @@ from dataclasses import dataclass
 
 @dataclass
 class AncestralConfig:
-    """No options: the step count is chosen per call."""
+    """``fast``: the exact fast path (head and draws at revealing positions only); the step count is chosen per call."""
+
+    fast: bool = True
 
 
 @dataclass
@@ -14,6 +16,7 @@ class JointConfig:
     """Classifier-free guidance scale on the token channel (1 turns guidance off)."""
 
     guidance: float = 1.0
+    fast: bool = True  # exact fast path: token head and draws only at the positions that reveal
 
 
 @dataclass
@@ -22,3 +25,4 @@ class SequentialConfig:
 
     latent_steps: int = 100
     guidance: float = 1.0
+    fast: bool = True  # exact fast path: token head and draws only at the positions that reveal

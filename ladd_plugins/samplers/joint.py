@@ -5,7 +5,7 @@ import torch
 
 from registry.interfaces import DenoiserModel, SampleOutput, Sampler
 
-from .common import full, time_grid, token_logits
+from .common import full, reveals_first, time_grid, token_logits
 from .config import JointConfig
 
 
@@ -22,11 +22,16 @@ class JointSampler(Sampler):
         device = model.device
         x = model.process.prior((num_samples, model.seq_len), device, generator)
         y = model.latent.sample_prior(num_samples, device, generator)
-        calls = 0
+        fast, calls = reveals_first(model, self.config.fast), 0
         for tau_t, tau_s in time_grid(steps):
             t, s = full(num_samples, tau_t, device), full(num_samples, tau_s, device)
-            logits, latent_prediction, used = token_logits(model, x, t, y, t, self.config.guidance)
+            if fast:  # the latent needs the network every step; the token head runs at revealed positions only
+                reveal = model.process.reveal(x, t, s, generator)
+                rows, latent_prediction, used = token_logits(model, x, t, y, t, self.config.guidance, rows=reveal)
+                x = model.process.fill(x, reveal, rows, generator)
+            else:
+                logits, latent_prediction, used = token_logits(model, x, t, y, t, self.config.guidance)
+                x = model.process.step(x, logits, t, s, generator)
             calls += used
-            x = model.process.step(x, logits, t, s, generator)
             y = model.latent.step(y, latent_prediction, t, s, generator)
         return SampleOutput(x, y, calls)

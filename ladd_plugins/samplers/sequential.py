@@ -28,5 +28,5 @@ class SequentialSampler(Sampler):
         for tau_t, tau_s in time_grid(self.config.latent_steps):
             t, s = full(num_samples, tau_t, device), full(num_samples, tau_s, device)
             y = model.latent.step(y, model.predict_latent(y, t), t, s, generator)
-        tokens, calls = denoise_tokens(model, num_samples, steps, generator, device, y, self.config.guidance)
+        tokens, calls = denoise_tokens(model, num_samples, steps, generator, device, y, self.config.guidance, self.config.fast)
         return SampleOutput(tokens, y, calls + self.config.latent_steps)
