@@ -73,3 +73,13 @@ def test_incompatible_encoder_and_latent_sizes_are_rejected(reg):
     cfg = to_plain(compose(["experiment=binsaw/coladd_joint_cpu", "encoder.width=16"], reg))
     with pytest.raises(registry.IncompatibleComponentsError, match="16"):
         build_experiment(cfg, reg)
+
+
+def test_latent_repeats_give_the_latent_denoiser_several_noise_draws_per_latent(reg):
+    cfg = to_plain(compose(["experiment=binsaw/coladd_seq_cpu", *TINY, "objective.latent_repeats=4"], reg))
+    model = build_experiment(cfg, reg).model
+    model.objective.lambda_latent = 1.0
+    seen = []
+    model.latent_backbone.register_forward_hook(lambda module, args, out: seen.append(args[2].shape[0]))
+    terms = model.loss(torch.randint(2, (6, 16)))
+    assert seen == [24] and torch.isfinite(terms["latent"])

@@ -1,0 +1,141 @@
+"""Training throughput, MFU and sampling latency of the LM1B-size backbones (issue: speed).
+
+    python bench/speed.py --out bench/results            # on a GPU: the paper's sizes, bf16
+    python bench/speed.py --tiny --out /tmp/speed         # on a CPU: tiny sizes, to check the script
+
+Prints a table and writes one JSON file per section. Every figure has its baseline measured in the
+same run: eager against torch.compile for training, the plain ancestral path against the exact fast
+path for sampling, and a bf16 matmul for the MFU denominator.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import torch
+
+import registry
+from registry.interfaces import Channels
+from registry.model import DiffusionModel, Objective
+
+SIZES = {  # paper Table model_sizes_and_configs; the vocabulary is Qwen3's with the mask
+    "full": {"vocab": 151_670, "seq": 128, "batch": 64, "mdlm": (1024, 13, 16, 256), "ladd": (768, 12, 12, 128), "m": 32},
+    "tiny": {"vocab": 1000, "seq": 32, "batch": 8, "mdlm": (64, 2, 4, 32), "ladd": (64, 2, 4, 32), "m": 4},
+}
+
+
+def timed(fn, device: torch.device, repeats: int) -> float:
+    """Seconds per call after one warm-up call."""
+    fn()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        fn()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return (time.perf_counter() - start) / repeats
+
+
+def matmul_peak(device: torch.device, tiny: bool) -> float:
+    """Measured dense matmul rate in FLOP/s (bf16 on GPU, fp32 on CPU)."""
+    n, dtype = (512, torch.float32) if tiny else (8192, torch.bfloat16)
+    a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
+    return 2 * n**3 / timed(lambda: a @ b, device, 5 if tiny else 20)
+
+
+def build(kind: str, size: dict, reg: registry.Registry, device: torch.device) -> DiffusionModel:
+    """A model with random weights: MDLM (DiT), Co-LADD-M or Di-LADD-M (MM-DiT)."""
+    hidden, layers, heads, cond = size["mdlm" if kind == "mdlm" else "ladd"]
+    schedule = reg.build("schedule", "linear")
+    process = reg.build("process", "masked", {}, schedule=schedule, vocab_size=size["vocab"])
+    if kind == "mdlm":
+        latent = reg.build("latent", "none", schedule=None)
+    else:
+        options = {"length": size["m"], "width": 32} | ({"codebook_size": 512} if kind == "diladd" else {})
+        latent = reg.build("latent", "continuous" if kind == "coladd" else "discrete", options, schedule=reg.build("schedule", "vp_sqrt" if kind == "coladd" else "linear"))
+    channels = Channels(size["vocab"], size["seq"], latent if latent.length else None)
+    backbone = reg.build("backbone", "dit" if kind == "mdlm" else "mmdit", {"hidden": hidden, "layers": layers, "heads": heads, "cond_dim": cond}, channels=channels)
+    return DiffusionModel(process, latent, backbone, size["vocab"], size["seq"], Objective()).to(device)
+
+
+def forward_flops(model: DiffusionModel, size: dict) -> float:
+    """Forward FLOPs per sequence at 2 FLOPs per multiply-add: the paper's backbone formula plus the output head."""
+    hidden, layers, _, _ = size["mdlm" if not model.has_latent else "ladd"]
+    length = size["seq"] + model.latent.length
+    backbone = 2 * layers * (12 * length * hidden**2 + 2 * length**2 * hidden)
+    return backbone + 2 * size["seq"] * hidden * size["vocab"]
+
+
+def train_section(kind: str, size: dict, reg, device, peak: float, compile_model: bool, tiny: bool) -> dict:
+    model = build(kind, size, reg, device).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device.type == "cuda")
+    step_model = torch.compile(model.backbone) if compile_model else model.backbone
+    x0 = torch.randint(size["vocab"], (size["batch"], size["seq"]), device=device)
+    y0 = model.latent.null(size["batch"], device) if model.has_latent else None
+
+    def step() -> None:
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+            tau = torch.rand(size["batch"], device=device)
+            x_t = model.process.corrupt(x0, tau)
+            y_t = model.latent.corrupt(y0, tau) if y0 is not None else None
+            out = step_model(x_t, tau, None if y_t is None else model.latent.backbone_input(y_t), tau if y_t is not None else None)
+            loss = model.process.loss(out.tokens, x0, x_t, tau).mean()
+            if y_t is not None:
+                loss = loss + model.latent.loss(out.latent, y0, y_t, tau).mean()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    seconds = timed(step, device, 3 if tiny else 20)
+    flops = 3 * forward_flops(model, size) * size["batch"]
+    return {
+        "model": kind, "compile": compile_model, "tokens_per_s": size["batch"] * size["seq"] / seconds,
+        "mfu": flops / seconds / peak, "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30 if device.type == "cuda" else None,
+    }
+
+
+def sample_section(kind: str, size: dict, reg, device, steps: list[int], tiny: bool) -> list[dict]:
+    model = build(kind, size, reg, device).eval()
+    sampler_name = "ancestral" if kind == "mdlm" else "joint"
+    rows = []
+    for n_steps in steps:
+        for fast in (False, True):
+            sampler = reg.build("sampler", sampler_name, {"fast": fast})
+            generator = torch.Generator(device=device).manual_seed(0)
+            seconds = timed(lambda: sampler.sample(model, size["batch"], n_steps, generator), device, 1 if tiny else 3)
+            rows.append({"model": kind, "steps": n_steps, "fast": fast, "ms_per_sample": 1000 * seconds / size["batch"]})
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tiny", action="store_true")
+    parser.add_argument("--out", default="bench/results")
+    parser.add_argument("--steps", default="1,2,4,8,16,32,64,128")
+    args = parser.parse_args()
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    size, reg = SIZES["tiny" if args.tiny else "full"], registry.load()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    card = torch.cuda.get_device_name() if device.type == "cuda" else "cpu"
+    peak = matmul_peak(device, args.tiny)
+    compile_options = (False, True) if device.type == "cuda" else (False,)
+    training = [train_section(k, size, reg, device, peak, c, args.tiny) for k in ("mdlm", "coladd") for c in compile_options]
+    sampling = [r for k in ("mdlm", "coladd", "diladd") for r in sample_section(k, size, reg, device, [int(s) for s in args.steps.split(",")], args.tiny)]
+    meta = {"card": card, "date": time.strftime("%Y-%m-%d"), "matmul_tflops": peak / 1e12, "sizes": size}
+    (out / "training.json").write_text(json.dumps({**meta, "rows": training}, indent=2))
+    (out / "sampling.json").write_text(json.dumps({**meta, "rows": sampling}, indent=2))
+    print(f"{card}, measured matmul rate {peak / 1e12:.1f} TFLOP/s")
+    for r in training:
+        print(f"train {r['model']:<7} compile={r['compile']!s:<5} {r['tokens_per_s']:>10.0f} tok/s  MFU {100 * r['mfu']:5.1f}%")
+    for r in sampling:
+        print(f"sample {r['model']:<7} steps={r['steps']:<4} {'fast ' if r['fast'] else 'plain'} {r['ms_per_sample']:8.2f} ms/sample")
+
+
+if __name__ == "__main__":
+    main()
