@@ -167,3 +167,10 @@ def test_discrete_latent_buffers_stay_out_of_autograd_after_training_steps() -> 
     attached = [name for name, buffer in latent.named_buffers() if buffer.requires_grad or buffer.grad_fn is not None]
     assert attached == []
     copy.deepcopy(latent)
+
+
+def test_discrete_latent_syncs_its_codebook_when_launched_on_several_ranks(monkeypatch) -> None:
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert discrete().quantizer._codebook.use_ddp
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    assert not discrete().quantizer._codebook.use_ddp

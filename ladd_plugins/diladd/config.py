@@ -16,6 +16,8 @@ class DiscreteLatentConfig:
     dead_code_threshold: int = 2  # codes used less than this (EMA count) are restarted
     horizon: int = 4000
     weighting: str = "constant"
+    # all-reduce the codebook's EMA statistics across ranks; None: whenever WORLD_SIZE > 1 (torchrun, Lightning DDP)
+    sync_codebook: bool | None = None
 
     def __post_init__(self) -> None:
         if self.length < 1 or self.width < 1 or self.codebook_size < 2:

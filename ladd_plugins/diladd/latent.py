@@ -1,6 +1,8 @@
 """Di-LADD's discrete latent channel: vector quantisation (App. C.1), then a masked process on the codes."""
 from __future__ import annotations
 
+import os
+
 import torch
 from torch import Tensor, nn
 from vector_quantize_pytorch import VectorQuantize
@@ -33,6 +35,8 @@ class DiscreteLatent(DiffusedLatent):
             use_cosine_sim=True,
             threshold_ema_dead_code=config.dead_code_threshold,
             rotation_trick=False,
+            # decided here because the library's default looks for a process group, which Lightning creates later
+            sync_codebook=config.sync_codebook if config.sync_codebook is not None else int(os.environ.get("WORLD_SIZE", "1")) > 1,
         )
         self.mask_vector = nn.Parameter(torch.randn(config.width) / config.width**0.5)
         self.process = MaskedProcess(
