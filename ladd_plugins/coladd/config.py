@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..weighting import check_weighting
+
 
 @dataclass
 class ContinuousLatentConfig:
@@ -20,3 +22,6 @@ class ContinuousLatentConfig:
             raise ValueError(f"continuous latent needs length >= 1 and width >= 1, got {self.length}, {self.width}")
         if self.std < 0:
             raise ValueError(f"continuous latent std={self.std} must be non-negative")
+        if not 0.0 <= self.eta <= 1.0:
+            raise ValueError(f"DDIM eta={self.eta} must lie in [0, 1]")
+        check_weighting(self.weighting)

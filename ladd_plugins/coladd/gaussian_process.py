@@ -9,10 +9,9 @@ from torch import Tensor
 from registry.interfaces import Process, Schedule
 
 from ..schedules.closed_form import per_sample
+from ..weighting import check_weighting
 
-__all__ = ["GAUSSIAN_WEIGHTINGS", "VPGaussianProcess"]
-
-GAUSSIAN_WEIGHTINGS = ("constant", "elbo")
+__all__ = ["VPGaussianProcess"]
 
 
 @dataclass
@@ -25,8 +24,7 @@ class VPGaussianProcess(Process):
     eta: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.weighting not in GAUSSIAN_WEIGHTINGS:
-            raise ValueError(f"weighting={self.weighting!r}; valid choices: {', '.join(GAUSSIAN_WEIGHTINGS)}")
+        check_weighting(self.weighting)
         if self.horizon < 1:
             raise ValueError(f"horizon={self.horizon} must be at least 1")
         if not 0.0 <= self.eta <= 1.0:

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..weighting import check_weighting
+
 
 @dataclass
 class DiscreteLatentConfig:
@@ -25,3 +27,4 @@ class DiscreteLatentConfig:
                 f"discrete latent needs length >= 1, width >= 1, codebook_size >= 2; "
                 f"got {self.length}, {self.width}, {self.codebook_size}"
             )
+        check_weighting(self.weighting)

@@ -3,8 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-WEIGHTINGS = ("elbo", "constant")
-
+from ..weighting import check_weighting
 
 @dataclass
 class MaskedProcessConfig:
@@ -14,7 +13,6 @@ class MaskedProcessConfig:
     weighting: str = "elbo"
 
     def __post_init__(self) -> None:
-        if self.weighting not in WEIGHTINGS:
-            raise ValueError(f"weighting={self.weighting!r}; valid choices: {', '.join(WEIGHTINGS)}")
+        check_weighting(self.weighting)
         if self.horizon < 1:
             raise ValueError(f"horizon={self.horizon} must be at least 1")

@@ -8,9 +8,9 @@ from torch import Tensor
 from registry.interfaces import RevealingProcess, Schedule, mask_id
 
 from ..schedules.closed_form import per_sample
-from .config import WEIGHTINGS, MaskedProcessConfig
+from .config import MaskedProcessConfig
 
-__all__ = ["WEIGHTINGS", "MaskedProcessConfig", "MaskedProcess"]
+__all__ = ["MaskedProcessConfig", "MaskedProcess"]
 
 
 class MaskedProcess(RevealingProcess):
