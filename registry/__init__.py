@@ -9,6 +9,7 @@ from .errors import (
     IncompatibleComponentsError,
     InvalidConfigError,
     LaddError,
+    MissingResourceError,
     PluginLoadError,
     UnknownComponentError,
 )
@@ -37,4 +38,5 @@ __all__ = [
     "PluginLoadError",
     "IncompatibleComponentsError",
     "InvalidConfigError",
+    "MissingResourceError",
 ]

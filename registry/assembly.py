@@ -72,7 +72,7 @@ def build_experiment(cfg: Mapping[str, Any], registry: Registry) -> Experiment:
     dataset: Dataset = build("dataset")
     process = build("process", schedule=build("schedule"), vocab_size=dataset.vocab_size)
     latent: Latent = build("latent", schedule=build("latent_schedule"))
-    encoder = build("encoder", vocab_size=dataset.vocab_size, seq_len=dataset.seq_len)
+    encoder = build("encoder", vocab_size=dataset.vocab_size, seq_len=dataset.seq_len, tokenizer=dataset.tokenizer)
     objective = Objective(**dict(cfg.get("objective") or {}))
     _check_latent_side(latent, encoder, objective, cfg)
     backbone = build(
@@ -94,7 +94,7 @@ def build_experiment(cfg: Mapping[str, Any], registry: Registry) -> Experiment:
     model = DiffusionModel(
         process, latent, backbone, dataset.vocab_size, dataset.seq_len, objective, encoder, latent_backbone
     )
-    return Experiment(model, dataset, sampler, build("metric"), components)
+    return Experiment(model, dataset, sampler, build("metric", tokenizer=dataset.tokenizer), components)
 
 
 def _check_latent_side(latent: Latent, encoder: Any, objective: Objective, cfg: Mapping[str, Any]) -> None:

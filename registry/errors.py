@@ -8,6 +8,7 @@ __all__ = [
     "PluginLoadError",
     "IncompatibleComponentsError",
     "InvalidConfigError",
+    "MissingResourceError",
 ]
 
 
@@ -33,3 +34,7 @@ class IncompatibleComponentsError(LaddError):
 
 class InvalidConfigError(LaddError, ValueError):
     """An option value that a component or the objective rejects."""
+
+
+class MissingResourceError(LaddError):
+    """A model, tokenizer or data set that is not cached locally and cannot be downloaded (offline)."""

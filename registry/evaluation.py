@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -11,34 +12,50 @@ import torch
 from tqdm.auto import tqdm
 
 from .assembly import Experiment
+from .distributed import gather_rows, share
 from .errors import LaddError
+
+
+#: Seed distance between sample chunks (and loss batches): far beyond the step budgets added to the seed.
+_CHUNK_SEED_STRIDE = 1_000_003
 
 
 @dataclass
 class BudgetScore:
-    """The metric at one token-step budget, with the network calls it took per sample."""
+    """The metric's named scores at one token-step budget, with the network calls it took per sample."""
 
     steps: int
     network_calls: int
-    score: float
+    scores: dict[str, float]
 
 
 @dataclass
 class EvalResult:
-    """What ``ladd eval`` reports for one run."""
+    """What ``ladd eval`` reports for one run; ``metric`` names the headline score."""
 
     method: str
     metric: str
     token_loss: float
     scores: list[BudgetScore] = field(default_factory=list)
-    data_floor: float | None = None  # metric between two independent data draws: the best reachable
+    data_floor: dict[str, float] | None = None  # the scores of a second data draw: the best reachable
     oracle_token_loss: float | None = None  # exact optimum when the data model is known
+
+    @property
+    def token_perplexity(self) -> float:
+        """exp(L^x): validation perplexity from the token term alone (for LADD not the full ELBO bound)."""
+        return math.exp(self.token_loss)
+
+    def curve(self) -> list[tuple[int, float]]:
+        """(steps, headline score) pairs."""
+        return [(s.steps, s.scores[self.metric]) for s in self.scores]
 
     def save(self, path: str | Path) -> Path:
         """Write the result as JSON (and its scores as CSV beside it)."""
         path = Path(path)
         path.write_text(json.dumps(asdict(self), indent=2))
-        write_csv(path.with_suffix(".csv"), ["steps", "network_calls", "score"], [asdict(s) for s in self.scores])
+        names = list(self.scores[0].scores) if self.scores else [self.metric]
+        rows = [{"steps": s.steps, "network_calls": s.network_calls, **s.scores} for s in self.scores]
+        write_csv(path.with_suffix(".csv"), ["steps", "network_calls", *names], rows)
         return path
 
     @classmethod
@@ -63,34 +80,61 @@ def write_csv(path: Path, columns: list[str], rows: list[dict[str, Any]]) -> Non
 
 @torch.no_grad()
 def token_loss(experiment: Experiment, batches: int, batch_size: int, seed: int) -> float:
-    """Mean held-out L^x (nats per token), conditioning on the latent as the run's sampler does."""
+    """Mean held-out L^x (nats per token), conditioning on the latent as the run's sampler does.
+
+    Batch ``k`` draws its noise from its own generator, so under several processes each takes its share
+    of the batches and the mean over all of them is the one-process mean.
+    """
     model = experiment.model.eval()
-    generator = torch.Generator(device=model.device).manual_seed(seed)
     stream = experiment.dataset.batches(batch_size, seed, "validation")
     clean = experiment.sampler.conditions_on_clean_latent
-    losses = [model.token_loss(next(stream).to(model.device), clean, generator).mean() for _ in range(batches)]
-    return float(torch.stack(losses).mean())
+    mine = share(batches)
+    losses = []
+    for index in range(batches):
+        batch = next(stream)  # every rank walks the same stream and scores only its own batches
+        if index in mine:
+            generator = torch.Generator(device=model.device).manual_seed(seed + index * _CHUNK_SEED_STRIDE)
+            losses.append(model.token_loss(batch.to(model.device), clean, generator).mean())
+    local = torch.stack(losses).double().cpu() if losses else torch.zeros(0, dtype=torch.float64)
+    return float(gather_rows(local).mean())
 
 
 @torch.no_grad()
-def sample(experiment: Experiment, num_samples: int, steps: int, batch_size: int, seed: int, progress: bool = False) -> tuple[torch.Tensor, int]:
-    """``num_samples`` sequences in batches; returns them and the network calls per sample."""
+def sample(
+    experiment: Experiment,
+    num_samples: int,
+    steps: int,
+    batch_size: int,
+    seed: int,
+    progress: bool = False,
+    fixed: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, int]:
+    """``num_samples`` sequences (keeping ``fixed``'s known tokens); returns them and the network calls per sample.
+
+    Chunk ``k`` of ``batch_size`` samples draws from its own generator (seeded ``seed`` for the first), so the samples do
+    not depend on how many processes share the chunks (each rank draws its share; all are gathered in order).
+    """
     model = experiment.model.eval()
-    generator = torch.Generator(device=model.device).manual_seed(seed)
+    starts = range(0, num_samples, batch_size)
     chunks, calls = [], 0
-    for start in tqdm(range(0, num_samples, batch_size), desc=f"sampling {steps} steps", disable=not progress, leave=False):
-        out = experiment.sampler.sample(model, min(batch_size, num_samples - start), steps, generator)
+    for k in tqdm(share(len(starts)), desc=f"sampling {steps} steps", disable=not progress, leave=False):
+        start = starts[k]
+        size = min(batch_size, num_samples - start)
+        generator = torch.Generator(device=model.device).manual_seed(seed + k * _CHUNK_SEED_STRIDE)
+        known = None if fixed is None else fixed[start : start + size].to(model.device)
+        out = experiment.sampler.sample(model, size, steps, generator, fixed=known)
         chunks.append(out.tokens.cpu())
         calls = out.network_calls
-    return torch.cat(chunks), calls
+    local = torch.cat(chunks) if chunks else torch.zeros(0, model.seq_len, dtype=torch.long)
+    return gather_rows(local), calls
 
 
-def evaluate(experiment: Experiment, method: str, metric: str, eval_cfg: dict[str, Any], progress: bool = True) -> EvalResult:
+def evaluate(experiment: Experiment, method: str, eval_cfg: dict[str, Any], progress: bool = True) -> EvalResult:
     """L^x on held-out data and the metric at every budget in ``eval_cfg['budgets']``."""
     seed, n = eval_cfg["seed"], eval_cfg["num_samples"]
     result = EvalResult(
         method,
-        metric,
+        experiment.metric.primary,
         token_loss(experiment, eval_cfg["loss_batches"], eval_cfg["batch_size"], seed),
         oracle_token_loss=experiment.dataset.oracle_token_loss(),
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -21,6 +22,7 @@ __all__ = [
     "LatentCode",
     "Encoder",
     "Backbone",
+    "TransformerShape",
     "Denoised",
     "Channels",
     "Sampler",
@@ -178,6 +180,18 @@ class Denoised:
     latent: Tensor | None = None
 
 
+@dataclass(frozen=True)
+class TransformerShape:
+    """The sizes that set a transformer backbone's cost per forward pass (read by ``ladd flops``)."""
+
+    layers: int
+    length: int  # L: every position attention sees (S + M for a joint token-latent network)
+    width: int  # d
+    mlp_ratio: float  # r: the MLP's hidden width is r * d
+    head_positions: int  # positions the token output head covers (S; 0 for a latent-only network)
+    head_outputs: int  # classes of the token output head (K)
+
+
 class Backbone(nn.Module, ABC):
     """A denoising network. Built as ``factory(config, channels=Channels(...))``."""
 
@@ -195,6 +209,10 @@ class Backbone(nn.Module, ABC):
         """
         out = self(x_t, tau_x, y_t, tau_y)
         return Denoised(tokens=out.tokens[rows], latent=out.latent)
+
+    def transformer_shape(self) -> TransformerShape | None:
+        """The sizes that set this network's FLOPs, or None when it is not a transformer."""
+        return None
 
 
 class DenoiserModel(ABC):
@@ -246,8 +264,19 @@ class Sampler(ABC):
     conditions_on_clean_latent: bool = False
 
     @abstractmethod
-    def sample(self, model: DenoiserModel, num_samples: int, steps: int, generator: torch.Generator) -> SampleOutput:
-        """Draw ``num_samples`` sequences with ``steps`` token denoising steps."""
+    def sample(
+        self,
+        model: DenoiserModel,
+        num_samples: int,
+        steps: int,
+        generator: torch.Generator,
+        fixed: Tensor | None = None,
+    ) -> SampleOutput:
+        """Draw ``num_samples`` sequences with ``steps`` token denoising steps.
+
+        ``fixed`` (``[num_samples, S]``) holds tokens kept throughout sampling (a prompt, the context of an
+        infill) and the mask id at the free positions.
+        """
 
 
 class Dataset(ABC):
@@ -255,6 +284,10 @@ class Dataset(ABC):
 
     vocab_size: int
     seq_len: int
+    #: the Hugging Face tokenizer of a text dataset (its mask token is ``mask_id(vocab_size)``); None otherwise
+    tokenizer: Any = None
+    #: the end-of-document id of a text dataset, None when sequences have no documents
+    eos_id: int | None = None
 
     @abstractmethod
     def batches(self, batch_size: int, seed: int, split: str = "train") -> Iterator[Tensor]:
@@ -266,10 +299,12 @@ class Dataset(ABC):
 
 
 class Metric(ABC):
-    """A score comparing generated samples with reference data."""
+    """Named scores of generated samples against reference data. Built as ``factory(config, tokenizer=...)``."""
 
+    #: the headline score among those returned (plotted against sampling compute)
+    primary: str
     lower_is_better: bool = True
 
     @abstractmethod
-    def __call__(self, samples: Tensor, reference: Tensor) -> float:
-        """Score ``samples [N, S]`` against ``reference [N, S]``."""
+    def __call__(self, samples: Tensor, reference: Tensor) -> dict[str, float]:
+        """Scores of ``samples [N, S]`` against ``reference [N, S]``, including ``primary``."""

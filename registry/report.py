@@ -15,11 +15,12 @@ def write_report(results: list[EvalResult], out_dir: str | Path) -> list[Path]:
     ]
     write_csv(out_dir / "reconstruction.csv", ["method", "lx"], rows)
     curve = [
-        {"method": r.method, "steps": s.steps, "network_calls": s.network_calls, metric: f"{s.score:.5f}"}
+        {"method": r.method, "steps": s.steps, "network_calls": s.network_calls, **{k: f"{v:.5f}" for k, v in s.scores.items()}}
         for r in results
         for s in r.scores
     ]
-    write_csv(out_dir / f"{metric}.csv", ["method", "steps", "network_calls", metric], curve)
+    names = list(dict.fromkeys(k for r in results for s in r.scores for k in s.scores))
+    write_csv(out_dir / f"{metric}.csv", ["method", "steps", "network_calls", *names], curve)
     return [out_dir / "reconstruction.csv", out_dir / f"{metric}.csv", plot(results, metric, out_dir / f"{metric}.png")]
 
 
@@ -43,8 +44,9 @@ def plot(results: list[EvalResult], metric: str, path: Path) -> Path:
 
     fig, ax = plt.subplots(figsize=(6, 4))
     for r in results:
-        ax.plot([s.steps for s in r.scores], [s.score for s in r.scores], marker="o", label=r.method)
-    floors = [r.data_floor for r in results if r.data_floor is not None]
+        steps, scores = zip(*r.curve()) if r.scores else ((), ())
+        ax.plot(steps, scores, marker="o", label=r.method)
+    floors = [r.data_floor[metric] for r in results if r.data_floor]
     if floors:
         ax.axhline(min(floors), color="grey", linestyle="--", label="data vs data")
     ax.set_xscale("log", base=2)
@@ -67,9 +69,9 @@ def format_table(results: list[EvalResult]) -> str:
     if oracle is not None:
         lines.append(f"{'oracle':<{width}}  {oracle:>7.4f}")
     for r in results:
-        by_steps = {s.steps: s.score for s in r.scores}
+        by_steps = dict(r.curve())
         cells = "  ".join(f"{by_steps[b]:>7.4f}" if b in by_steps else f"{'-':>7}" for b in budgets)
         lines.append(f"{r.method:<{width}}  {r.token_loss:>7.4f}  {cells}")
-    floors = [r.data_floor for r in results if r.data_floor is not None]
+    floors = [r.data_floor[metric] for r in results if r.data_floor]
     header = f"{metric} by token steps (columns); data-vs-data floor {min(floors):.4f}" if floors else metric
     return header + "\n" + "\n".join(lines)

@@ -8,7 +8,7 @@ from registry.interfaces import Metric
 
 from .config import SlicedWassersteinConfig
 
-__all__ = ["SlicedWassersteinConfig", "SlicedWasserstein"]
+__all__ = ["SlicedWasserstein", "SlicedWassersteinConfig"]
 
 # Bounds each chunk's projections to 2^22 float64 values (32 MiB per sample set).
 _CHUNK_ELEMENTS = 1 << 22
@@ -17,7 +17,9 @@ _CHUNK_ELEMENTS = 1 << 22
 class SlicedWasserstein(Metric):
     """Monte Carlo SWD_1: mean over directions ``u ~ N(0, I_S)`` of the 1-D W_1 of the projections."""
 
-    def __init__(self, config: SlicedWassersteinConfig) -> None:
+    primary = "swd"
+
+    def __init__(self, config: SlicedWassersteinConfig, tokenizer: object = None) -> None:
         self.config = config
 
     def directions(self, dim: int) -> Tensor:
@@ -25,8 +27,12 @@ class SlicedWasserstein(Metric):
         generator = torch.Generator().manual_seed(self.config.seed)
         return torch.randn(dim, self.config.directions, generator=generator, dtype=torch.float64)
 
-    def __call__(self, samples: Tensor, reference: Tensor) -> float:
-        """SWD_1 between ``samples [N, S]`` and ``reference [N, S]``; sizes must match exactly."""
+    def __call__(self, samples: Tensor, reference: Tensor) -> dict[str, float]:
+        """``{"swd": SWD_1}`` between ``samples [N, S]`` and ``reference [N, S]``; sizes must match exactly."""
+        return {self.primary: self.distance(samples, reference)}
+
+    def distance(self, samples: Tensor, reference: Tensor) -> float:
+        """SWD_1 between two equal-size sample sets."""
         if samples.dim() != 2 or reference.dim() != 2:
             raise ValueError(
                 f"SWD expects [N, S] sample sets, got shapes {tuple(samples.shape)} and {tuple(reference.shape)}"

@@ -7,7 +7,6 @@ The features are read from the final hidden states at the ``M`` rightmost positi
 """
 from __future__ import annotations
 
-import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -15,8 +14,9 @@ from ladd_plugins.backbones.layers import DiTTrunk, FinalLayer, learned_conditio
 from registry.interfaces import Encoder
 
 from .config import DiTEncoderConfig
+from .input_dropout import input_dropout
 
-__all__ = ["DiTEncoderConfig", "DiTEncoder"]
+__all__ = ["DiTEncoder", "DiTEncoderConfig"]
 
 
 class DiTEncoder(Encoder):
@@ -24,7 +24,7 @@ class DiTEncoder(Encoder):
 
     trainable = True
 
-    def __init__(self, config: DiTEncoderConfig, vocab_size: int, seq_len: int):
+    def __init__(self, config: DiTEncoderConfig, vocab_size: int, seq_len: int, tokenizer: object = None):
         super().__init__()
         if not 1 <= config.length <= seq_len:
             raise ValueError(f"encoder length M={config.length} must be between 1 and seq_len={seq_len}")
@@ -38,9 +38,7 @@ class DiTEncoder(Encoder):
     def forward(self, x0: Tensor, masked: Tensor | None = None) -> Tensor:
         h = self.embed(x0)
         if self.training and masked is not None and self.input_dropout_max > 0:
-            rate = self.input_dropout_max * torch.rand(x0.shape[0], 1, device=x0.device)
-            blank = masked & (torch.rand(masked.shape, device=x0.device) < rate)
-            h = h.masked_fill(blank.unsqueeze(-1), 0.0)
+            h = h.masked_fill(input_dropout(masked, self.input_dropout_max).unsqueeze(-1), 0.0)
         c = self.condition.expand(x0.shape[0], -1)
         h = self.trunk(h, c)[:, -self.length :]
         return F.normalize(self.final(h, c), dim=-1)
