@@ -29,10 +29,17 @@ class StageConfig:
 
 
 @dataclass
+class TrainerConfig:
+    """Lightning-named overrides (``trainer.max_steps=N``) applied to every stage's Lightning fit."""
+
+    max_steps: int | None = None  # steps of every stage; None: each stage's own `steps`
+
+
+@dataclass
 class TrainConfig:
     """Optimisation and hardware settings."""
 
-    batch_size: int = 256
+    batch_size: int = 256  # the global batch: split evenly over all processes (devices x nodes)
     stages: list[StageConfig] = field(default_factory=lambda: [StageConfig()])
     lr: float = 1e-3
     weight_decay: float = 0.01
@@ -42,8 +49,9 @@ class TrainConfig:
     grad_clip: float = 1.0
     precision: str = "auto"  # auto: bf16-mixed on GPU, 32-true on CPU
     accelerator: str = "auto"
-    devices: Any = 1
-    strategy: str = "auto"
+    devices: Any = 1  # per node: a count, a list of indices, or "auto"
+    num_nodes: int = 1
+    strategy: str = "auto"  # auto, ddp: DDP when there are several processes (docs/distributed.md); no sharding
     log_every: int = 50
     checkpoint_every: int = 500  # steps between checkpoints (last.ckpt of the stage, written atomically)
     progress: bool = True
@@ -79,6 +87,7 @@ class LaddSchema:
     run_dir: str = "runs/${now:%Y-%m-%d_%H-%M-%S}"
     objective: Objective = field(default_factory=Objective)
     train: TrainConfig = field(default_factory=TrainConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
 
 

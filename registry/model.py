@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from .distributed import Shard, own_noise, spread, take
 from .errors import InvalidConfigError
 from .interfaces import (
     Backbone,
@@ -92,7 +93,7 @@ class DiffusionModel(nn.Module, DenoiserModel):
                 module.requires_grad_(False)
                 module.eval()
 
-    def train(self, mode: bool = True) -> "DiffusionModel":
+    def train(self, mode: bool = True) -> DiffusionModel:
         super().train(mode)
         if self.encoder_frozen:
             for module in (self.encoder, self.latent):
@@ -114,26 +115,35 @@ class DiffusionModel(nn.Module, DenoiserModel):
         all_mask = torch.full((batch, self.seq_len), mask_id(self.vocab_size), dtype=torch.long, device=y_t.device)
         return self.backbone(all_mask, torch.ones_like(tau_y), y_in, tau_y).latent
 
-    def loss(self, x0: Tensor, generator: torch.Generator | None = None) -> dict[str, Tensor]:
-        """The training objective and its terms (batch means)."""
+    def loss(self, x0: Tensor, generator: torch.Generator | None = None, shard: Shard | None = None) -> dict[str, Tensor]:
+        """The training objective and its terms (batch means).
+
+        With ``shard``, ``x0`` is the global batch: every random draw is made at its shape and only the
+        shard's rows go through the networks, so the ranks' mean gradient is the one-process gradient.
+        """
         batch, device = x0.shape[0], x0.device
-        tau_x = draw_times(batch, self.process.horizon, generator, device)
-        x_t = self.process.corrupt(x0, tau_x, generator)
+        tau_all = draw_times(batch, self.process.horizon, generator, device)
+        x_t = take(shard, self.process.corrupt(x0, tau_all, generator))
+        x0, tau_x = take(shard, x0), take(shard, tau_all)
         if not self.has_latent:
-            token = self.process.loss(self.backbone(x_t, tau_x, None, None).tokens, x0, x_t, tau_x).mean()
+            with own_noise(shard, device):
+                logits = self.backbone(x_t, tau_x, None, None).tokens
+            token = self.process.loss(logits, x0, x_t, tau_x).mean()
             return {"loss": token, "token": token}
 
-        code = self.latent.encode(self.encoder(x0, x_t == mask_id(self.vocab_size)))
+        with own_noise(shard, device):
+            code = self.latent.encode(self.encoder(x0, x_t == mask_id(self.vocab_size)))
         y0 = code.y0
         if self.training and self.objective.p_cfg > 0:
-            dropped = torch.rand(batch, generator=generator, device=device) < self.objective.p_cfg
-            y0 = _where_batch(dropped, self.latent.null(batch, device).to(y0.dtype), y0)
-        tau_y, y_t = self._token_side_latent(y0, tau_x, generator)
-        out = self.backbone(x_t, tau_x, self.latent.backbone_input(y_t, code), tau_y)
+            dropped = take(shard, torch.rand(batch, generator=generator, device=device) < self.objective.p_cfg)
+            y0 = _where_batch(dropped, self.latent.null(y0.shape[0], device).to(y0.dtype), y0)
+        tau_y, y_t = self._token_side_latent(y0, tau_all, generator, shard)
+        with own_noise(shard, device):
+            out = self.backbone(x_t, tau_x, self.latent.backbone_input(y_t, code), tau_y)
         terms = {"token": self.process.loss(out.tokens, x0, x_t, tau_x).mean()}
         total = terms["token"]
         if self.objective.lambda_latent > 0:
-            terms["latent"] = self._latent_loss(y0, y_t, tau_y, out.latent, code, generator)
+            terms["latent"] = self._latent_loss(y0, y_t, tau_y, out.latent, code, generator, shard)
             total = total + self.objective.lambda_latent * terms["latent"]
         if code.aux_loss is not None and code.aux_loss.requires_grad:
             terms["aux"] = code.aux_loss
@@ -155,24 +165,29 @@ class DiffusionModel(nn.Module, DenoiserModel):
             tau_y, y_t = tau_x, self.latent.corrupt(y0, tau_x, generator)
         return self.process.loss(self.predict(x_t, tau_x, y_t, tau_y).tokens, x0, x_t, tau_x)
 
-    def _token_side_latent(self, y0: Tensor, tau_x: Tensor, generator: torch.Generator | None) -> tuple[Tensor, Tensor]:
+    def _token_side_latent(self, y0: Tensor, tau_all: Tensor, generator: torch.Generator | None, shard: Shard | None) -> tuple[Tensor, Tensor]:
         mode = self.objective.latent_time
         if mode == "clean":
-            return torch.zeros_like(tau_x), y0
+            return take(shard, torch.zeros_like(tau_all)), y0
         if mode == "tied":
-            tau_y = tau_x
+            tau_y = tau_all
         else:
-            tau_y = draw_independent_times(tau_x.shape[0], self.latent.horizon, generator, tau_x.device)
-        return tau_y, self.latent.corrupt(y0, tau_y, generator)
+            tau_y = draw_independent_times(tau_all.shape[0], self.latent.horizon, generator, tau_all.device)
+        return take(shard, tau_y), take(shard, self.latent.corrupt(spread(shard, y0), tau_y, generator))
 
-    def _latent_loss(self, y0: Tensor, y_t: Tensor, tau_y: Tensor, prediction: Tensor, code: LatentCode, generator: torch.Generator | None) -> Tensor:
+    def _latent_loss(
+        self, y0: Tensor, y_t: Tensor, tau_y: Tensor, prediction: Tensor, code: LatentCode, generator: torch.Generator | None, shard: Shard | None
+    ) -> Tensor:
         if self.latent_backbone is None:
             return self.latent.loss(prediction, y0, y_t, tau_y).mean()
         repeats = self.objective.latent_repeats
         y0 = y0.repeat_interleave(repeats, dim=0)
         if code.embedding is not None:
             code = LatentCode(code.y0, code.aux_loss, code.embedding.repeat_interleave(repeats, dim=0))
-        tau = draw_times(y0.shape[0], self.latent.horizon, generator, y0.device)
-        y_noisy = self.latent.corrupt(y0, tau, generator)
-        prediction = self.latent_backbone(None, None, self.latent.backbone_input(y_noisy, code), tau).latent
+        y_all = spread(shard, y0, repeats)
+        tau_all = draw_times(y_all.shape[0], self.latent.horizon, generator, y0.device)
+        y_noisy = take(shard, self.latent.corrupt(y_all, tau_all, generator), repeats)
+        tau = take(shard, tau_all, repeats)
+        with own_noise(shard, y0.device):
+            prediction = self.latent_backbone(None, None, self.latent.backbone_input(y_noisy, code), tau).latent
         return self.latent.loss(prediction, y0, y_noisy, tau).mean()

@@ -3,18 +3,22 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import os
 import pickle
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import lightning as L
 import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint, WeightAveraging
 from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.plugins.io import TorchCheckpointIO
+from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy
 from omegaconf import OmegaConf
 from safetensors import SafetensorError
 from safetensors.torch import load_model, save_model
@@ -23,7 +27,8 @@ from torch.utils.data import DataLoader, IterableDataset
 
 from ._registry import Registry
 from .assembly import Experiment, build_experiment, check_installed
-from .errors import LaddError
+from .distributed import Shard, step_seed
+from .errors import InvalidConfigError, LaddError
 from .interfaces import Dataset
 from .model import DiffusionModel
 
@@ -76,22 +81,29 @@ class NonFiniteLossError(LaddError, FloatingPointError):
 
 
 class LaddModule(L.LightningModule):
-    """Lightning wrapper: one optimisation step of the model's objective."""
+    """Lightning wrapper: one optimisation step of the model's objective on this process's share of the global batch."""
 
-    def __init__(self, model: DiffusionModel, train: dict[str, Any]) -> None:
+    def __init__(self, model: DiffusionModel, train: dict[str, Any], seed: int) -> None:
         super().__init__()
         self.model = model
         self.train_cfg = train
+        self.seed = seed
+        self.stage = 1
 
     def training_step(self, batch: torch.Tensor, batch_idx: int) -> torch.Tensor:
-        terms = self.model.loss(batch)
-        if not torch.isfinite(terms["loss"]):
-            bad = [name for name, value in terms.items() if name != "loss" and not torch.isfinite(value)]
+        world = self.trainer.world_size
+        shard = Shard(self.global_rank, world, step_seed(self.seed, self.stage, self.global_step)) if world > 1 else None
+        terms = self.model.loss(batch, shard=shard)
+        # Every rank holds an equal share, so the mean over ranks is the global batch's mean (and a NaN anywhere stops all).
+        names = list(terms)
+        means = self.trainer.strategy.reduce(torch.stack([terms[k].detach() for k in names]), reduce_op="mean")
+        self.last_terms = dict(zip(names, means))
+        if not torch.isfinite(self.last_terms["loss"]):
+            bad = [name for name, value in self.last_terms.items() if name != "loss" and not torch.isfinite(value)]
             raise NonFiniteLossError(
                 f"non-finite loss at step {self.global_step}: offending term(s) {bad or ['loss']} "
-                f"({ {k: float(v.detach()) for k, v in terms.items()} }); the run stops rather than skip or zero it"
+                f"({ {k: float(v) for k, v in self.last_terms.items()} }); the run stops rather than skip or zero it"
             )
-        self.last_terms = {k: v.detach() for k, v in terms.items()}
         self.log_dict({f"train/{k}": v for k, v in self.last_terms.items()}, prog_bar=True, on_step=True)
         return terms["loss"]
 
@@ -115,24 +127,89 @@ def _precision(requested: str) -> str:
     return "bf16-mixed" if torch.cuda.is_available() else "32-true"
 
 
+class _Hardware:
+    """The processes and devices of a run, resolved by Lightning before any process is launched."""
+
+    def __init__(self, train_cfg: dict[str, Any]) -> None:
+        self.name = train_cfg["strategy"]
+        self.arguments = {
+            "accelerator": train_cfg["accelerator"],
+            "devices": train_cfg["devices"],
+            "num_nodes": train_cfg["num_nodes"],
+            "precision": _precision(train_cfg["precision"]),
+        }
+        with _quiet_lightning():
+            probe = L.Trainer(**self.arguments, strategy=self.name, logger=False, enable_checkpointing=False, enable_progress_bar=False)
+        if not isinstance(probe.strategy, (DDPStrategy, SingleDeviceStrategy)):
+            raise InvalidConfigError(
+                f"train.strategy={self.name}: ladd trains with data parallelism (DDP) only, because the EMA of the "
+                f"weights (Lightning's WeightAveraging) needs whole parameters on every rank; use train.strategy=ddp"
+            )
+        self.world, self.rank = probe.world_size, probe.global_rank
+        self.plain_ddp = self.name in ("auto", "ddp") and type(probe.strategy) is DDPStrategy
+
+    def trainer_arguments(self) -> dict[str, Any]:
+        """Arguments of one stage's Trainer (a strategy object serves a single Trainer).
+
+        DDP looks for parameters left without gradient: Stage 1 of a latent model (``lambda_latent = 0``)
+        gives the latent heads none, which plain DDP rejects. ``train.strategy=ddp_find_unused_parameters_false``
+        skips the search when every parameter always learns.
+        """
+        strategy = DDPStrategy(find_unused_parameters=True) if self.plain_ddp else self.name
+        return {**self.arguments, "strategy": strategy}
+
+
+@contextmanager
+def _quiet_lightning() -> Iterator[None]:
+    """Silence Lightning's device report (printed again by each stage's Trainer)."""
+    logger = logging.getLogger("lightning.pytorch.utilities.rank_zero")
+    level = logger.level
+    logger.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _stage_steps(cfg: dict[str, Any], stage: dict[str, Any]) -> int:
+    """Optimisation steps of one stage: ``trainer.max_steps`` when given, else the stage's own ``steps``."""
+    max_steps = (cfg.get("trainer") or {}).get("max_steps")
+    return stage["steps"] if max_steps is None else max_steps
+
+
 def train(cfg: Any, run_dir: str | Path, registry: Registry) -> Experiment:
     """Train an experiment through all its stages, resuming from run_dir's checkpoints when there are any.
 
-    Writes the resolved config, the component origins, ``metrics.csv`` and the final EMA weights.
+    Writes the resolved config, the component origins, ``metrics.csv`` and the final EMA weights. With
+    several processes (devices x nodes) every rank runs this function; global rank 0 writes the files.
     """
     run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
     plain = OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else dict(cfg)
-    OmegaConf.save(OmegaConf.create(plain), run_dir / CONFIG_FILE)
+    train_cfg = plain["train"]
+    hardware = _Hardware(train_cfg)
+    world, main = hardware.world, hardware.rank == 0
+    if train_cfg["batch_size"] % world:
+        raise InvalidConfigError(
+            f"train.batch_size={train_cfg['batch_size']} is the global batch and must split evenly over "
+            f"{world} processes (train.devices x train.num_nodes)"
+        )
+    if world > 1:
+        # Components built below may read it (the VQ codebook sync): Lightning sets it only when it launches
+        # the ranks itself, and only once it does; SLURM never does.
+        os.environ["WORLD_SIZE"] = str(world)
+    if main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(OmegaConf.create(plain), run_dir / CONFIG_FILE)
     L.seed_everything(plain["seed"], workers=True, verbose=False)
     experiment = build_experiment(plain, registry)
-    (run_dir / COMPONENTS_FILE).write_text(json.dumps(experiment.origins(), indent=2))
-    train_cfg = plain["train"]
-    module = LaddModule(experiment.model, train_cfg)
+    if main:
+        (run_dir / COMPONENTS_FILE).write_text(json.dumps(experiment.origins(), indent=2))
+    module = LaddModule(experiment.model, train_cfg, plain["seed"])
     for index, stage in enumerate(train_cfg["stages"], start=1):
         if stage["freeze_encoder"]:
             experiment.model.freeze_encoder()
         experiment.model.objective.lambda_latent = stage["lambda_latent"]
+        module.stage = index
         stage_dir = run_dir / "checkpoints" / f"stage{index}"
         if (stage_dir / STAGE_WEIGHTS).is_file():
             load_weights(experiment.model, stage_dir / STAGE_WEIGHTS)
@@ -141,12 +218,9 @@ def train(cfg: Any, run_dir: str | Path, registry: Registry) -> Experiment:
         L.seed_everything(plain["seed"] + index, workers=True, verbose=False)
         stream = _Stream(experiment.dataset, train_cfg["batch_size"], plain["seed"] + index)
         trainer = L.Trainer(
-            max_steps=stage["steps"],
+            **hardware.trainer_arguments(),
+            max_steps=_stage_steps(plain, stage),
             max_time=None if stage.get("max_minutes") is None else timedelta(minutes=stage["max_minutes"]),
-            accelerator=train_cfg["accelerator"],
-            devices=train_cfg["devices"],
-            strategy=train_cfg["strategy"],
-            precision=_precision(train_cfg["precision"]),
             gradient_clip_val=train_cfg["grad_clip"],
             callbacks=[
                 WeightAveraging(multi_avg_fn=get_ema_multi_avg_fn(train_cfg["ema_decay"]), use_buffers=False),
@@ -169,16 +243,26 @@ def train(cfg: Any, run_dir: str | Path, registry: Registry) -> Experiment:
             # Lightning warns about modules left in eval mode: that is the frozen encoder, on purpose.
             warnings.filterwarnings("ignore", message=r"Found \d+ module\(s\) in eval mode")
             trainer.fit(module, loader, ckpt_path=last if last.is_file() else None, weights_only=True)
-        save_model(experiment.model.cpu(), stage_dir / STAGE_WEIGHTS)
-    save_model(experiment.model.cpu(), run_dir / WEIGHTS_FILE)
+        experiment.model.cpu()
+        if main:
+            _save_weights(experiment.model, stage_dir / STAGE_WEIGHTS)
+    if main:
+        _save_weights(experiment.model, run_dir / WEIGHTS_FILE)
     return experiment
+
+
+def _save_weights(model: torch.nn.Module, path: Path) -> None:
+    """Safetensors written to a temporary file and renamed: a kill never leaves a truncated file."""
+    partial = path.with_name(f"{path.name}.partial")
+    save_model(model, partial)
+    os.replace(partial, path)
 
 
 def _check_checkpoint(path: Path) -> None:
     """Refuse a checkpoint that cannot be read as plain tensors and containers, before training starts."""
     try:
         torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except Exception as error:
+    except Exception as error:  # noqa: BLE001 - whatever fails to read, the file is unusable
         raise LaddError(
             f"cannot resume from {path}: the checkpoint is corrupt or not a ladd checkpoint "
             f"({type(error).__name__}); delete it to restart this stage from its beginning"
@@ -228,6 +312,8 @@ class _MetricsFile(Callback):
         self.path, self.stage, self.every = path, stage, max(1, int(every))
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if not trainer.is_global_zero:
+            return
         kept = []
         if self.path.is_file():
             with self.path.open(newline="") as handle:
@@ -238,7 +324,7 @@ class _MetricsFile(Callback):
             writer.writerows(kept)
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
-        if trainer.global_step % self.every:
+        if trainer.global_step % self.every or not trainer.is_global_zero:
             return
         row = {"stage": self.stage, "step": trainer.global_step}
         row.update({name: repr(float(value)) for name, value in pl_module.last_terms.items()})
