@@ -13,7 +13,7 @@ from registry.interfaces import Backbone, Channels, Denoised
 from .config import MLPDenoiserConfig
 from .layers import FinalLayer, MLPBlock, TimestepEmbedder
 
-__all__ = ["MLPDenoiserConfig", "MLPDenoiser"]
+__all__ = ["MLPDenoiser", "MLPDenoiserConfig"]
 
 
 class MLPDenoiser(Backbone):

@@ -12,7 +12,7 @@ from registry.interfaces import Dataset
 
 from .config import BinarySawtoothConfig
 
-__all__ = ["BinarySawtoothConfig", "BinarySawtooth"]
+__all__ = ["BinarySawtooth", "BinarySawtoothConfig"]
 
 
 def _half_square_log(p: float) -> float:

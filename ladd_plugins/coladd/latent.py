@@ -10,7 +10,7 @@ from ..diffused_latent import DiffusedLatent
 from .config import ContinuousLatentConfig
 from .gaussian_process import VPGaussianProcess
 
-__all__ = ["ContinuousLatentConfig", "ContinuousLatent"]
+__all__ = ["ContinuousLatent", "ContinuousLatentConfig"]
 
 
 class ContinuousLatent(DiffusedLatent):

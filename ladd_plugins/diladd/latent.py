@@ -13,7 +13,7 @@ from ..diffused_latent import DiffusedLatent
 from ..mdlm.masked_process import MaskedProcess, MaskedProcessConfig
 from .config import DiscreteLatentConfig
 
-__all__ = ["DiscreteLatentConfig", "DiscreteLatent"]
+__all__ = ["DiscreteLatent", "DiscreteLatentConfig"]
 
 
 class DiscreteLatent(DiffusedLatent):

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 from ..weighting import check_weighting
 
+
 @dataclass
 class MaskedProcessConfig:
     """Training horizon T and the loss weighting (``elbo``: T * lambda_t, ``constant``: 1)."""

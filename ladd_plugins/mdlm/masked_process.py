@@ -10,7 +10,7 @@ from registry.interfaces import RevealingProcess, Schedule, mask_id
 from ..schedules.closed_form import per_sample
 from .config import MaskedProcessConfig
 
-__all__ = ["MaskedProcessConfig", "MaskedProcess"]
+__all__ = ["MaskedProcess", "MaskedProcessConfig"]
 
 
 class MaskedProcess(RevealingProcess):

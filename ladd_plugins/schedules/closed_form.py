@@ -21,17 +21,17 @@ from .config import (
 )
 
 __all__ = [
-    "ScheduleConfig",
-    "PolynomialScheduleConfig",
-    "GeometricScheduleConfig",
-    "LogLinearScheduleConfig",
-    "VPCosineScheduleConfig",
-    "LinearSchedule",
-    "PolynomialSchedule",
-    "GeometricSchedule",
     "CosineSchedule",
+    "GeometricSchedule",
+    "GeometricScheduleConfig",
+    "LinearSchedule",
     "LogLinearSchedule",
+    "LogLinearScheduleConfig",
+    "PolynomialSchedule",
+    "PolynomialScheduleConfig",
+    "ScheduleConfig",
     "VPCosineSchedule",
+    "VPCosineScheduleConfig",
     "VPSqrtSchedule",
     "per_sample",
 ]
