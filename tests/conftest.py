@@ -8,6 +8,10 @@ from pathlib import Path
 
 import pytest
 
+# Tests never download: offline, a missing default model fails at once instead of retrying the network.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+
 #: Overrides that make any binary-sawtooth preset train in seconds on a CPU.
 TINY = [
     "dataset.seq_len=16",

@@ -1,0 +1,154 @@
+"""The text dataset: documents from a source, detokenised, tokenised, packed into rows, cached, and served
+as an endless seeded stream of shuffled batches."""
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from registry.errors import InvalidConfigError, LaddError
+from registry.interfaces import Dataset
+
+from . import cache, packing
+from .config import TextDatasetConfig
+from .detokenizers import DETOKENIZERS
+from .sources import Source, SplitSpec, open_source
+from .tokenizer import encode, load_tokenizer, vocab_size
+from .tokenizer import fingerprint as tokenizer_fingerprint
+
+__all__ = ["TextDataset", "TextDatasetConfig", "shuffled_indices"]
+
+
+class TextDataset(Dataset):
+    """Rows of ``seq_len`` ids over the tokenizer's K real tokens (``tokenizer`` has the mask at id K)."""
+
+    def __init__(self, config: TextDatasetConfig) -> None:
+        self.config = config
+        self.source: Source = open_source(config)
+        if config.streaming and not self.source.streams:
+            raise InvalidConfigError(f"dataset.streaming applies to Hugging Face datasets, not to {config.source!r}")
+        self.tokenizer = load_tokenizer(config.tokenizer)
+        self.vocab_size = vocab_size(self.tokenizer)
+        if config.vocab_size is not None and config.vocab_size != self.vocab_size:
+            raise InvalidConfigError(
+                f"dataset.vocab_size={config.vocab_size} but tokenizer {config.tokenizer!r} has "
+                f"{self.vocab_size} real tokens (len(tokenizer) = {len(self.tokenizer)} with the mask at id "
+                f"{self.vocab_size}); set dataset.vocab_size={self.vocab_size} or null"
+            )
+        self.seq_len = config.seq_len
+        self.eos_id: int = self.tokenizer.eos_token_id
+        name = self.source.detokenizer if config.detokenizer == "auto" else config.detokenizer
+        self.detokenizer: str | None = None if name == "none" else name
+        self._rows: dict[Path, np.ndarray] = {}
+
+    def split(self, split: str) -> SplitSpec:
+        """The source split (and slice) that ladd's ``split`` reads; ``floor`` reads the validation one."""
+        mapping = {**self.source.splits, **self.config.split_map}
+        if split not in mapping and split == "floor":
+            split = "validation"
+        if split not in mapping:
+            raise InvalidConfigError(
+                f"split {split!r} is not in dataset.split_map for source {self.config.source!r} "
+                f"(known: {', '.join(mapping)}); add it, e.g. +dataset.split_map.{split}='train[95%:]'"
+            )
+        return SplitSpec.parse(mapping[split])
+
+    def fingerprint(self, split: str) -> dict:
+        """Everything that decides the rows of ``split`` (the token cache's key)."""
+        return {
+            "source": self.source.fingerprint(self.split(split)),
+            "tokenizer": {"spec": self.config.tokenizer, "hash": tokenizer_fingerprint(self.tokenizer)},
+            "eos_id": self.eos_id,
+            "seq_len": self.seq_len,
+            "packing": self.config.packing,
+            "detokenizer": self.detokenizer,
+        }
+
+    def cache_entry(self, split: str) -> Path:
+        """The token-cache folder of ``split`` (shared by ladd splits that read the same source split)."""
+        directory = Path(self.config.cache_dir).expanduser() if self.config.cache_dir else cache.default_dir()
+        label = re.sub(r"[^A-Za-z0-9_-]+", "_", f"{self.source.label}-{self.split(split)}").strip("_")
+        return cache.entry(directory, label, self.fingerprint(split))
+
+    def rows(self, split: str) -> np.ndarray:
+        """All packed rows of ``split`` (``[N, seq_len]``), tokenised once and then read from the cache."""
+        folder = self.cache_entry(split)
+        if folder not in self._rows:
+            spec = self.split(split)
+
+            def build() -> Iterator[list[int]]:
+                texts, total = self.source.documents(spec)
+                return self.pack(encode(self.tokenizer, self.clean(texts), total, self.config.progress))
+
+            rows = cache.load_or_build(folder, self.fingerprint(split), build, self.seq_len, cache.id_dtype(len(self.tokenizer)))
+            if len(rows) == 0:
+                raise self._empty(split, spec)
+            self._rows[folder] = rows
+        return self._rows[folder]
+
+    def clean(self, texts: Iterable[str]) -> Iterator[str]:
+        """The detokenised, non-blank documents."""
+        detokenize = DETOKENIZERS[self.detokenizer] if self.detokenizer else None
+        for text in texts:
+            text = detokenize(text) if detokenize else text
+            if text.strip():
+                yield text
+
+    def pack(self, documents: Iterable[list[int]]) -> Iterator[list[int]]:
+        """Rows of ``seq_len`` ids from tokenised documents, by the configured packing (padding with EOS)."""
+        if self.config.packing == "wrap":
+            return packing.wrap(documents, self.seq_len, self.eos_id)
+        return (packing.pad(d, self.seq_len, self.eos_id, self.eos_id) for d in documents)
+
+    def batches(self, batch_size: int, seed: int, split: str = "train") -> Iterator[Tensor]:
+        """An endless stream of ``LongTensor[batch_size, seq_len]``: rows in a fresh seeded order each epoch."""
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        generator = torch.Generator().manual_seed(_stream_seed(seed, split))
+        if self.config.streaming:
+            return self._streamed(self.split(split), split, batch_size, generator)
+        rows = self.rows(split)
+        return (torch.from_numpy(rows[i.numpy()].astype(np.int64)) for i in shuffled_indices(len(rows), batch_size, generator))
+
+    def _streamed(self, spec: SplitSpec, split: str, batch_size: int, generator: torch.Generator) -> Iterator[Tensor]:
+        batch: list[list[int]] = []
+        while True:
+            epoch_seed = int(torch.randint(1 << 31, (1,), generator=generator))
+            produced = 0
+            for row in self.pack(encode(self.tokenizer, self.clean(self.source.stream(spec, epoch_seed)), None, False)):
+                produced += 1
+                batch.append(row)
+                if len(batch) == batch_size:
+                    yield torch.tensor(batch, dtype=torch.long)
+                    batch = []
+            if produced == 0:
+                raise self._empty(split, spec)
+
+    def _empty(self, split: str, spec: SplitSpec) -> LaddError:
+        return LaddError(
+            f"split {split!r} ({spec}) of source {self.config.source!r} gives no row of {self.seq_len} tokens "
+            f"(packing={self.config.packing}: it has no non-blank document"
+            + (", or fewer tokens than one row in all" if self.config.packing == "wrap" else "")
+            + "); use more text, a larger slice in dataset.split_map, or a smaller dataset.seq_len"
+        )
+
+
+def shuffled_indices(n: int, batch_size: int, generator: torch.Generator) -> Iterator[Tensor]:
+    """Endless batches of indices into ``n`` rows: each epoch a fresh permutation, batches running across epochs."""
+    buffer = torch.empty(0, dtype=torch.long)
+    while True:
+        while len(buffer) < batch_size:
+            buffer = torch.cat([buffer, torch.randperm(n, generator=generator)])
+        yield buffer[:batch_size]
+        buffer = buffer[batch_size:]
+
+
+def _stream_seed(seed: int, split: str) -> int:
+    """A 63-bit generator seed from ``(seed, split)``, stable across processes (unlike ``hash``)."""
+    digest = hashlib.sha256(f"text:{seed}:{split}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") >> 1

