@@ -1,7 +1,8 @@
 """Building blocks shared by the DiT, MM-DiT, MLP denoisers and the DiT encoder.
 
-DiT blocks (Peebles & Xie, 2023) with adaLN-Zero conditioning, bidirectional attention and rotary
-position embeddings (RoPE) whose positions the caller passes in.
+DiT blocks (Peebles & Xie, 2023) with adaLN-Zero conditioning, bidirectional (or, for the
+autoregressive baseline, causal) attention and rotary position embeddings (RoPE) whose positions the
+caller passes in.
 """
 from __future__ import annotations
 
@@ -17,19 +18,19 @@ except ImportError:
     flash_attn_func = None
 
 __all__ = [
-    "Rotary",
-    "TimestepEmbedder",
-    "rotary",
-    "apply_rotary",
-    "attention",
     "AdaLN",
-    "modulate",
-    "MLPBlock",
     "DiTBlock",
     "DiTTrunk",
     "FinalLayer",
-    "zero_linear",
+    "MLPBlock",
+    "Rotary",
+    "TimestepEmbedder",
+    "apply_rotary",
+    "attention",
     "learned_condition",
+    "modulate",
+    "rotary",
+    "zero_linear",
 ]
 
 Rotary = tuple[Tensor, Tensor]
@@ -70,12 +71,14 @@ def apply_rotary(x: Tensor, rope: Rotary) -> Tensor:
     return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).to(dtype)
 
 
-def attention(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
-    """Bidirectional multi-head attention of ``[B, L, H, D]`` inputs, returning ``[B, L, H * D]``."""
+def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False) -> Tensor:
+    """Multi-head attention of ``[B, L, H, D]`` inputs, returning ``[B, L, H * D]``; ``causal``: position i sees j <= i."""
     if flash_attn_func is not None and q.is_cuda and q.dtype in (torch.float16, torch.bfloat16):
-        out = flash_attn_func(q, k, v)
+        out = flash_attn_func(q, k, v, causal=causal)
     else:
-        out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)).transpose(1, 2)
+        out = F.scaled_dot_product_attention(
+            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=causal
+        ).transpose(1, 2)
     return out.flatten(2)
 
 
@@ -127,8 +130,9 @@ class MLPBlock(nn.Module):
 class DiTBlock(nn.Module):
     """A DiT block, split around attention so that MM-DiT can attend jointly across modalities."""
 
-    def __init__(self, hidden: int, heads: int, cond_dim: int, mlp_ratio: float, dropout: float):
+    def __init__(self, hidden: int, heads: int, cond_dim: int, mlp_ratio: float, dropout: float, causal: bool = False):
         super().__init__()
+        self.causal = causal
         if hidden % heads or (hidden // heads) % 2:
             raise ValueError(f"hidden {hidden} must split into {heads} heads of even width (for RoPE)")
         self.heads = heads
@@ -151,16 +155,16 @@ class DiTBlock(nn.Module):
 
     def forward(self, x: Tensor, c: Tensor, rope: Rotary) -> Tensor:
         q, k, v, gate = self.pre_attention(x, c, rope)
-        return self.post_attention(x, attention(q, k, v), gate, c)
+        return self.post_attention(x, attention(q, k, v, self.causal), gate, c)
 
 
 class DiTTrunk(nn.Module):
-    """A stack of DiT blocks over one sequence, with RoPE positions ``0..L-1``."""
+    """A stack of DiT blocks over one sequence, with RoPE positions ``0..L-1`` (causal attention when asked)."""
 
-    def __init__(self, hidden: int, layers: int, heads: int, cond_dim: int, mlp_ratio: float, dropout: float):
+    def __init__(self, hidden: int, layers: int, heads: int, cond_dim: int, mlp_ratio: float, dropout: float, causal: bool = False):
         super().__init__()
         self.head_dim = hidden // heads
-        self.blocks = nn.ModuleList(DiTBlock(hidden, heads, cond_dim, mlp_ratio, dropout) for _ in range(layers))
+        self.blocks = nn.ModuleList(DiTBlock(hidden, heads, cond_dim, mlp_ratio, dropout, causal) for _ in range(layers))
 
     def forward(self, x: Tensor, c: Tensor) -> Tensor:
         rope = rotary(torch.arange(x.shape[1], device=x.device), self.head_dim)

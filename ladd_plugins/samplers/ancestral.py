@@ -6,7 +6,14 @@ from torch import Tensor
 
 from registry.interfaces import DenoiserModel, SampleOutput, Sampler
 
-from .common import full, reveals_first, time_grid, token_logits
+from .common import (
+    check_fixed_kept,
+    full,
+    reveals_first,
+    start_tokens,
+    time_grid,
+    token_logits,
+)
 from .config import AncestralConfig
 
 
@@ -19,15 +26,17 @@ def denoise_tokens(
     latent: Tensor | None = None,
     guidance: float = 1.0,
     fast: bool = True,
+    fixed: Tensor | None = None,
 ) -> tuple[Tensor, int]:
-    """Run the token chain from all-mask to clean, optionally conditioned on a fixed clean latent.
+    """Run the token chain from all-mask to clean, optionally conditioned on a fixed clean latent and known tokens.
 
     Fast path (exact): draw the positions that reveal first, then compute the output head and the
     categorical draw there only; a step that reveals nothing calls no network. Plain path: predict
     every position, and reuse the last prediction while nothing changes and the denoiser ignores
-    the token time (it would be recomputed from identical inputs).
+    the token time (it would be recomputed from identical inputs). Known tokens (``fixed``) start
+    unmasked, so a masked process never changes them and the chain only fills the free positions.
     """
-    x = model.process.prior((num_samples, model.seq_len), device, generator)
+    x = start_tokens(model, num_samples, device, generator, fixed)
     tau_y = None if latent is None else full(num_samples, 0.0, device)
     fast = reveals_first(model, fast)
     logits, calls = None, 0
@@ -47,7 +56,7 @@ def denoise_tokens(
         if not torch.equal(x_next, x):
             logits = None
         x = x_next
-    return x, calls
+    return check_fixed_kept(x, fixed, model), calls
 
 
 class AncestralSampler(Sampler):
@@ -57,6 +66,8 @@ class AncestralSampler(Sampler):
         self.config = config
 
     @torch.no_grad()
-    def sample(self, model: DenoiserModel, num_samples: int, steps: int, generator: torch.Generator) -> SampleOutput:
-        tokens, calls = denoise_tokens(model, num_samples, steps, generator, model.device, fast=self.config.fast)
+    def sample(
+        self, model: DenoiserModel, num_samples: int, steps: int, generator: torch.Generator, fixed: Tensor | None = None
+    ) -> SampleOutput:
+        tokens, calls = denoise_tokens(model, num_samples, steps, generator, model.device, fast=self.config.fast, fixed=fixed)
         return SampleOutput(tokens, None, calls)

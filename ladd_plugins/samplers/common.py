@@ -1,10 +1,11 @@
-"""Pieces every sampler shares: the reverse time grid and guided token predictions."""
+"""Pieces every sampler shares: the reverse time grid, the conditioned start, guided token predictions."""
 from __future__ import annotations
 
 import torch
 from torch import Tensor
 
-from registry.interfaces import DenoiserModel, RevealingProcess
+from registry.errors import InvalidConfigError, LaddError
+from registry.interfaces import DenoiserModel, RevealingProcess, mask_id
 
 
 def time_grid(steps: int) -> list[tuple[float, float]]:
@@ -17,6 +18,38 @@ def time_grid(steps: int) -> list[tuple[float, float]]:
 def full(batch: int, value: float, device: torch.device) -> Tensor:
     """A time tensor [batch] filled with ``value``."""
     return torch.full((batch,), value, device=device)
+
+
+def start_tokens(
+    model: DenoiserModel, num_samples: int, device: torch.device, generator: torch.Generator, fixed: Tensor | None
+) -> Tensor:
+    """The token chain's start: a prior draw with the known tokens of ``fixed`` written in (mask id: free)."""
+    x = model.process.prior((num_samples, model.seq_len), device, generator)
+    if fixed is None:
+        return x
+    if fixed.shape != (num_samples, model.seq_len) or fixed.dtype != torch.long:
+        raise InvalidConfigError(
+            f"fixed tokens must be a LongTensor of shape ({num_samples}, {model.seq_len}), "
+            f"got {fixed.dtype} of shape {tuple(fixed.shape)}"
+        )
+    free = mask_id(model.vocab_size)
+    if bool(((fixed < 0) | (fixed > free)).any()):
+        raise InvalidConfigError(f"fixed tokens must be ids in [0, {model.vocab_size}) or the mask id {free} at free positions")
+    fixed = fixed.to(device)
+    return torch.where(fixed == free, x, fixed)
+
+
+def check_fixed_kept(tokens: Tensor, fixed: Tensor | None, model: DenoiserModel) -> Tensor:
+    """``tokens``, after checking that the reverse chain left every known token of ``fixed`` in place."""
+    if fixed is not None:
+        fixed = fixed.to(tokens.device)
+        known = fixed != mask_id(model.vocab_size)
+        if not torch.equal(tokens[known], fixed[known]):
+            raise LaddError(
+                f"token process {type(model.process).__name__} changed tokens given in `fixed`: conditioning on known "
+                "tokens needs a reverse step that never changes an unmasked position (as masked processes do)"
+            )
+    return tokens
 
 
 def reveals_first(model: DenoiserModel, fast: bool) -> bool:

@@ -2,10 +2,18 @@
 from __future__ import annotations
 
 import torch
+from torch import Tensor
 
 from registry.interfaces import DenoiserModel, SampleOutput, Sampler
 
-from .common import full, reveals_first, time_grid, token_logits
+from .common import (
+    check_fixed_kept,
+    full,
+    reveals_first,
+    start_tokens,
+    time_grid,
+    token_logits,
+)
 from .config import JointConfig
 
 
@@ -18,9 +26,11 @@ class JointSampler(Sampler):
         self.config = config
 
     @torch.no_grad()
-    def sample(self, model: DenoiserModel, num_samples: int, steps: int, generator: torch.Generator) -> SampleOutput:
+    def sample(
+        self, model: DenoiserModel, num_samples: int, steps: int, generator: torch.Generator, fixed: Tensor | None = None
+    ) -> SampleOutput:
         device = model.device
-        x = model.process.prior((num_samples, model.seq_len), device, generator)
+        x = start_tokens(model, num_samples, device, generator, fixed)
         y = model.latent.sample_prior(num_samples, device, generator)
         fast, calls = reveals_first(model, self.config.fast), 0
         for tau_t, tau_s in time_grid(steps):
@@ -34,4 +44,4 @@ class JointSampler(Sampler):
                 x = model.process.step(x, logits, t, s, generator)
             calls += used
             y = model.latent.step(y, latent_prediction, t, s, generator)
-        return SampleOutput(x, y, calls)
+        return SampleOutput(check_fixed_kept(x, fixed, model), y, calls)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import torch
+from torch import Tensor
 
 from registry.interfaces import DenoiserModel, SampleOutput, Sampler
 
@@ -11,7 +12,11 @@ from .config import SequentialConfig
 
 
 class SequentialSampler(Sampler):
-    """T^Y latent steps, then T^X token steps conditioned on the fixed latent."""
+    """T^Y latent steps, then T^X token steps conditioned on the fixed latent.
+
+    Known tokens (``fixed``) condition the token steps only: the latent is generated first, by a
+    denoiser that does not read tokens.
+    """
 
     requires_latent = True
     conditions_on_clean_latent = True
@@ -22,11 +27,15 @@ class SequentialSampler(Sampler):
         self.config = config
 
     @torch.no_grad()
-    def sample(self, model: DenoiserModel, num_samples: int, steps: int, generator: torch.Generator) -> SampleOutput:
+    def sample(
+        self, model: DenoiserModel, num_samples: int, steps: int, generator: torch.Generator, fixed: Tensor | None = None
+    ) -> SampleOutput:
         device = model.device
         y = model.latent.sample_prior(num_samples, device, generator)
         for tau_t, tau_s in time_grid(self.config.latent_steps):
             t, s = full(num_samples, tau_t, device), full(num_samples, tau_s, device)
             y = model.latent.step(y, model.predict_latent(y, t), t, s, generator)
-        tokens, calls = denoise_tokens(model, num_samples, steps, generator, device, y, self.config.guidance, self.config.fast)
+        tokens, calls = denoise_tokens(
+            model, num_samples, steps, generator, device, y, self.config.guidance, self.config.fast, fixed
+        )
         return SampleOutput(tokens, y, calls + self.config.latent_steps)

@@ -1,0 +1,69 @@
+"""The autoregressive token process: teacher-forced next-token training, left-to-right revealing.
+
+Written as a :class:`RevealingProcess` so the generic model trains it and every token sampler runs it:
+the "noisy" state during sampling is a sequence whose leftmost free positions are being filled, and
+a causal backbone (``backbones/causal.py``) predicts position i from the tokens before it. Time is
+ignored: training sees clean sequences (the causal network never sees the future), and the reverse
+chain reveals a number of positions set by the step's share of the remaining time.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from registry.errors import InvalidConfigError
+from registry.interfaces import RevealingProcess, Schedule, mask_id
+
+from ..mdlm.masked_process import MaskedProcess
+
+__all__ = ["AutoregressiveProcess"]
+
+#: times arrive as float32, so ``m (tau_t - tau_s) / tau_t`` is off by a relative ~1e-7 S: shrink it before ceil
+#: so that an exact integer (one per step with S steps) is not rounded up (safe for S up to ~8000)
+_ROUNDING = 1e-3
+
+
+class AutoregressiveProcess(RevealingProcess):
+    """Next-token cross-entropy on clean sequences; the reverse step reveals the leftmost masked positions."""
+
+    #: one training time: the objective does not depend on it
+    horizon = 1
+
+    def __init__(self, vocab_size: int, schedule: Schedule | None = None) -> None:
+        # schedule is accepted (and unused) so every token process is built the same way
+        if vocab_size < 1:
+            raise ValueError(f"vocab_size={vocab_size} must be at least 1")
+        self.vocab_size = vocab_size
+        self.mask = mask_id(vocab_size)
+
+    prior = MaskedProcess.prior  # all-mask
+    fill = MaskedProcess.fill  # the same float64 categorical draw at the revealed rows
+
+    def corrupt(self, x0: Tensor, tau: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        """``x0`` itself: teacher forcing (the causal backbone shifts its input, so no position sees its own token)."""
+        return x0
+
+    def loss(self, prediction: Tensor, x0: Tensor, x_t: Tensor, tau: Tensor) -> Tensor:
+        """Next-token cross-entropy of logits ``[B, S, K]`` (position i predicts token i), averaged over positions."""
+        ce = F.cross_entropy(prediction.flatten(0, -2), x0.flatten(), reduction="none")
+        return ce.view(x0.shape[0], -1).float().mean(dim=1)
+
+    def reveal(self, x_t: Tensor, tau_t: Tensor, tau_s: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        """The leftmost ``ceil(m (tau_t - tau_s) / tau_t)`` of a row's ``m`` masked positions (all of them at tau_s = 0).
+
+        With ``S`` equal steps from all-mask this is one position per step; positions that are not masked
+        (prompt tokens) are skipped, so a prompt only shortens the chain.
+        """
+        masked = x_t == self.mask
+        remaining = masked.sum(dim=1).double()
+        share = ((tau_t.double() - tau_s.double()) / tau_t.double()).clamp(0.0, 1.0)
+        count = torch.where(tau_s <= 0, remaining, torch.ceil(remaining * share * (1 - _ROUNDING)))
+        widest = int(count.max()) if count.numel() else 0
+        if widest > 1:
+            raise InvalidConfigError(
+                f"the autoregressive process reveals one token per network call, but this step would reveal {widest}: "
+                f"sample with at least as many steps as free positions (S={x_t.shape[1]} from all-mask; "
+                "sampler=autoregressive always takes S)"
+            )
+        return masked & (masked.cumsum(dim=1) <= count[:, None])

@@ -1,0 +1,53 @@
+"""Causal transformer for the autoregressive baseline: the logits at position i depend on tokens < i only.
+
+The input is shifted inside the network: a learned start embedding takes position 0 and token i - 1
+position i, so output position i predicts token i (the layout the ``autoregressive`` process and the
+samplers' ``rows`` expect). DiT blocks with causal attention and RoPE; there is no time input, so the
+adaLN conditioning is a learned constant.
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from registry.errors import IncompatibleComponentsError
+from registry.interfaces import Backbone, Channels, Denoised, TransformerShape
+
+from .config import TransformerConfig
+from .layers import DiTTrunk, FinalLayer, learned_condition, zero_linear
+
+__all__ = ["CausalTransformer"]
+
+
+class CausalTransformer(Backbone):
+    """Next-token predictor over the token channel: logits ``[B, S, K]``, position i conditioned on tokens < i."""
+
+    token_time_conditioned = False
+
+    def __init__(self, config: TransformerConfig, channels: Channels):
+        super().__init__()
+        if not channels.tokens or channels.latent is not None:
+            raise IncompatibleComponentsError(
+                "backbone 'causal' predicts tokens alone (the autoregressive baseline); for a latent use 'mmdit' or 'mlp'"
+            )
+        # the mask id gets an embedding too: samplers pass partly masked sequences, masks only right of the predicted rows
+        self.embed = nn.Embedding(channels.vocab_size + 1, config.hidden)
+        self.start = nn.Parameter(0.02 * torch.randn(config.hidden))
+        self.condition = learned_condition(config.hidden)
+        self.trunk = DiTTrunk(config.hidden, config.layers, config.heads, config.hidden, config.mlp_ratio, config.dropout, causal=True)
+        self.final = FinalLayer(config.hidden, config.hidden, zero_linear(config.hidden, channels.vocab_size))
+        self._shape = TransformerShape(
+            config.layers, channels.seq_len, config.hidden, config.mlp_ratio, channels.seq_len, channels.vocab_size
+        )
+
+    def forward(self, x_t: Tensor | None, tau_x: Tensor | None, y_t: Tensor | None, tau_y: Tensor | None, rows: Tensor | None = None) -> Denoised:
+        batch = x_t.shape[0]
+        h = torch.cat([self.start.expand(batch, 1, -1), self.embed(x_t[:, :-1])], dim=1)
+        c = self.condition.expand(batch, -1)
+        return Denoised(tokens=self.final(self.trunk(h, c), c, rows))
+
+    def forward_rows(self, x_t: Tensor, tau_x: Tensor, y_t: Tensor | None, tau_y: Tensor | None, rows: Tensor) -> Denoised:
+        return self(x_t, tau_x, y_t, tau_y, rows=rows)
+
+    def transformer_shape(self) -> TransformerShape:
+        return self._shape
