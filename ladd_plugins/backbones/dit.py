@@ -10,7 +10,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from registry.errors import IncompatibleComponentsError
-from registry.interfaces import Backbone, Channels, Denoised
+from registry.interfaces import Backbone, Channels, Denoised, TransformerShape
 
 from .config import DiTConfig
 from .layers import (
@@ -21,7 +21,7 @@ from .layers import (
     zero_linear,
 )
 
-__all__ = ["DiTConfig", "DiT"]
+__all__ = ["DiT", "DiTConfig"]
 
 
 class DiT(Backbone):
@@ -46,6 +46,9 @@ class DiT(Backbone):
         self.condition = None if time_conditioned else learned_condition(config.cond_dim)
         self.trunk = DiTTrunk(config.hidden, config.layers, config.heads, config.cond_dim, config.mlp_ratio, config.dropout)
         self.final = FinalLayer(config.hidden, config.cond_dim, head)
+        length = channels.seq_len if self.denoises_tokens else channels.latent.length
+        head_positions = channels.seq_len if self.denoises_tokens else 0
+        self._shape = TransformerShape(config.layers, length, config.hidden, config.mlp_ratio, head_positions, channels.vocab_size)
 
     def forward(self, x_t: Tensor | None, tau_x: Tensor | None, y_t: Tensor | None, tau_y: Tensor | None, rows: Tensor | None = None) -> Denoised:
         inputs, tau = (x_t, tau_x) if self.denoises_tokens else (y_t, tau_y)
@@ -56,3 +59,6 @@ class DiT(Backbone):
 
     def forward_rows(self, x_t: Tensor, tau_x: Tensor, y_t: Tensor | None, tau_y: Tensor | None, rows: Tensor) -> Denoised:
         return self(x_t, tau_x, y_t, tau_y, rows=rows)
+
+    def transformer_shape(self) -> TransformerShape:
+        return self._shape

@@ -14,7 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from registry.errors import IncompatibleComponentsError
-from registry.interfaces import Backbone, Channels, Denoised
+from registry.interfaces import Backbone, Channels, Denoised, TransformerShape
 
 from .config import DiTConfig
 from .layers import (
@@ -67,6 +67,10 @@ class MMDiT(Backbone):
         self.blocks = nn.ModuleList(MMDiTBlock(config) for _ in range(config.layers))
         self.final_x = FinalLayer(config.hidden, config.cond_dim, zero_linear(config.hidden, channels.vocab_size))
         self.final_y = FinalLayer(config.hidden, config.cond_dim, channels.latent.output_layer(config.hidden))
+        self._shape = TransformerShape(
+            config.layers, channels.seq_len + channels.latent.length, config.hidden, config.mlp_ratio,
+            channels.seq_len, channels.vocab_size,
+        )
 
     def forward(self, x_t: Tensor | None, tau_x: Tensor | None, y_t: Tensor | None, tau_y: Tensor | None, rows: Tensor | None = None) -> Denoised:
         x, y = self.embed_x(x_t), self.embed_y(y_t)
@@ -83,3 +87,6 @@ class MMDiT(Backbone):
 
     def forward_rows(self, x_t: Tensor, tau_x: Tensor, y_t: Tensor | None, tau_y: Tensor | None, rows: Tensor) -> Denoised:
         return self(x_t, tau_x, y_t, tau_y, rows=rows)
+
+    def transformer_shape(self) -> TransformerShape:
+        return self._shape
