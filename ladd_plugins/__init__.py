@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from registry import ComponentSpec, hookimpl
 
-from .backbones.config import DiTConfig, MLPDenoiserConfig
+from .backbones.config import DiTConfig, MLPDenoiserConfig, TransformerConfig
 from .binsaw.config import BinarySawtoothConfig, SlicedWassersteinConfig
 from .coladd.config import ContinuousLatentConfig
 from .diladd.config import DiscreteLatentConfig
-from .encoders.config import DiTEncoderConfig
+from .encoders.config import DiTEncoderConfig, PretrainedEncoderConfig
 from .mdlm.config import MaskedProcessConfig
 from .samplers.config import AncestralConfig, JointConfig, SequentialConfig
 from .schedules.config import (
@@ -21,6 +21,8 @@ from .schedules.config import (
     ScheduleConfig,
     VPCosineScheduleConfig,
 )
+from .text.config import TextDatasetConfig
+from .text_metrics.config import GenPPLConfig
 
 _SCHEDULES = "ladd_plugins.schedules.closed_form"
 
@@ -54,6 +56,8 @@ def ladd_components() -> list[ComponentSpec]:
                       "Di-LADD: VQ codes (cosine, EMA codebook) with a masked process on codes"),
         ComponentSpec("encoder", "dit", "ladd_plugins.encoders.dit_encoder:DiTEncoder", DiTEncoderConfig,
                       "learned DiT encoder read at the M rightmost positions, L2-normalised"),
+        ComponentSpec("encoder", "pretrained", "ladd_plugins.encoders.pretrained:PretrainedEncoder", PretrainedEncoderConfig,
+                      "frozen Hugging Face text model (Qwen3-Embedding): Matryoshka-truncated, token-aligned or chunk-pooled"),
         ComponentSpec("backbone", "dit", "ladd_plugins.backbones.dit:DiT", DiTConfig,
                       "DiT with adaLN-Zero and RoPE for one channel (tokens, or a latent alone)"),
         ComponentSpec("backbone", "mmdit", "ladd_plugins.backbones.mmdit:MMDiT", DiTConfig,
@@ -66,8 +70,20 @@ def ladd_components() -> list[ComponentSpec]:
                       "LADD joint inference: both channels at every step"),
         ComponentSpec("sampler", "sequential", "ladd_plugins.samplers.sequential:SequentialSampler", SequentialConfig,
                       "LADD sequential inference: latent first (T^Y steps), then tokens (T^X)"),
+        ComponentSpec("process", "autoregressive", "ladd_plugins.autoregressive.process:AutoregressiveProcess", None,
+                      "autoregressive baseline: teacher-forced next-token loss, left-to-right revealing"),
+        ComponentSpec("backbone", "causal", "ladd_plugins.backbones.causal:CausalTransformer", TransformerConfig,
+                      "causal transformer (RoPE, no time input): logits at i from tokens < i"),
+        ComponentSpec("sampler", "autoregressive", "ladd_plugins.autoregressive.sampler:AutoregressiveSampler", None,
+                      "left to right, one token per network call (always S steps)"),
         ComponentSpec("dataset", "binsaw", "ladd_plugins.binsaw.dataset:BinarySawtooth", BinarySawtoothConfig,
                       "randomly shifted binary sawtooth (seeded infinite stream)"),
+        ComponentSpec("dataset", "text", "ladd_plugins.text.dataset:TextDataset", TextDatasetConfig,
+                      "text from HF datasets or local files, tokenised, packed (wrap/pad) and cached"),
         ComponentSpec("metric", "swd", "ladd_plugins.binsaw.swd:SlicedWasserstein", SlicedWassersteinConfig,
                       "sliced Wasserstein distance SWD_1 with Gaussian directions"),
+        ComponentSpec("metric", "entropy", "ladd_plugins.text_metrics.entropy:Entropy", None,
+                      "sample entropies in nats: per-sequence unigram (MDLM literature) and positional (App. F)"),
+        ComponentSpec("metric", "gen_ppl", "ladd_plugins.text_metrics.gen_ppl:GenerativePerplexity", GenPPLConfig,
+                      "Gen PPL under a causal LM teacher (default gpt2-large) after re-tokenising, with entropies"),
     ]

@@ -75,9 +75,12 @@ def _train(overrides: list[str], registry: Registry) -> None:
     from .training import train
 
     register_configs(registry)
+    command = [sys.argv[0], "train", *overrides]
 
     @hydra.main(version_base=None, config_path=f"pkg://{CONFIG_MODULE}", config_name=PRIMARY_CONFIG)
     def run(cfg: Any) -> None:
+        # Lightning's DDP launcher starts the other ranks by running this process's command line again.
+        sys.argv = command
         try:
             run_dir = HydraConfig.get().runtime.output_dir
             train(cfg, run_dir, registry)
@@ -93,15 +96,22 @@ def _train(overrides: list[str], registry: Registry) -> None:
 def _sample(args: argparse.Namespace, registry: Registry) -> None:
     from .evaluation import sample
     from .export import from_pretrained
+    from .prompts import decode, fixed_tokens
     from .training import load_run
 
     if (args.run_dir is None) == (args.model is None):
         raise LaddError("give either a run folder or --model EXPORTED_FOLDER")
     source = Path(args.run_dir or args.model)
     experiment = load_run(source, registry)[0] if args.run_dir else from_pretrained(source, registry)
-    tokens, calls = sample(experiment, args.num, args.steps, args.batch_size, args.seed, progress=True)
-    out = Path(args.out or source / f"samples_{args.steps}steps.txt")
-    out.write_text("\n".join(" ".join(map(str, row.tolist())) for row in tokens) + "\n")
+    text = experiment.dataset.tokenizer is not None
+    fixed = fixed_tokens(experiment.dataset, args.num, args.prompt, args.suffix) if args.prompt or args.suffix else None
+    tokens, calls = sample(experiment, args.num, args.steps, args.batch_size, args.seed, progress=True, fixed=fixed)
+    out = Path(args.out or source / f"samples_{args.steps}steps.{'jsonl' if text else 'txt'}")
+    if text:
+        rows = zip(tokens.tolist(), decode(experiment.dataset, tokens))
+        out.write_text("".join(json.dumps({"ids": ids, "text": line}) + "\n" for ids, line in rows))
+    else:
+        out.write_text("\n".join(" ".join(map(str, row.tolist())) for row in tokens) + "\n")
     print(f"{args.num} samples, {args.steps} token steps, {calls} network calls each: {out}")
 
 
@@ -112,23 +122,48 @@ def _export(args: argparse.Namespace, registry: Registry) -> None:
 
 
 def _eval(args: argparse.Namespace, registry: Registry) -> None:
+    from .distributed import connect, is_main
     from .evaluation import evaluate
     from .report import format_table
     from .training import load_run
+    from .zeroshot import PPL_NOTE
 
+    connect()  # under torchrun or srun, every rank evaluates its share of the batches and samples
     experiment, cfg = load_run(args.run_dir, registry)
     eval_cfg = dict(cfg["eval"])
     if args.budgets:
         eval_cfg["budgets"] = [int(b) for b in args.budgets.split(",")]
-    if args.num_samples:
-        eval_cfg["num_samples"] = args.num_samples
+    for key in ("num_samples", "batch_size", "loss_batches"):
+        if getattr(args, key):
+            eval_cfg[key] = getattr(args, key)
     if args.sampler:
         experiment.sampler = registry.build("sampler", args.sampler, _options(args.sampler_option))
     method = args.method or cfg["method"]
-    result = evaluate(experiment, method, cfg["metric"]["name"], eval_cfg)
+    result = evaluate(experiment, method, eval_cfg, progress=is_main())
+    if not is_main():
+        return
     path = result.save(args.out or Path(args.run_dir) / f"eval_{method}.json")
     print(format_table([result]))
+    if experiment.dataset.tokenizer is not None:
+        print(f"validation PPL {result.token_perplexity:.2f} ({PPL_NOTE})")
     print(f"wrote {path}")
+
+
+def _zero_shot(args: argparse.Namespace, registry: Registry) -> None:
+    from .evaluation import write_csv
+    from .training import load_run
+    from .zeroshot import format_zero_shot, zero_shot
+
+    experiment, cfg = load_run(args.run_dir, registry)
+    eval_cfg = cfg["eval"]
+    rows = zero_shot(
+        experiment, cfg, registry, args.corpora, args.field,
+        args.batches or eval_cfg["loss_batches"], args.batch_size or eval_cfg["batch_size"], eval_cfg["seed"],
+    )
+    print(format_zero_shot(rows))
+    out = Path(args.out or Path(args.run_dir) / "zero_shot.csv")
+    write_csv(out, ["corpus", "tokens", "token_loss", "perplexity"], [{**vars(r), "perplexity": r.perplexity} for r in rows])
+    print(f"wrote {out}")
 
 
 def _options(pairs: list[str]) -> dict[str, Any]:
@@ -180,11 +215,35 @@ def _compare(args: argparse.Namespace, registry: Registry) -> None:
             run_dir = Path(args.runs_dir) / name.replace("/", "_")
             experiment = train(cfg, run_dir, registry)
             trained[key] = (run_dir, experiment)
-        result = evaluate(experiment, cfg["method"], cfg["metric"]["name"], cfg["eval"])
+        result = evaluate(experiment, cfg["method"], cfg["eval"])
         result.save(run_dir / f"eval_{cfg['method']}.json")
         results.append(result)
     _publish(results, args.out)
 
+
+def _flops(args: argparse.Namespace, registry: Registry) -> None:
+    from .config import compose, to_plain
+    from .flops import flops_report
+
+    report = flops_report(to_plain(compose(args.overrides, registry)), registry)
+    print(json.dumps(report.as_dict(), indent=2) if args.json else report.table())
+
+
+def _frontier(args: argparse.Namespace, registry: Registry) -> None:
+    from .frontier import (
+        as_json,
+        format_table,
+        matched_compute,
+        parse_budgets,
+        plot,
+        read_measurements,
+    )
+
+    runs, budgets = read_measurements(args.results), parse_budgets(args.budgets)
+    table = matched_compute(runs, budgets)
+    print(json.dumps(as_json(table), indent=2) if args.json else format_table(table))
+    if args.plot:
+        print(f"wrote {plot(runs, budgets, args.plot)}", file=sys.stderr)
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ladd", description="Masked and latent-augmented discrete diffusion, built from plugins.")
@@ -205,7 +264,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--num", type=int, default=16)
     p.add_argument("--batch-size", type=int, default=1000)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out")
+    p.add_argument("--prompt", help="text every sample starts with (kept fixed while sampling)")
+    p.add_argument("--suffix", help="text every sample ends with: with --prompt, an infill between the two")
+    p.add_argument("--out", help="default: SOURCE/samples_STEPSsteps.jsonl (text data; ids and text) or .txt (ids)")
     p.set_defaults(run=_sample)
     p = sub.add_parser("export", help="write a run's EMA weights (safetensors) and config (JSON) to a shareable folder")
     p.add_argument("run_dir")
@@ -215,11 +276,21 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("run_dir")
     p.add_argument("--budgets", help="comma-separated token step counts, e.g. 1,2,4,8")
     p.add_argument("--num-samples", type=int)
+    p.add_argument("--batch-size", type=int, help="samples per sampler call (default: eval.batch_size)")
+    p.add_argument("--loss-batches", type=int, help="held-out batches for L^x (default: eval.loss_batches)")
     p.add_argument("--sampler", help="evaluate with another registered sampler (e.g. the same model sampled sequentially)")
     p.add_argument("--sampler-option", action="append", default=[], metavar="KEY=VALUE", help="option of --sampler")
     p.add_argument("--method", help="label in tables (default: the run's method)")
     p.add_argument("--out", help="result file (default: RUN_DIR/eval_METHOD.json)")
     p.set_defaults(run=_eval)
+    p = sub.add_parser("zero-shot", help="validation perplexity exp(L^x) of a trained run on several corpora, as a table")
+    p.add_argument("run_dir")
+    p.add_argument("corpora", nargs="+", help="values of the dataset option --field, e.g. ptb wikitext103 lambada")
+    p.add_argument("--field", default="source", help="the dataset option that names the corpus (default: source)")
+    p.add_argument("--batches", type=int, help="batches per corpus (default: eval.loss_batches)")
+    p.add_argument("--batch-size", type=int, help="default: eval.batch_size")
+    p.add_argument("--out", help="CSV (default: RUN_DIR/zero_shot.csv)")
+    p.set_defaults(run=_zero_shot)
     p = sub.add_parser("report", help="tables and plot from several `ladd eval` results")
     p.add_argument("results", nargs="+", help="eval_*.json files")
     p.add_argument("--out", required=True, help="folder for reconstruction.csv, METRIC.csv and METRIC.png")
@@ -230,6 +301,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="results/quickstart")
     p.add_argument("overrides", nargs="*", help="Hydra overrides applied to every experiment")
     p.set_defaults(run=_compare)
+    p = sub.add_parser("flops", help="GFLOPs per sampling step of an experiment's backbones (paper convention and measured)")
+    p.add_argument("overrides", nargs="*", help="experiment=NAME and other Hydra overrides")
+    p.add_argument("--json", action="store_true", help="print a JSON object")
+    p.set_defaults(run=_flops)
+    p = sub.add_parser("frontier", help="Gen PPL and entropy at matched sampling compute from per-step-count results")
+    p.add_argument("results", help="CSV: method,steps,gflops_per_step,gen_ppl,entropy[,ms_per_sample][,fixed_gflops]")
+    p.add_argument("--budgets", required=True, help="comma-separated GFLOPs per sample, e.g. 50,100,200")
+    p.add_argument("--json", action="store_true", help="print {method: {budget: {gen_ppl, entropy}}} (null: n/a)")
+    p.add_argument("--plot", help="write Gen PPL against GFLOPs (log axes) to this image")
+    p.set_defaults(run=_frontier)
     return parser
 
 
