@@ -232,8 +232,11 @@ class DenoiserModel(ABC):
         """Predictions of the main denoiser with token logits only at ``rows`` (``[N, K]``)."""
 
     @abstractmethod
-    def predict_latent(self, y_t: Tensor, tau_y: Tensor) -> Tensor:
-        """The latent prediction used when the latent is generated on its own (sequential strategy)."""
+    def predict_latent(self, y_t: Tensor, tau_y: Tensor, x_t: Tensor | None = None) -> Tensor:
+        """The latent prediction when the latent is generated on its own (sequential strategy).
+
+        ``x_t`` holds known tokens (mask id elsewhere) for a denoiser that reads tokens; None: all masked.
+        """
 
     @property
     @abstractmethod

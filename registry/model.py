@@ -107,13 +107,13 @@ class DiffusionModel(nn.Module, DenoiserModel):
     def predict_rows(self, x_t: Tensor, tau_x: Tensor, y_t: Tensor | None, tau_y: Tensor | None, rows: Tensor) -> Denoised:
         return self.backbone.forward_rows(x_t, tau_x, None if y_t is None else self.latent.backbone_input(y_t), tau_y, rows)
 
-    def predict_latent(self, y_t: Tensor, tau_y: Tensor) -> Tensor:
+    def predict_latent(self, y_t: Tensor, tau_y: Tensor, x_t: Tensor | None = None) -> Tensor:
         y_in = self.latent.backbone_input(y_t)
         if self.latent_backbone is not None:
             return self.latent_backbone(None, None, y_in, tau_y).latent
-        batch = y_t.shape[0]
-        all_mask = torch.full((batch, self.seq_len), mask_id(self.vocab_size), dtype=torch.long, device=y_t.device)
-        return self.backbone(all_mask, torch.ones_like(tau_y), y_in, tau_y).latent
+        if x_t is None:
+            x_t = torch.full((y_t.shape[0], self.seq_len), mask_id(self.vocab_size), dtype=torch.long, device=y_t.device)
+        return self.backbone(x_t, torch.ones_like(tau_y), y_in, tau_y).latent
 
     def loss(self, x0: Tensor, generator: torch.Generator | None = None, shard: Shard | None = None) -> dict[str, Tensor]:
         """The training objective and its terms (batch means).

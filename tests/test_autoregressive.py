@@ -74,8 +74,8 @@ class Recording(DenoiserModel):
         self.calls.append((x_t.clone(), rows.clone()))
         return self.inner.predict_rows(x_t, tau_x, y_t, tau_y, rows)
 
-    def predict_latent(self, y_t, tau_y):
-        return self.inner.predict_latent(y_t, tau_y)
+    def predict_latent(self, y_t, tau_y, x_t=None):
+        return self.inner.predict_latent(y_t, tau_y, x_t)
 
 
 def test_loss_is_the_next_token_cross_entropy_of_each_prefix():

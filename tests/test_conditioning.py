@@ -96,6 +96,20 @@ def test_samplers_keep_known_tokens_and_fill_every_free_one(sampler, variant, op
     assert 0.0 < float(free_tokens.mean()) < 1.0, "free positions are sampled, not copied from a constant"
 
 
+def test_sequential_di_ladd_generates_its_latent_reading_the_known_tokens(reg, tiny_models):
+    """The MM-DiT that denoises the codes reads the prompt, so the latent is drawn given it."""
+    model = tiny_models("diladd_seq")
+    generator = torch.Generator().manual_seed(0)
+    fixed = _pattern("prefix", 4, generator)
+    seen = []
+    hook = model.backbone.register_forward_hook(lambda module, args, out: seen.append(args[0].clone()))
+    try:
+        reg.build("sampler", "sequential", {"latent_steps": 3}).sample(model, 4, 2, generator, fixed=fixed)
+    finally:
+        hook.remove()
+    assert all(torch.equal(x, fixed) for x in seen[:3]), "every latent step sees the prompt and nothing else"
+
+
 def test_fast_path_calls_no_network_where_nothing_is_free(tiny_models):
     model = tiny_models("mdlm")
     fixed = torch.randint(2, (3, SEQ), generator=torch.Generator().manual_seed(0))
@@ -171,7 +185,7 @@ class SawtoothOracle(nn.Module, DenoiserModel):
     def predict_rows(self, x_t, tau_x, y_t, tau_y, rows) -> Denoised:
         return Denoised(tokens=self.predict(x_t, tau_x, y_t, tau_y).tokens[rows])
 
-    def predict_latent(self, y_t, tau_y):
+    def predict_latent(self, y_t, tau_y, x_t=None):
         raise AssertionError("the sawtooth oracle has no latent channel")
 
 

@@ -58,7 +58,7 @@ class ProductOracle(nn.Module, DenoiserModel):
         out = self.predict(x_t, tau_x, y_t, tau_y)
         return Denoised(tokens=out.tokens[rows], latent=out.latent)
 
-    def predict_latent(self, y_t, tau_y) -> Tensor:
+    def predict_latent(self, y_t, tau_y, x_t=None) -> Tensor:
         return self.latent_value.expand(y_t.shape[0], -1, -1)
 
 

@@ -14,8 +14,8 @@ from .config import SequentialConfig
 class SequentialSampler(Sampler):
     """T^Y latent steps, then T^X token steps conditioned on the fixed latent.
 
-    Known tokens (``fixed``) condition the token steps only: the latent is generated first, by a
-    denoiser that does not read tokens.
+    Known tokens (``fixed``) condition the token steps, and the latent steps too when the latent is
+    denoised by the token network (Di-LADD's MM-DiT); a separate latent-only denoiser cannot read them.
     """
 
     requires_latent = True
@@ -32,9 +32,10 @@ class SequentialSampler(Sampler):
     ) -> SampleOutput:
         device = model.device
         y = model.latent.sample_prior(num_samples, device, generator)
+        known = None if fixed is None else fixed.to(device)
         for tau_t, tau_s in time_grid(self.config.latent_steps):
             t, s = full(num_samples, tau_t, device), full(num_samples, tau_s, device)
-            y = model.latent.step(y, model.predict_latent(y, t), t, s, generator)
+            y = model.latent.step(y, model.predict_latent(y, t, known), t, s, generator)
         tokens, calls = denoise_tokens(
             model, num_samples, steps, generator, device, y, self.config.guidance, self.config.fast, fixed
         )
