@@ -5,7 +5,8 @@
 
 Prints a table and writes one JSON file per section. Every figure has its baseline measured in the
 same run: eager against torch.compile for training, the plain ancestral path against the exact fast
-path for sampling, and a bf16 matmul for the MFU denominator.
+path for sampling, a bf16 matmul for the MFU denominator, and the frozen encoder (Qwen3-Embedding-0.6B's
+shape, random weights) computed every step against the precomputed-latent cache.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from pathlib import Path
 import torch
 
 import registry
+from registry.flops import head_macs, transformer_macs
 from registry.interfaces import Channels
 from registry.model import DiffusionModel, Objective
 
@@ -61,12 +63,10 @@ def build(kind: str, size: dict, reg: registry.Registry, device: torch.device) -
     return DiffusionModel(process, latent, backbone, size["vocab"], size["seq"], Objective()).to(device)
 
 
-def forward_flops(model: DiffusionModel, size: dict) -> float:
-    """Forward FLOPs per sequence at 2 FLOPs per multiply-add: the paper's backbone formula plus the output head."""
-    hidden, layers, _, _ = size["mdlm" if not model.has_latent else "ladd"]
-    length = size["seq"] + model.latent.length
-    backbone = 2 * layers * (12 * length * hidden**2 + 2 * length**2 * hidden)
-    return backbone + 2 * size["seq"] * hidden * size["vocab"]
+def forward_flops(model: DiffusionModel) -> float:
+    """Forward FLOPs per sequence at 2 FLOPs per multiply-add: the transformer blocks plus the output head."""
+    shape = model.backbone.transformer_shape()
+    return 2 * (transformer_macs(shape) + head_macs(shape))
 
 
 def train_section(kind: str, size: dict, reg, device, peak: float, compile_model: bool, tiny: bool) -> dict:
@@ -92,7 +92,7 @@ def train_section(kind: str, size: dict, reg, device, peak: float, compile_model
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
     seconds = timed(step, device, 3 if tiny else 20)
-    flops = 3 * forward_flops(model, size) * size["batch"]
+    flops = 3 * forward_flops(model) * size["batch"]
     return {
         "model": kind, "compile": compile_model, "tokens_per_s": size["batch"] * size["seq"] / seconds,
         "mfu": flops / seconds / peak, "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30 if device.type == "cuda" else None,
@@ -112,6 +112,37 @@ def sample_section(kind: str, size: dict, reg, device, steps: list[int], tiny: b
     return rows
 
 
+ENCODERS = {  # Qwen3-Embedding-0.6B's shape with random weights (no download), and a tiny stand-in
+    "full": {"hidden_size": 1024, "intermediate_size": 3072, "num_hidden_layers": 28, "num_attention_heads": 16,
+             "num_key_value_heads": 8, "head_dim": 128},
+    "tiny": {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+             "num_key_value_heads": 2, "head_dim": 8},
+}
+
+
+def encoder_section(size: dict, device: torch.device, folder: Path, tiny: bool) -> list[dict]:
+    """Frozen-encoder seconds per training batch: computed every step, and served by the latent cache."""
+    from tokenizers import Tokenizer, models
+    from transformers import AutoModel, PreTrainedTokenizerFast, Qwen3Config
+
+    from ladd_plugins.encoders.config import PretrainedEncoderConfig
+    from ladd_plugins.encoders.pretrained import PretrainedEncoder
+
+    vocab = size["vocab"] - 1
+    config = Qwen3Config(vocab_size=vocab, max_position_embeddings=4096, **ENCODERS["tiny" if tiny else "full"])
+    AutoModel.from_config(config).save_pretrained(folder / "encoder")
+    words = Tokenizer(models.WordLevel({f"w{i}": i for i in range(vocab)}, unk_token="w0"))
+    PreTrainedTokenizerFast(tokenizer_object=words, unk_token="w0", pad_token="w0").save_pretrained(folder / "encoder")
+    x0 = torch.randint(vocab, (size["batch"], size["seq"]), device=device)
+    rows = []
+    for cache in (None, str(folder / "latents")):
+        options = PretrainedEncoderConfig(model=str(folder / "encoder"), length=size["m"], width=32, cache_dir=cache)
+        encoder = PretrainedEncoder(options, vocab_size=vocab, seq_len=size["seq"])
+        seconds = timed(lambda: encoder(x0), device, 3 if tiny else 20)  # the warm-up call fills the cache
+        rows.append({"cache": cache is not None, "ms_per_batch": 1000 * seconds, "batch": size["batch"]})
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tiny", action="store_true")
@@ -127,14 +158,18 @@ def main() -> None:
     compile_options = (False, True) if device.type == "cuda" else (False,)
     training = [train_section(k, size, reg, device, peak, c, args.tiny) for k in ("mdlm", "coladd") for c in compile_options]
     sampling = [r for k in ("mdlm", "coladd", "diladd") for r in sample_section(k, size, reg, device, [int(s) for s in args.steps.split(",")], args.tiny)]
+    encoder = encoder_section(size, device, out / "encoder_assets", args.tiny)
     meta = {"card": card, "date": time.strftime("%Y-%m-%d"), "matmul_tflops": peak / 1e12, "sizes": size}
     (out / "training.json").write_text(json.dumps({**meta, "rows": training}, indent=2))
     (out / "sampling.json").write_text(json.dumps({**meta, "rows": sampling}, indent=2))
+    (out / "encoder.json").write_text(json.dumps({**meta, "rows": encoder}, indent=2))
     print(f"{card}, measured matmul rate {peak / 1e12:.1f} TFLOP/s")
     for r in training:
         print(f"train {r['model']:<7} compile={r['compile']!s:<5} {r['tokens_per_s']:>10.0f} tok/s  MFU {100 * r['mfu']:5.1f}%")
     for r in sampling:
         print(f"sample {r['model']:<7} steps={r['steps']:<4} {'fast ' if r['fast'] else 'plain'} {r['ms_per_sample']:8.2f} ms/sample")
+    for r in encoder:
+        print(f"frozen encoder, latent cache {'on ' if r['cache'] else 'off'}: {r['ms_per_batch']:8.2f} ms per batch of {r['batch']}")
 
 
 if __name__ == "__main__":
