@@ -15,7 +15,7 @@ from torch import Tensor
 from registry.errors import InvalidConfigError
 from registry.interfaces import RevealingProcess, Schedule, mask_id
 
-from ..mdlm.masked_process import MaskedProcess
+from ..mdlm.masked_process import draw_tokens
 
 __all__ = ["AutoregressiveProcess"]
 
@@ -37,8 +37,13 @@ class AutoregressiveProcess(RevealingProcess):
         self.vocab_size = vocab_size
         self.mask = mask_id(vocab_size)
 
-    prior = MaskedProcess.prior  # all-mask
-    fill = MaskedProcess.fill  # the same float64 categorical draw at the revealed rows
+    def prior(self, shape: tuple[int, ...], device: torch.device, generator: torch.Generator | None = None) -> Tensor:
+        """All masked."""
+        return torch.full(shape, self.mask, dtype=torch.long, device=device)
+
+    def fill(self, x_t: Tensor, reveal: Tensor, prediction: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        """The masked process's float64 categorical draw at the revealed rows."""
+        return draw_tokens(x_t, reveal, prediction, generator)
 
     def corrupt(self, x0: Tensor, tau: Tensor, generator: torch.Generator | None = None) -> Tensor:
         """``x0`` itself: teacher forcing (the causal backbone shifts its input, so no position sees its own token)."""

@@ -10,7 +10,16 @@ from registry.interfaces import RevealingProcess, Schedule, mask_id
 from ..schedules.closed_form import per_sample
 from .config import MaskedProcessConfig
 
-__all__ = ["MaskedProcess", "MaskedProcessConfig"]
+__all__ = ["MaskedProcess", "MaskedProcessConfig", "draw_tokens"]
+
+
+def draw_tokens(x_t: Tensor, reveal: Tensor, logits: Tensor, generator: torch.Generator | None = None) -> Tensor:
+    """``x_t`` with tokens drawn in float64 from ``softmax(logits)`` (``[N, K]``, real tokens only) at ``reveal``."""
+    x_s = x_t.clone()
+    if logits.shape[0]:
+        probs = torch.softmax(logits.double(), dim=-1)
+        x_s[reveal] = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+    return x_s
 
 
 class MaskedProcess(RevealingProcess):
@@ -66,9 +75,4 @@ class MaskedProcess(RevealingProcess):
         return (x_t == self.mask) & (draw < per_sample(self.reveal_probability(tau_t, tau_s), x_t))
 
     def fill(self, x_t: Tensor, reveal: Tensor, prediction: Tensor, generator: torch.Generator | None = None) -> Tensor:
-        """Tokens drawn in float64 from ``softmax(prediction)`` (SUBS: real tokens only) at the revealed positions."""
-        x_s = x_t.clone()
-        if prediction.shape[0]:
-            probs = torch.softmax(prediction.double(), dim=-1)
-            x_s[reveal] = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
-        return x_s
+        return draw_tokens(x_t, reveal, prediction, generator)
