@@ -39,6 +39,7 @@ class EvalResult:
     scores: list[BudgetScore] = field(default_factory=list)
     data_floor: dict[str, float] | None = None  # the scores of a second data draw: the best reachable
     oracle_token_loss: float | None = None  # exact optimum when the data model is known
+    lower_is_better: bool = True  # of the headline score
 
     @property
     def token_perplexity(self) -> float:
@@ -137,6 +138,7 @@ def evaluate(experiment: Experiment, method: str, eval_cfg: dict[str, Any], prog
         experiment.metric.primary,
         token_loss(experiment, eval_cfg["loss_batches"], eval_cfg["batch_size"], seed),
         oracle_token_loss=experiment.dataset.oracle_token_loss(),
+        lower_is_better=experiment.metric.lower_is_better,
     )
     reference = next(experiment.dataset.batches(n, seed, "test"))
     result.data_floor = experiment.metric(next(experiment.dataset.batches(n, seed, "floor")), reference)

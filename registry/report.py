@@ -36,7 +36,7 @@ def _oracle(results: list[EvalResult]) -> float | None:
 
 
 def plot(results: list[EvalResult], metric: str, path: Path) -> Path:
-    """Metric against token denoising steps, one line per method, with the data-vs-data floor."""
+    """Metric against token denoising steps, one line per method, with the score of a second data draw."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -51,7 +51,7 @@ def plot(results: list[EvalResult], metric: str, path: Path) -> Path:
         ax.axhline(min(floors), color="grey", linestyle="--", label="data vs data")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("token denoising steps")
-    ax.set_ylabel(f"{metric} (lower is better)")
+    ax.set_ylabel(f"{metric} (lower is better)" if all(r.lower_is_better for r in results) else metric)
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
@@ -73,5 +73,5 @@ def format_table(results: list[EvalResult]) -> str:
         cells = "  ".join(f"{by_steps[b]:>7.4f}" if b in by_steps else f"{'-':>7}" for b in budgets)
         lines.append(f"{r.method:<{width}}  {r.token_loss:>7.4f}  {cells}")
     floors = [r.data_floor[metric] for r in results if r.data_floor]
-    header = f"{metric} by token steps (columns); data-vs-data floor {min(floors):.4f}" if floors else metric
+    header = f"{metric} by token steps (columns); data vs data {min(floors):.4f}" if floors else metric
     return header + "\n" + "\n".join(lines)
