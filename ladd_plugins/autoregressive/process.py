@@ -9,12 +9,12 @@ chain reveals a number of positions set by the step's share of the remaining tim
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from registry.errors import InvalidConfigError
 from registry.interfaces import RevealingProcess, Schedule, mask_id
 
+from ..mdlm.cross_entropy import cross_entropy
 from ..mdlm.masked_process import draw_tokens
 
 __all__ = ["AutoregressiveProcess"]
@@ -51,7 +51,7 @@ class AutoregressiveProcess(RevealingProcess):
 
     def loss(self, prediction: Tensor, x0: Tensor, x_t: Tensor, tau: Tensor) -> Tensor:
         """Next-token cross-entropy of logits ``[B, S, K]`` (position i predicts token i), averaged over positions."""
-        ce = F.cross_entropy(prediction.flatten(0, -2), x0.flatten(), reduction="none")
+        ce = cross_entropy(prediction.flatten(0, -2), x0.flatten())
         return ce.view(x0.shape[0], -1).float().mean(dim=1)
 
     def reveal(self, x_t: Tensor, tau_t: Tensor, tau_s: Tensor, generator: torch.Generator | None = None) -> Tensor:

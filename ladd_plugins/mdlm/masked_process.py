@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from registry.interfaces import RevealingProcess, Schedule, mask_id
 
 from ..schedules.closed_form import per_sample
 from .config import MaskedProcessConfig
+from .cross_entropy import cross_entropy
 
 __all__ = ["MaskedProcess", "MaskedProcessConfig", "draw_tokens"]
 
@@ -58,7 +58,7 @@ class MaskedProcess(RevealingProcess):
         """Weighted cross-entropy of the real-token logits ``[B, S, K]`` at the masked positions."""
         # ignore_index keeps the logits un-copied: unmasked positions contribute exactly 0
         target = torch.where(x_t == self.mask, x0, -100)
-        ce = F.cross_entropy(prediction.flatten(0, -2), target.flatten(), ignore_index=-100, reduction="none")
+        ce = cross_entropy(prediction.flatten(0, -2), target.flatten())
         per_sample = ce.view(x0.shape[0], -1).float().mean(dim=1)
         return per_sample * self.weight(tau).float()
 
