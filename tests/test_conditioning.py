@@ -129,6 +129,12 @@ def test_bad_fixed_tokens_are_refused(tiny_models):
         sampler.sample(model, 3, 4, torch.Generator(), fixed=torch.full((3, SEQ), MASK + 1))
 
 
+def test_sequential_sampling_checks_fixed_tokens_before_the_latent_reads_them(reg, tiny_models):
+    sequential, model = reg.build("sampler", "sequential", {"latent_steps": 2}), tiny_models("diladd_seq")
+    with pytest.raises(InvalidConfigError, match="shape"):
+        sequential.sample(model, 3, 2, torch.Generator(), fixed=torch.full((3, SEQ + 1), MASK))
+
+
 @pytest.mark.parametrize(
     "process, times",
     [

@@ -20,13 +20,10 @@ def full(batch: int, value: float, device: torch.device) -> Tensor:
     return torch.full((batch,), value, device=device)
 
 
-def start_tokens(
-    model: DenoiserModel, num_samples: int, device: torch.device, generator: torch.Generator, fixed: Tensor | None
-) -> Tensor:
-    """The token chain's start: a prior draw with the known tokens of ``fixed`` written in (mask id: free)."""
-    x = model.process.prior((num_samples, model.seq_len), device, generator)
+def known_tokens(model: DenoiserModel, num_samples: int, fixed: Tensor | None, device: torch.device) -> Tensor | None:
+    """``fixed`` checked (shape, dtype, ids) and moved to ``device``; None when nothing is known."""
     if fixed is None:
-        return x
+        return None
     if fixed.shape != (num_samples, model.seq_len) or fixed.dtype != torch.long:
         raise InvalidConfigError(
             f"fixed tokens must be a LongTensor of shape ({num_samples}, {model.seq_len}), "
@@ -35,8 +32,16 @@ def start_tokens(
     free = mask_id(model.vocab_size)
     if bool(((fixed < 0) | (fixed > free)).any()):
         raise InvalidConfigError(f"fixed tokens must be ids in [0, {model.vocab_size}) or the mask id {free} at free positions")
-    fixed = fixed.to(device)
-    return torch.where(fixed == free, x, fixed)
+    return fixed.to(device)
+
+
+def start_tokens(
+    model: DenoiserModel, num_samples: int, device: torch.device, generator: torch.Generator, fixed: Tensor | None
+) -> Tensor:
+    """The token chain's start: a prior draw with the known tokens of ``fixed`` written in (mask id: free)."""
+    x = model.process.prior((num_samples, model.seq_len), device, generator)
+    known = known_tokens(model, num_samples, fixed, device)
+    return x if known is None else torch.where(known == mask_id(model.vocab_size), x, known)
 
 
 def check_fixed_kept(tokens: Tensor, fixed: Tensor | None, model: DenoiserModel) -> Tensor:

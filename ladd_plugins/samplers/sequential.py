@@ -7,7 +7,7 @@ from torch import Tensor
 from registry.interfaces import DenoiserModel, SampleOutput, Sampler
 
 from .ancestral import denoise_tokens
-from .common import full, time_grid
+from .common import full, known_tokens, time_grid
 from .config import SequentialConfig
 
 
@@ -31,8 +31,8 @@ class SequentialSampler(Sampler):
         self, model: DenoiserModel, num_samples: int, steps: int, generator: torch.Generator, fixed: Tensor | None = None
     ) -> SampleOutput:
         device = model.device
+        known = known_tokens(model, num_samples, fixed, device)  # checked before the latent steps read it
         y = model.latent.sample_prior(num_samples, device, generator)
-        known = None if fixed is None else fixed.to(device)
         for tau_t, tau_s in time_grid(self.config.latent_steps):
             t, s = full(num_samples, tau_t, device), full(num_samples, tau_s, device)
             y = model.latent.step(y, model.predict_latent(y, t, known), t, s, generator)
