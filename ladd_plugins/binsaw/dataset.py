@@ -1,7 +1,6 @@
 """The randomly shifted binary sawtooth: tokens independent given a uniform global shift y (Sec. 5.1)."""
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Iterator
 
@@ -10,6 +9,7 @@ from torch import Tensor
 
 from registry.interfaces import Dataset
 
+from ..seeds import stream_seed
 from .config import BinarySawtoothConfig
 
 __all__ = ["BinarySawtooth", "BinarySawtoothConfig"]
@@ -47,7 +47,7 @@ class BinarySawtooth(Dataset):
         """An endless stream of fresh batches, reproducible from ``(seed, split)``."""
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        generator = torch.Generator().manual_seed(_stream_seed(seed, split))
+        generator = torch.Generator().manual_seed(stream_seed("binsaw", seed, split))
         while True:
             yield self.sample(batch_size, generator)[0]
 
@@ -62,9 +62,3 @@ class BinarySawtooth(Dataset):
             return math.log(2.0)
         # H_b(p) = -p log p - (1-p) log(1-p) and both terms integrate to the same over [s, 1-s].
         return 2.0 * (_half_square_log(s) - _half_square_log(1.0 - s)) / (1.0 - 2.0 * s)
-
-
-def _stream_seed(seed: int, split: str) -> int:
-    """A 63-bit generator seed from ``(seed, split)``, stable across processes (unlike ``hash``)."""
-    digest = hashlib.sha256(f"binsaw:{seed}:{split}".encode()).digest()
-    return int.from_bytes(digest[:8], "little") >> 1

@@ -2,7 +2,6 @@
 as an endless seeded stream of shuffled batches."""
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -14,6 +13,7 @@ from torch import Tensor
 from registry.errors import InvalidConfigError, LaddError
 from registry.interfaces import Dataset
 
+from ..seeds import stream_seed
 from . import cache, packing
 from .config import TextDatasetConfig
 from .detokenizers import DETOKENIZERS
@@ -109,7 +109,7 @@ class TextDataset(Dataset):
         """An endless stream of ``LongTensor[batch_size, seq_len]``: rows in a fresh seeded order each epoch."""
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        generator = torch.Generator().manual_seed(_stream_seed(seed, split))
+        generator = torch.Generator().manual_seed(stream_seed("text", seed, split))
         if self.config.streaming:
             return self._streamed(self.split(split), split, batch_size, generator)
         rows = self.rows(split)
@@ -146,9 +146,3 @@ def shuffled_indices(n: int, batch_size: int, generator: torch.Generator) -> Ite
             buffer = torch.cat([buffer, torch.randperm(n, generator=generator)])
         yield buffer[:batch_size]
         buffer = buffer[batch_size:]
-
-
-def _stream_seed(seed: int, split: str) -> int:
-    """A 63-bit generator seed from ``(seed, split)``, stable across processes (unlike ``hash``)."""
-    digest = hashlib.sha256(f"text:{seed}:{split}".encode()).digest()
-    return int.from_bytes(digest[:8], "little") >> 1
