@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
-from .errors import InvalidConfigError
+from .errors import InvalidConfigError, did_you_mean
 
 KINDS: tuple[str, ...] = (
     "process",
@@ -85,6 +86,13 @@ class Component:
         """Instantiate the component from its config options plus host-provided context."""
         options = dict(options or {})
         if self.spec.config is not None:
+            known = [f.name for f in dataclasses.fields(self.spec.config)]
+            for key in options:
+                if key not in known:
+                    raise InvalidConfigError(
+                        f"{self.kind} {self.name!r} has no option {key!r}{did_you_mean(key, known)} "
+                        f"valid options: {', '.join(known)}"
+                    )
             try:
                 config = self.spec.config(**options)
             except (TypeError, ValueError) as error:

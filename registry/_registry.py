@@ -1,14 +1,13 @@
 """The component registry: lookup by (kind, name), clash detection, helpful errors."""
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from ._component import KINDS, Component
 from ._plugins import PluginFailure, PluginHost
-from .errors import ComponentClashError, UnknownComponentError
+from .errors import ComponentClashError, UnknownComponentError, did_you_mean
 
 
 class Registry:
@@ -37,7 +36,7 @@ class Registry:
         self.blocked = list(blocked)
 
     @classmethod
-    def from_host(cls, host: PluginHost) -> "Registry":
+    def from_host(cls, host: PluginHost) -> Registry:
         """Collect components from an already-loaded plugin host."""
         return cls(host.components(), host.failures, host.config_dirs(), host.blocked)
 
@@ -50,10 +49,8 @@ class Registry:
         table = self._table(kind)
         if name in table:
             return table[name]
-        close = difflib.get_close_matches(str(name), table, n=3, cutoff=0.5)
-        hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
         valid = ", ".join(sorted(table)) or "(none registered)"
-        raise UnknownComponentError(f"unknown {kind} {name!r}{hint} valid {kind} names: {valid}")
+        raise UnknownComponentError(f"unknown {kind} {name!r}{did_you_mean(name, table)} valid {kind} names: {valid}")
 
     def build(self, kind: str, name: str, options: dict[str, Any] | None = None, **context: Any) -> Any:
         """Instantiate a component by kind and name."""

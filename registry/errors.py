@@ -1,14 +1,17 @@
 """Errors shown to users as one clear message (the CLI prints them without a traceback)."""
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 __all__ = [
-    "LaddError",
-    "UnknownComponentError",
     "ComponentClashError",
-    "PluginLoadError",
     "IncompatibleComponentsError",
     "InvalidConfigError",
+    "LaddError",
     "MissingResourceError",
+    "PluginLoadError",
+    "UnknownComponentError",
 ]
 
 
@@ -38,3 +41,9 @@ class InvalidConfigError(LaddError, ValueError):
 
 class MissingResourceError(LaddError):
     """A model, tokenizer or data set that is not cached locally and cannot be downloaded (offline)."""
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """``"; did you mean 'a', 'b'?"`` for the choices closest to ``word``, or an empty string."""
+    close = difflib.get_close_matches(str(word), list(choices), n=3, cutoff=0.5)
+    return f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""

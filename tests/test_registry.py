@@ -9,7 +9,7 @@ import pytest
 from registry import ComponentSpec, Origin, Registry, hookimpl
 from registry._component import Component
 from registry._plugins import PluginHost
-from registry.errors import ComponentClashError, PluginLoadError, UnknownComponentError
+from registry.errors import ComponentClashError, InvalidConfigError, PluginLoadError, UnknownComponentError
 
 
 @dataclasses.dataclass
@@ -60,6 +60,13 @@ def test_unknown_name_lists_valid_names_and_closest_match():
         registry.get("backbone", "mmdt")
     message = str(info.value)
     assert "did you mean 'mmdit'" in message and "valid backbone names: dit, mlp, mmdit" in message
+
+
+def test_unknown_option_names_the_option_the_closest_match_and_every_valid_one():
+    component = Component(ComponentSpec("schedule", "s1", _make, _Options), Origin("p"))
+    with pytest.raises(InvalidConfigError) as info:
+        component.build({"widht": 5})
+    assert str(info.value) == "schedule 's1' has no option 'widht'; did you mean 'width'? valid options: width"
 
 
 def test_name_clash_names_both_plugins():
