@@ -55,6 +55,9 @@ class TrainConfig:
     log_every: int = 50
     checkpoint_every: int = 500  # steps between checkpoints (last.ckpt of the stage, written atomically)
     progress: bool = True
+    compile: bool = False  # torch.compile the denoising backbones in place (weights and checkpoints unchanged)
+    compile_mode: str | None = None  # torch.compile's mode, e.g. max-autotune
+    fused_adamw: bool | None = None  # None: fused on CUDA (not with 16-mixed, whose scaler it cannot serve)
 
 
 @dataclass

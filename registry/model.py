@@ -93,6 +93,12 @@ class DiffusionModel(nn.Module, DenoiserModel):
                 module.requires_grad_(False)
                 module.eval()
 
+    def compile_backbones(self, mode: str | None = None) -> None:
+        """``torch.compile`` the denoising backbones in place: parameter names, the EMA and checkpoints are unchanged."""
+        for backbone in (self.backbone, self.latent_backbone):
+            if backbone is not None:
+                backbone.compile(mode=mode)
+
     def train(self, mode: bool = True) -> DiffusionModel:
         super().train(mode)
         if self.encoder_frozen:

@@ -98,14 +98,24 @@ class LaddModule(L.LightningModule):
         names = list(terms)
         means = self.trainer.strategy.reduce(torch.stack([terms[k].detach() for k in names]), reduce_op="mean")
         self.last_terms = dict(zip(names, means))
+        self.log_dict({f"train/{k}": v for k, v in self.last_terms.items()}, prog_bar=True, on_step=True)
+        return terms["loss"]
+
+    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        # Checked here, once the backward pass is queued: reading the loss earlier would stall the GPU every step.
         if not torch.isfinite(self.last_terms["loss"]):
             bad = [name for name, value in self.last_terms.items() if name != "loss" and not torch.isfinite(value)]
             raise NonFiniteLossError(
                 f"non-finite loss at step {self.global_step}: offending term(s) {bad or ['loss']} "
                 f"({ {k: float(v) for k, v in self.last_terms.items()} }); the run stops rather than skip or zero it"
             )
-        self.log_dict({f"train/{k}": v for k, v in self.last_terms.items()}, prog_bar=True, on_step=True)
-        return terms["loss"]
+
+    def configure_gradient_clipping(self, optimizer: torch.optim.Optimizer, gradient_clip_val: Any = None, gradient_clip_algorithm: Any = None) -> None:
+        # ladd clips by itself: Lightning refuses to clip for fused optimizers. Under 16-mixed they unscale inside
+        # their step, so fused AdamW is not used there and the gradients seen here are unscaled in every case.
+        if self.train_cfg["grad_clip"] > 0:
+            params = [p for group in optimizer.param_groups for p in group["params"]]
+            torch.nn.utils.clip_grad_norm_(params, self.train_cfg["grad_clip"])
 
     def configure_optimizers(self) -> Any:
         cfg = self.train_cfg
@@ -115,10 +125,24 @@ class LaddModule(L.LightningModule):
             lr=cfg["lr"],
             betas=tuple(cfg["betas"]),
             weight_decay=cfg["weight_decay"],
+            fused=_fused_adamw(cfg, params[0].device, _precision(cfg["precision"])),
         )
         warmup = max(1, int(cfg["warmup_steps"]))
         schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / warmup))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+
+
+def _fused_adamw(cfg: dict[str, Any], device: torch.device, precision: str) -> bool:
+    """Whether AdamW runs fused: ``train.fused_adamw``, or on CUDA when unset; never with 16-mixed's gradient scaler."""
+    wanted = cfg["fused_adamw"]
+    if precision == "16-mixed":
+        if wanted:
+            raise InvalidConfigError(
+                "train.fused_adamw=true with precision 16-mixed: the fused step unscales gradients itself, after "
+                "ladd has clipped them; use bf16-mixed or train.fused_adamw=false"
+            )
+        return False
+    return device.type == "cuda" if wanted is None else bool(wanted)
 
 
 def _precision(requested: str) -> str:
@@ -204,6 +228,8 @@ def train(cfg: Any, run_dir: str | Path, registry: Registry) -> Experiment:
     experiment = build_experiment(plain, registry)
     if main:
         (run_dir / COMPONENTS_FILE).write_text(json.dumps(experiment.origins(), indent=2))
+    if train_cfg["compile"]:
+        experiment.model.compile_backbones(train_cfg["compile_mode"])
     module = LaddModule(experiment.model, train_cfg, plain["seed"])
     for index, stage in enumerate(train_cfg["stages"], start=1):
         if stage["freeze_encoder"]:
@@ -221,7 +247,6 @@ def train(cfg: Any, run_dir: str | Path, registry: Registry) -> Experiment:
             **hardware.trainer_arguments(),
             max_steps=_stage_steps(plain, stage),
             max_time=None if stage.get("max_minutes") is None else timedelta(minutes=stage["max_minutes"]),
-            gradient_clip_val=train_cfg["grad_clip"],
             callbacks=[
                 WeightAveraging(multi_avg_fn=get_ema_multi_avg_fn(train_cfg["ema_decay"]), use_buffers=False),
                 ModelCheckpoint(dirpath=stage_dir, save_last=True, save_top_k=0, every_n_train_steps=train_cfg["checkpoint_every"]),

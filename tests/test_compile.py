@@ -1,0 +1,85 @@
+"""Training speed paths on CPU: the objective compiles without graph breaks, fused AdamW clips like the plain one,
+and ``train.compile`` trains the same model as eager."""
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import TINY
+from safetensors.torch import load_file
+
+import registry
+from registry.assembly import build_experiment
+from registry.config import compose, to_plain
+from registry.errors import InvalidConfigError
+from registry.training import WEIGHTS_FILE, _fused_adamw, train
+
+SMALL = ["backbone.hidden=32", "backbone.layers=1"]
+
+
+@pytest.fixture(scope="module")
+def reg():
+    return registry.load()
+
+
+def _model(reg, experiment: str):
+    cfg = to_plain(compose([f"experiment={experiment}", *TINY, *SMALL], reg))
+    torch.manual_seed(cfg["seed"])  # as training does before building: the initial weights of its run
+    return build_experiment(cfg, reg).model.train()
+
+
+@pytest.mark.parametrize("experiment", ["binsaw/mdlm_cpu", "binsaw/coladd_joint_cpu", "binsaw/coladd_seq_cpu", "binsaw/ar_cpu"])
+def test_whole_objective_traces_as_one_graph(reg, experiment):
+    model = _model(reg, experiment)
+    x0 = torch.randint(2, (8, 16))
+    explained = torch._dynamo.explain(lambda x: model.loss(x)["loss"])(x0)
+    assert explained.graph_break_count == 0, [str(b.reason)[:200] for b in explained.break_reasons]
+    assert explained.graph_count == 1
+
+
+def test_discrete_latent_backbone_traces_as_one_graph(reg):
+    # The VQ library branches on data (code expiry), so only the backbones are compiled (train.compile).
+    model = _model(reg, "binsaw/diladd_joint_cpu")
+    x0 = torch.randint(2, (8, 16))
+    code = model.latent.encode(model.encoder(x0))
+    tau = torch.rand(8)
+    y_t = model.latent.corrupt(code.y0, tau)
+    explained = torch._dynamo.explain(lambda x, y, t: model.predict(x, t, y, t).tokens.sum())(model.process.corrupt(x0, tau), y_t, tau)
+    assert explained.graph_break_count == 0, [str(b.reason)[:200] for b in explained.break_reasons]
+
+
+def _train_weights(reg, tmp_path, name: str, *overrides: str) -> dict[str, torch.Tensor]:
+    run = tmp_path / name
+    train(compose(["experiment=binsaw/mdlm_cpu", *TINY, *SMALL, "train.stages=[{steps:4}]", "train.warmup_steps=1", "train.lr=0.01", "train.ema_decay=0", *overrides], reg), run, reg)
+    return load_file(run / WEIGHTS_FILE)
+
+
+def test_fused_adamw_with_clipping_matches_the_plain_optimiser(reg, tmp_path):
+    start = {k: v.clone() for k, v in _model(reg, "binsaw/mdlm_cpu").state_dict().items()}
+    plain = _train_weights(reg, tmp_path, "plain", "train.fused_adamw=false", "train.grad_clip=0.01")
+    fused = _train_weights(reg, tmp_path, "fused", "train.fused_adamw=true", "train.grad_clip=0.01")
+    unclipped = _train_weights(reg, tmp_path, "unclipped", "train.fused_adamw=true", "train.grad_clip=0")
+    key = "backbone.trunk.blocks.0.qkv.weight"
+    assert (plain[key] - start[key]).abs().max() > 1e-3  # the steps moved the weights
+    for k in plain:
+        torch.testing.assert_close(fused[k], plain[k], rtol=1e-5, atol=1e-6)
+    # A clip at 0.01 is active (Adam's update is not scale-free because of its epsilon and weight decay here).
+    assert max((unclipped[k] - fused[k]).abs().max() for k in fused) > 1e-4
+
+
+def test_fused_adamw_choice():
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert _fused_adamw({"fused_adamw": None}, cuda, "bf16-mixed")
+    assert not _fused_adamw({"fused_adamw": None}, cpu, "32-true")
+    assert _fused_adamw({"fused_adamw": True}, cpu, "32-true")
+    assert not _fused_adamw({"fused_adamw": None}, cuda, "16-mixed")
+    with pytest.raises(InvalidConfigError, match="16-mixed"):
+        _fused_adamw({"fused_adamw": True}, cuda, "16-mixed")
+
+
+def test_compiled_training_matches_eager(reg, tmp_path):
+    # Without dropout no random draw happens inside the compiled backbone, so both runs see the same noise.
+    eager = _train_weights(reg, tmp_path, "eager", "backbone.dropout=0")
+    compiled = _train_weights(reg, tmp_path, "compiled", "backbone.dropout=0", "train.compile=true")
+    assert compiled.keys() == eager.keys()
+    for k in eager:
+        torch.testing.assert_close(compiled[k], eager[k], rtol=1e-4, atol=1e-5)
