@@ -1,12 +1,14 @@
-"""Training throughput, MFU and sampling latency of the LM1B-size backbones (issue: speed).
+"""Training throughput, MFU and sampling latency of the LM1B-size backbones.
 
     python bench/speed.py --out bench/results            # on a GPU: the paper's sizes, bf16
     python bench/speed.py --tiny --out /tmp/speed         # on a CPU: tiny sizes, to check the script
 
-Prints a table and writes one JSON file per section. Every figure has its baseline measured in the
-same run: eager against torch.compile for training, the plain ancestral path against the exact fast
-path for sampling, a bf16 matmul for the MFU denominator, and the frozen encoder (Qwen3-Embedding-0.6B's
-shape, random weights) computed every step against the precomputed-latent cache.
+Prints a table and writes one JSON file per section. A training step is the one ``ladd train`` takes
+(the model's objective with its chunked cross-entropy, clipping, fused AdamW; ``train.compile`` compiles
+the backbones the same way). Every figure has its baseline measured in the same run: eager against
+torch.compile for training, the plain ancestral path against the exact fast path for sampling, a bf16
+matmul for the MFU denominator, and the frozen encoder (Qwen3-Embedding-0.6B's shape, random weights)
+computed every step against the precomputed-latent cache.
 """
 from __future__ import annotations
 
@@ -48,8 +50,8 @@ def matmul_peak(device: torch.device, tiny: bool) -> float:
     return 2 * n**3 / timed(lambda: a @ b, device, 5 if tiny else 20)
 
 
-def build(kind: str, size: dict, reg: registry.Registry, device: torch.device) -> DiffusionModel:
-    """A model with random weights: MDLM (DiT), Co-LADD-M or Di-LADD-M (MM-DiT)."""
+def build(kind: str, size: dict, reg: registry.Registry, device: torch.device, encoder: torch.nn.Module | None = None) -> DiffusionModel:
+    """A model with random weights: MDLM (DiT), Co-LADD-M or Di-LADD-M (MM-DiT, fed by ``encoder`` when training)."""
     hidden, layers, heads, cond = size["mdlm" if kind == "mdlm" else "ladd"]
     schedule = reg.build("schedule", "linear")
     process = reg.build("process", "masked", {}, schedule=schedule, vocab_size=size["vocab"])
@@ -60,7 +62,7 @@ def build(kind: str, size: dict, reg: registry.Registry, device: torch.device) -
         latent = reg.build("latent", "continuous" if kind == "coladd" else "discrete", options, schedule=reg.build("schedule", "vp_sqrt" if kind == "coladd" else "linear"))
     channels = Channels(size["vocab"], size["seq"], latent if latent.length else None)
     backbone = reg.build("backbone", "dit" if kind == "mdlm" else "mmdit", {"hidden": hidden, "layers": layers, "heads": heads, "cond_dim": cond}, channels=channels)
-    return DiffusionModel(process, latent, backbone, size["vocab"], size["seq"], Objective()).to(device)
+    return DiffusionModel(process, latent, backbone, size["vocab"], size["seq"], Objective(), encoder=encoder).to(device)
 
 
 def forward_flops(model: DiffusionModel) -> float:
@@ -69,23 +71,25 @@ def forward_flops(model: DiffusionModel) -> float:
     return 2 * (transformer_macs(shape) + head_macs(shape))
 
 
-def train_section(kind: str, size: dict, reg, device, peak: float, compile_model: bool, tiny: bool) -> dict:
-    model = build(kind, size, reg, device).train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device.type == "cuda")
-    step_model = torch.compile(model.backbone) if compile_model else model.backbone
-    x0 = torch.randint(size["vocab"], (size["batch"], size["seq"]), device=device)
-    y0 = model.latent.null(size["batch"], device) if model.has_latent else None
+def train_section(kind: str, size: dict, reg, device, peak: float, compile_model: bool, tiny: bool, encoder=None) -> dict:
+    """One optimisation step as ``ladd train`` takes it: the model's objective in bf16, clipping, fused AdamW.
+
+    LADD's frozen encoder serves its features from the latent cache (its own cost is the encoder section's).
+    """
+    model = build(kind, size, reg, device, encoder).train()
+    if encoder is not None:
+        model.freeze_encoder()  # as in the text presets: one stage with the frozen pretrained encoder
+    if compile_model:
+        model.compile_backbones()
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=1e-4, fused=device.type == "cuda")
+    x0 = torch.randint(size["vocab"] - 1, (size["batch"], size["seq"]), device=device)
 
     def step() -> None:
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
-            tau = torch.rand(size["batch"], device=device)
-            x_t = model.process.corrupt(x0, tau)
-            y_t = model.latent.corrupt(y0, tau) if y0 is not None else None
-            out = step_model(x_t, tau, None if y_t is None else model.latent.backbone_input(y_t), tau if y_t is not None else None)
-            loss = model.process.loss(out.tokens, x0, x_t, tau).mean()
-            if y_t is not None:
-                loss = loss + model.latent.loss(out.latent, y0, y_t, tau).mean()
+            loss = model.loss(x0)["loss"]
         loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
@@ -120,26 +124,36 @@ ENCODERS = {  # Qwen3-Embedding-0.6B's shape with random weights (no download), 
 }
 
 
-def encoder_section(size: dict, device: torch.device, folder: Path, tiny: bool) -> list[dict]:
-    """Frozen-encoder seconds per training batch: computed every step, and served by the latent cache."""
+def encoder_assets(size: dict, folder: Path, tiny: bool) -> Path:
+    """A Qwen3 model of the chosen shape with random weights and a word-level tokenizer over its vocabulary."""
     from tokenizers import Tokenizer, models
     from transformers import AutoModel, PreTrainedTokenizerFast, Qwen3Config
 
+    vocab = size["vocab"] - 1
+    config = Qwen3Config(vocab_size=vocab, max_position_embeddings=4096, **ENCODERS["tiny" if tiny else "full"])
+    AutoModel.from_config(config).save_pretrained(folder)
+    words = Tokenizer(models.WordLevel({f"w{i}": i for i in range(vocab)}, unk_token="w0"))
+    PreTrainedTokenizerFast(tokenizer_object=words, unk_token="w0", pad_token="w0").save_pretrained(folder)
+    return folder
+
+
+def frozen_encoder(assets: Path, size: dict, cache: Path | None) -> torch.nn.Module:
+    """The pretrained-encoder component on ``assets``, with or without the latent cache."""
     from ladd_plugins.encoders.config import PretrainedEncoderConfig
     from ladd_plugins.encoders.pretrained import PretrainedEncoder
 
-    vocab = size["vocab"] - 1
-    config = Qwen3Config(vocab_size=vocab, max_position_embeddings=4096, **ENCODERS["tiny" if tiny else "full"])
-    AutoModel.from_config(config).save_pretrained(folder / "encoder")
-    words = Tokenizer(models.WordLevel({f"w{i}": i for i in range(vocab)}, unk_token="w0"))
-    PreTrainedTokenizerFast(tokenizer_object=words, unk_token="w0", pad_token="w0").save_pretrained(folder / "encoder")
-    x0 = torch.randint(vocab, (size["batch"], size["seq"]), device=device)
+    options = PretrainedEncoderConfig(model=str(assets), length=size["m"], width=32, cache_dir=None if cache is None else str(cache))
+    return PretrainedEncoder(options, vocab_size=size["vocab"] - 1, seq_len=size["seq"])
+
+
+def encoder_section(size: dict, device: torch.device, assets: Path, cache: Path, tiny: bool) -> list[dict]:
+    """Frozen-encoder seconds per training batch: computed every step, and served by the latent cache."""
+    x0 = torch.randint(size["vocab"] - 1, (size["batch"], size["seq"]), device=device)
     rows = []
-    for cache in (None, str(folder / "latents")):
-        options = PretrainedEncoderConfig(model=str(folder / "encoder"), length=size["m"], width=32, cache_dir=cache)
-        encoder = PretrainedEncoder(options, vocab_size=vocab, seq_len=size["seq"])
+    for cache_dir in (None, cache):
+        encoder = frozen_encoder(assets, size, cache_dir)
         seconds = timed(lambda: encoder(x0), device, 3 if tiny else 20)  # the warm-up call fills the cache
-        rows.append({"cache": cache is not None, "ms_per_batch": 1000 * seconds, "batch": size["batch"]})
+        rows.append({"cache": cache_dir is not None, "ms_per_batch": 1000 * seconds, "batch": size["batch"]})
     return rows
 
 
@@ -156,16 +170,21 @@ def main() -> None:
     card = torch.cuda.get_device_name() if device.type == "cuda" else "cpu"
     peak = matmul_peak(device, args.tiny)
     compile_options = (False, True) if device.type == "cuda" else (False,)
-    training = [train_section(k, size, reg, device, peak, c, args.tiny) for k in ("mdlm", "coladd") for c in compile_options]
+    assets, cache = encoder_assets(size, out / "encoder_assets", args.tiny), out / "encoder_assets" / "latents"
+    training = [
+        train_section(k, size, reg, device, peak, c, args.tiny, None if k == "mdlm" else frozen_encoder(assets, size, cache))
+        for k in ("mdlm", "coladd") for c in compile_options
+    ]
     sampling = [r for k in ("mdlm", "coladd", "diladd") for r in sample_section(k, size, reg, device, [int(s) for s in args.steps.split(",")], args.tiny)]
-    encoder = encoder_section(size, device, out / "encoder_assets", args.tiny)
+    encoder = encoder_section(size, device, assets, cache, args.tiny)
     meta = {"card": card, "date": time.strftime("%Y-%m-%d"), "matmul_tflops": peak / 1e12, "sizes": size}
     (out / "training.json").write_text(json.dumps({**meta, "rows": training}, indent=2))
     (out / "sampling.json").write_text(json.dumps({**meta, "rows": sampling}, indent=2))
     (out / "encoder.json").write_text(json.dumps({**meta, "rows": encoder}, indent=2))
     print(f"{card}, measured matmul rate {peak / 1e12:.1f} TFLOP/s")
     for r in training:
-        print(f"train {r['model']:<7} compile={r['compile']!s:<5} {r['tokens_per_s']:>10.0f} tok/s  MFU {100 * r['mfu']:5.1f}%")
+        memory = "" if r["peak_memory_gib"] is None else f"  peak {r['peak_memory_gib']:.1f} GiB"
+        print(f"train {r['model']:<7} compile={r['compile']!s:<5} {r['tokens_per_s']:>10.0f} tok/s  MFU {100 * r['mfu']:5.1f}%{memory}")
     for r in sampling:
         print(f"sample {r['model']:<7} steps={r['steps']:<4} {'fast ' if r['fast'] else 'plain'} {r['ms_per_sample']:8.2f} ms/sample")
     for r in encoder:
