@@ -1,7 +1,8 @@
 """Training throughput, MFU and sampling latency of the LM1B-size backbones.
 
     python bench/speed.py --out bench/results            # on a GPU: the paper's sizes, bf16
-    python bench/speed.py --tiny --out /tmp/speed         # on a CPU: tiny sizes, to check the script
+    python bench/speed.py --size cpu --out /tmp/speed     # on a CPU: Qwen3's vocabulary, a small network
+    python bench/speed.py --size tiny --out /tmp/speed    # anywhere: tiny sizes, to check the script
 
 Prints a table and writes one JSON file per section. A training step is the one ``ladd train`` takes
 (the model's objective with its chunked cross-entropy, clipping, fused AdamW; ``train.compile`` compiles
@@ -26,6 +27,7 @@ from registry.model import DiffusionModel, Objective
 
 SIZES = {  # paper Table model_sizes_and_configs; the vocabulary is Qwen3's with the mask
     "full": {"vocab": 151_670, "seq": 128, "batch": 64, "mdlm": (1024, 13, 16, 256), "ladd": (768, 12, 12, 128), "m": 32},
+    "cpu": {"vocab": 151_670, "seq": 128, "batch": 4, "mdlm": (256, 2, 4, 128), "ladd": (256, 2, 4, 128), "m": 32},
     "tiny": {"vocab": 1000, "seq": 32, "batch": 8, "mdlm": (64, 2, 4, 32), "ladd": (64, 2, 4, 32), "m": 4},
 }
 
@@ -71,12 +73,15 @@ def forward_flops(model: DiffusionModel) -> float:
     return 2 * (transformer_macs(shape) + head_macs(shape))
 
 
-def train_section(kind: str, size: dict, reg, device, peak: float, compile_model: bool, tiny: bool, encoder=None) -> dict:
+def train_section(kind: str, size: dict, reg, device, peak: float, compile_model: bool, rows_only: bool, tiny: bool, encoder=None) -> dict:
     """One optimisation step as ``ladd train`` takes it: the model's objective in bf16, clipping, fused AdamW.
 
+    ``rows_only``: the output head at the masked positions only (``objective.head_on_loss_rows``); MFU counts
+    the FLOPs of the head at every position either way, so it compares throughput, not work done.
     LADD's frozen encoder serves its features from the latent cache (its own cost is the encoder section's).
     """
     model = build(kind, size, reg, device, encoder).train()
+    model.objective.head_on_loss_rows = rows_only
     if encoder is not None:
         model.freeze_encoder()  # as in the text presets: one stage with the frozen pretrained encoder
     if compile_model:
@@ -98,7 +103,7 @@ def train_section(kind: str, size: dict, reg, device, peak: float, compile_model
     seconds = timed(step, device, 3 if tiny else 20)
     flops = 3 * forward_flops(model) * size["batch"]
     return {
-        "model": kind, "compile": compile_model, "tokens_per_s": size["batch"] * size["seq"] / seconds,
+        "model": kind, "compile": compile_model, "head_rows": "masked" if rows_only else "all", "tokens_per_s": size["batch"] * size["seq"] / seconds,
         "mfu": flops / seconds / peak, "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30 if device.type == "cuda" else None,
     }
 
@@ -159,24 +164,25 @@ def encoder_section(size: dict, device: torch.device, assets: Path, cache: Path,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tiny", action="store_true")
+    parser.add_argument("--size", choices=sorted(SIZES), default="full")
     parser.add_argument("--out", default="bench/results")
     parser.add_argument("--steps", default="1,2,4,8,16,32,64,128")
     args = parser.parse_args()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    size, reg = SIZES["tiny" if args.tiny else "full"], registry.load()
+    size, reg, tiny = SIZES[args.size], registry.load(), args.size != "full"
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     card = torch.cuda.get_device_name() if device.type == "cuda" else "cpu"
-    peak = matmul_peak(device, args.tiny)
-    compile_options = (False, True) if device.type == "cuda" else (False,)
-    assets, cache = encoder_assets(size, out / "encoder_assets", args.tiny), out / "encoder_assets" / "latents"
+    peak = matmul_peak(device, tiny)
+    # (compile, head at the masked rows only): compiling is only worth timing on a GPU
+    variants = ((False, False), (True, False), (True, True)) if device.type == "cuda" else ((False, False), (False, True))
+    assets, cache = encoder_assets(size, out / "encoder_assets", tiny), out / "encoder_assets" / "latents"
     training = [
-        train_section(k, size, reg, device, peak, c, args.tiny, None if k == "mdlm" else frozen_encoder(assets, size, cache))
-        for k in ("mdlm", "coladd") for c in compile_options
+        train_section(k, size, reg, device, peak, c, rows, tiny, None if k == "mdlm" else frozen_encoder(assets, size, cache))
+        for k in ("mdlm", "coladd") for c, rows in variants
     ]
-    sampling = [r for k in ("mdlm", "coladd", "diladd") for r in sample_section(k, size, reg, device, [int(s) for s in args.steps.split(",")], args.tiny)]
-    encoder = encoder_section(size, device, assets, cache, args.tiny)
+    sampling = [r for k in ("mdlm", "coladd", "diladd") for r in sample_section(k, size, reg, device, [int(s) for s in args.steps.split(",")], tiny)]
+    encoder = encoder_section(size, device, assets, cache, tiny)
     meta = {"card": card, "date": time.strftime("%Y-%m-%d"), "matmul_tflops": peak / 1e12, "sizes": size}
     (out / "training.json").write_text(json.dumps({**meta, "rows": training}, indent=2))
     (out / "sampling.json").write_text(json.dumps({**meta, "rows": sampling}, indent=2))
@@ -184,7 +190,7 @@ def main() -> None:
     print(f"{card}, measured matmul rate {peak / 1e12:.1f} TFLOP/s")
     for r in training:
         memory = "" if r["peak_memory_gib"] is None else f"  peak {r['peak_memory_gib']:.1f} GiB"
-        print(f"train {r['model']:<7} compile={r['compile']!s:<5} {r['tokens_per_s']:>10.0f} tok/s  MFU {100 * r['mfu']:5.1f}%{memory}")
+        print(f"train {r['model']:<7} compile={r['compile']!s:<5} head={r['head_rows']:<6} {r['tokens_per_s']:>10.0f} tok/s  MFU {100 * r['mfu']:5.1f}%{memory}")
     for r in sampling:
         print(f"sample {r['model']:<7} steps={r['steps']:<4} {'fast ' if r['fast'] else 'plain'} {r['ms_per_sample']:8.2f} ms/sample")
     for r in encoder:

@@ -76,6 +76,14 @@ class Process(ABC):
     def step(self, x_t: Tensor, prediction: Tensor, tau_t: Tensor, tau_s: Tensor, generator: torch.Generator | None = None) -> Tensor:
         """One reverse step from time ``tau_t`` to ``tau_s < tau_t`` given the prediction at ``tau_t``."""
 
+    def loss_rows(self, x_t: Tensor) -> Tensor | None:
+        """Positions where ``loss`` can be nonzero (bool ``[B, S]``), or None for every position.
+
+        When not None, ``loss`` also accepts the prediction at those rows only (``[N, ...]`` in row-major
+        order), and ``objective.head_on_loss_rows`` applies the output head only there.
+        """
+        return None
+
     def guide(self, conditional: Tensor, unconditional: Tensor, scale: float) -> Tensor:
         """Classifier-free guidance of two predictions (scale 1 returns the conditional one)."""
         return unconditional + scale * (conditional - unconditional)

@@ -33,6 +33,9 @@ class Objective:
     latent_time: str = "tied"
     # noise draws per clean latent for a separate latent denoiser: more latent training at almost no cost
     latent_repeats: int = 1
+    # output head only where the token loss can be nonzero (masked positions): the same loss, fewer FLOPs
+    # with a large vocabulary, at the price of data-dependent shapes (one host sync per step)
+    head_on_loss_rows: bool = False
 
     def __post_init__(self) -> None:
         if self.latent_time not in LATENT_TIMES:
@@ -133,8 +136,7 @@ class DiffusionModel(nn.Module, DenoiserModel):
         x0, tau_x = take(shard, x0), take(shard, tau_all)
         if not self.has_latent:
             with own_noise(shard, device):
-                logits = self.backbone(x_t, tau_x, None, None).tokens
-            token = self.process.loss(logits, x0, x_t, tau_x).mean()
+                token = self._token_loss(x0, x_t, tau_x, None, None)[0].mean()
             return {"loss": token, "token": token}
 
         with own_noise(shard, device):
@@ -145,11 +147,11 @@ class DiffusionModel(nn.Module, DenoiserModel):
             y0 = _where_batch(dropped, self.latent.null(y0.shape[0], device).to(y0.dtype), y0)
         tau_y, y_t = self._token_side_latent(y0, tau_all, generator, shard)
         with own_noise(shard, device):
-            out = self.backbone(x_t, tau_x, self.latent.backbone_input(y_t, code), tau_y)
-        terms = {"token": self.process.loss(out.tokens, x0, x_t, tau_x).mean()}
+            token, latent_prediction = self._token_loss(x0, x_t, tau_x, self.latent.backbone_input(y_t, code), tau_y)
+        terms = {"token": token.mean()}
         total = terms["token"]
         if self.objective.lambda_latent > 0:
-            terms["latent"] = self._latent_loss(y0, y_t, tau_y, out.latent, code, generator, shard)
+            terms["latent"] = self._latent_loss(y0, y_t, tau_y, latent_prediction, code, generator, shard)
             total = total + self.objective.lambda_latent * terms["latent"]
         if code.aux_loss is not None and code.aux_loss.requires_grad:
             terms["aux"] = code.aux_loss
@@ -163,13 +165,22 @@ class DiffusionModel(nn.Module, DenoiserModel):
         tau_x = draw_times(batch, self.process.horizon, generator, device)
         x_t = self.process.corrupt(x0, tau_x, generator)
         if not self.has_latent:
-            return self.process.loss(self.backbone(x_t, tau_x, None, None).tokens, x0, x_t, tau_x)
+            return self._token_loss(x0, x_t, tau_x, None, None)[0]
         y0 = self.latent.encode(self.encoder(x0)).y0
         if clean_latent:
             tau_y, y_t = torch.zeros_like(tau_x), y0
         else:
             tau_y, y_t = tau_x, self.latent.corrupt(y0, tau_x, generator)
-        return self.process.loss(self.predict(x_t, tau_x, y_t, tau_y).tokens, x0, x_t, tau_x)
+        return self._token_loss(x0, x_t, tau_x, self.latent.backbone_input(y_t), tau_y)[0]
+
+    def _token_loss(self, x0: Tensor, x_t: Tensor, tau_x: Tensor, y_in: Tensor | None, tau_y: Tensor | None) -> tuple[Tensor, Tensor | None]:
+        """Per-sample token loss and the backbone's latent prediction (the head applied at the loss rows only if asked)."""
+        rows = self.process.loss_rows(x_t) if self.objective.head_on_loss_rows else None
+        if rows is None:
+            out = self.backbone(x_t, tau_x, y_in, tau_y)
+        else:
+            out = self.backbone.forward_rows(x_t, tau_x, y_in, tau_y, rows)
+        return self.process.loss(out.tokens, x0, x_t, tau_x), out.latent
 
     def _token_side_latent(self, y0: Tensor, tau_all: Tensor, generator: torch.Generator | None, shard: Shard | None) -> tuple[Tensor, Tensor]:
         mode = self.objective.latent_time

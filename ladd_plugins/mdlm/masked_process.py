@@ -55,12 +55,18 @@ class MaskedProcess(RevealingProcess):
         return (self.horizon * (self._gbar(previous) - gbar) / denominator).to(tau.dtype)
 
     def loss(self, prediction: Tensor, x0: Tensor, x_t: Tensor, tau: Tensor) -> Tensor:
-        """Weighted cross-entropy of the real-token logits ``[B, S, K]`` at the masked positions."""
-        # ignore_index keeps the logits un-copied: unmasked positions contribute exactly 0
-        target = torch.where(x_t == self.mask, x0, -100)
-        ce = cross_entropy(prediction.flatten(0, -2), target.flatten())
-        per_sample = ce.view(x0.shape[0], -1).float().mean(dim=1)
-        return per_sample * self.weight(tau).float()
+        """Weighted cross-entropy at the masked positions of real-token logits ``[B, S, K]``, or ``[N, K]`` at those positions only."""
+        masked = self.loss_rows(x_t)
+        if prediction.dim() == 2:
+            ce = torch.zeros(x0.shape, dtype=torch.float32, device=x0.device).masked_scatter(masked, cross_entropy(prediction, x0[masked]))
+        else:
+            # ignore_index keeps the logits un-copied: unmasked positions contribute exactly 0
+            ce = cross_entropy(prediction.flatten(0, -2), torch.where(masked, x0, -100).flatten()).view(x0.shape)
+        return ce.mean(dim=1) * self.weight(tau).float()
+
+    def loss_rows(self, x_t: Tensor) -> Tensor:
+        """The masked positions: elsewhere SUBS fixes the prediction and the loss is 0."""
+        return x_t == self.mask
 
     def reveal_probability(self, tau_t: Tensor, tau_s: Tensor) -> Tensor:
         """Probability that a position masked at ``tau_t`` is revealed at ``tau_s``: ``(gbar_s - gbar_t) / (1 - gbar_t)``."""
