@@ -7,6 +7,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
 from .errors import InvalidConfigError, did_you_mean
 
 KINDS: tuple[str, ...] = (
@@ -94,7 +97,12 @@ class Component:
                         f"valid options: {', '.join(known)}"
                     )
             try:
-                config = self.spec.config(**options)
+                # the same type checks and conversions as a Hydra config, for options given from Python
+                config = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(self.spec.config), options))
+            except OmegaConfBaseException as error:
+                key = getattr(error, "full_key", None)
+                where = f"option {key!r} of " if key else "options for "
+                raise InvalidConfigError(f"invalid {where}{self.kind} {self.name!r}: {str(error).splitlines()[0]}") from None
             except (TypeError, ValueError) as error:
                 raise InvalidConfigError(f"invalid options for {self.kind} {self.name!r}: {error}") from None
             return self.factory()(config, **context)

@@ -69,6 +69,14 @@ def test_unknown_option_names_the_option_the_closest_match_and_every_valid_one()
     assert str(info.value) == "schedule 's1' has no option 'widht'; did you mean 'width'? valid options: width"
 
 
+def test_options_from_python_are_type_checked_and_converted_as_in_a_config():
+    component = Component(ComponentSpec("schedule", "s1", _make, _Options), Origin("p"))
+    with pytest.raises(InvalidConfigError) as info:
+        component.build({"width": "wide"})
+    assert str(info.value).startswith("invalid option 'width' of schedule 's1': Value 'wide' of type 'str' could not be converted to Integer")
+    assert component.build({"width": "7"}) == ("built", 7, {})
+
+
 def test_name_clash_names_both_plugins():
     first = Component(ComponentSpec("schedule", "linear", _make), Origin("builtin", "ladd"))
     second = Component(ComponentSpec("schedule", "linear", _make), Origin("other", "other-dist"))
