@@ -180,6 +180,18 @@ def test_a_single_document_is_split_by_characters(tmp_path):
     assert source.documents(SplitSpec.parse("train[90%:]"))[0] == ["y" * 10]
 
 
+def test_hub_sources_read_and_key_the_pinned_revision(monkeypatch):
+    import datasets
+
+    calls = []
+    monkeypatch.setattr(datasets, "load_dataset", lambda *args, **kwargs: calls.append((args, kwargs)) or [])
+    pinned = TextDataset(TextDatasetConfig(source="ptb", tokenizer="gpt2-bpe", revision="abc123"))
+    pinned.source._load("train", streaming=False)
+    assert calls == [(("ptb-text-only/ptb_text_only", None), {"split": "train", "streaming": False, "revision": "abc123"})]
+    floating = TextDataset(TextDatasetConfig(source="ptb", tokenizer="gpt2-bpe"))
+    assert pinned.fingerprint("train") != floating.fingerprint("train")
+
+
 def test_known_sources_set_their_splits_and_detokeniser():
     ptb_set = TextDataset(TextDatasetConfig(source="ptb", tokenizer="gpt2-bpe"))
     assert ptb_set.detokenizer == "ptb" and ptb_set.source.text_field == "sentence"

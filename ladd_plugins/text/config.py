@@ -26,6 +26,7 @@ class TextDatasetConfig:
 
     source: str = "shakespeare"
     subset: str | None = None  # the Hugging Face configuration (e.g. wikitext-103-raw-v1); known sources set theirs
+    revision: str | None = None  # Hugging Face sources: a commit, tag or branch; pin it so the token cache follows the data
     split_map: dict[str, str] = field(default_factory=dict)  # overrides the source's defaults, key by key
     text_field: str | None = None  # None: the known source's field, else "text"
     tokenizer: str = "gpt2-bpe"  # "gpt2-bpe" (offline GPT-2 BPE), "text8" (characters), or a HF name or folder

@@ -197,8 +197,10 @@ class HubDataset(Source):
 
     streams = True
 
-    def __init__(self, path: str, subset: str | None, text_field: str, label: str, known: KnownSource | None = None) -> None:
-        self.path, self.subset, self.text_field, self.label = path, subset, text_field, label
+    def __init__(
+        self, path: str, subset: str | None, text_field: str, label: str, known: KnownSource | None = None, revision: str | None = None
+    ) -> None:
+        self.path, self.subset, self.text_field, self.label, self.revision = path, subset, text_field, label, revision
         self.splits = dict(known.splits) if known else dict(_STANDARD)
         self.detokenizer = known.detokenizer if known else None
 
@@ -206,7 +208,7 @@ class HubDataset(Source):
         import datasets
 
         try:
-            return datasets.load_dataset(self.path, self.subset, split=split, streaming=streaming)
+            return datasets.load_dataset(self.path, self.subset, split=split, streaming=streaming, revision=self.revision)
         except OSError as error:  # ConnectionError when offline or unreachable, FileNotFoundError when unknown
             checked = f"{hub_cache()} and {datasets.config.HF_DATASETS_CACHE}"
             raise unavailable("dataset", self._name(), error, "dataset.source (a .txt, .jsonl or .parquet path)", checked) from None
@@ -252,7 +254,7 @@ class HubDataset(Source):
         return info.num_examples
 
     def fingerprint(self, split: SplitSpec) -> dict[str, Any]:
-        return {"dataset": self.path, "subset": self.subset, "text_field": self.text_field, "split": str(split)}
+        return {"dataset": self.path, "subset": self.subset, "revision": self.revision, "text_field": self.text_field, "split": str(split)}
 
 
 def open_source(config: TextDatasetConfig) -> Source:
@@ -261,15 +263,15 @@ def open_source(config: TextDatasetConfig) -> Source:
     field_ = config.text_field or "text"
     if spec in KNOWN:
         known = KNOWN[spec]
-        return HubDataset(known.path, config.subset or known.subset, config.text_field or known.text_field, spec, known)
+        return HubDataset(known.path, config.subset or known.subset, config.text_field or known.text_field, spec, known, config.revision)
     if spec in SHIPPED:
         return LocalFiles([SHIPPED[spec]], field_, config.txt_documents, spec)
     if spec.startswith("hf:"):
-        return HubDataset(spec[3:], config.subset, field_, _safe(spec[3:]))
+        return HubDataset(spec[3:], config.subset, field_, _safe(spec[3:]), revision=config.revision)
     paths = local_paths(spec)
     if paths is not None:
         return LocalFiles(paths, field_, config.txt_documents, _safe(Path(spec).stem or "files"))
-    return HubDataset(spec, config.subset, field_, _safe(spec))
+    return HubDataset(spec, config.subset, field_, _safe(spec), revision=config.revision)
 
 
 def local_paths(spec: str) -> list[Path] | None:
