@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 import registry
+from registry.evaluation import inference_precision
 from registry.flops import head_macs, transformer_macs
 from registry.interfaces import Channels
 from registry.model import DiffusionModel, Objective
@@ -116,7 +117,8 @@ def sample_section(kind: str, size: dict, reg, device, steps: list[int], tiny: b
         for fast in (False, True):
             sampler = reg.build("sampler", sampler_name, {"fast": fast})
             generator = torch.Generator(device=device).manual_seed(0)
-            seconds = timed(lambda: sampler.sample(model, size["batch"], n_steps, generator), device, 1 if tiny else 3)
+            with inference_precision(device, "auto"):  # as ladd sample and ladd eval run: bf16 on CUDA
+                seconds = timed(lambda: sampler.sample(model, size["batch"], n_steps, generator), device, 1 if tiny else 3)
             rows.append({"model": kind, "steps": n_steps, "fast": fast, "ms_per_sample": 1000 * seconds / size["batch"]})
     return rows
 

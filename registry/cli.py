@@ -113,7 +113,7 @@ def _sample(args: argparse.Namespace, registry: Registry) -> None:
     experiment = load_run(source, registry)[0] if args.run_dir else from_pretrained(source, registry)
     text = experiment.dataset.tokenizer is not None
     fixed = fixed_tokens(experiment.dataset, args.num, args.prompt, args.suffix) if args.prompt or args.suffix else None
-    tokens, calls = sample(experiment, args.num, args.steps, args.batch_size, args.seed, progress=True, fixed=fixed)
+    tokens, calls = sample(experiment, args.num, args.steps, args.batch_size, args.seed, progress=True, fixed=fixed, precision=args.precision)
     out = Path(args.out or source / f"samples_{args.steps}steps.{'jsonl' if text else 'txt'}")
     if text:
         rows = zip(tokens.tolist(), decode(experiment.dataset, tokens))
@@ -141,7 +141,7 @@ def _eval(args: argparse.Namespace, registry: Registry) -> None:
     eval_cfg = dict(cfg["eval"])
     if args.budgets:
         eval_cfg["budgets"] = [int(b) for b in args.budgets.split(",")]
-    for key in ("num_samples", "batch_size", "loss_batches"):
+    for key in ("num_samples", "batch_size", "loss_batches", "precision"):
         if getattr(args, key):
             eval_cfg[key] = getattr(args, key)
     if args.sampler:
@@ -273,6 +273,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=1000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--prompt", help="text every sample starts with (kept fixed while sampling)")
+    p.add_argument("--precision", default="auto", help="the networks' precision: auto (bf16-mixed on CUDA, else 32-true), bf16-mixed or 32-true")
     p.add_argument("--suffix", help="text every sample ends with: with --prompt, an infill between the two")
     p.add_argument("--out", help="default: SOURCE/samples_STEPSsteps.jsonl (text data; ids and text) or .txt (ids)")
     p.set_defaults(run=_sample)
@@ -286,6 +287,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--num-samples", type=int)
     p.add_argument("--batch-size", type=int, help="samples per sampler call (default: eval.batch_size)")
     p.add_argument("--loss-batches", type=int, help="held-out batches for L^x (default: eval.loss_batches)")
+    p.add_argument("--precision", help="the networks' precision: auto, bf16-mixed or 32-true (default: eval.precision)")
     p.add_argument("--sampler", help="evaluate with another registered sampler (e.g. the same model sampled sequentially)")
     p.add_argument("--sampler-option", action="append", default=[], metavar="KEY=VALUE", help="option of --sampler")
     p.add_argument("--method", help="label in tables (default: the run's method)")

@@ -69,6 +69,7 @@ class EvalConfig:
     budgets: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16, 32, 64, 128])
     loss_batches: int = 8
     seed: int = 1234
+    precision: str = "auto"  # the networks at inference: auto (bf16-mixed on CUDA, 32-true elsewhere), bf16-mixed, 32-true
 
 
 @dataclass

@@ -1,9 +1,11 @@
 """Generic evaluation: held-out token loss L^x and a sample metric against sampling budgets."""
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import math
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,11 +15,23 @@ from tqdm.auto import tqdm
 
 from .assembly import Experiment
 from .distributed import gather_rows, share
-from .errors import LaddError
+from .errors import InvalidConfigError, LaddError
 
 
 #: Seed distance between sample chunks (and loss batches): far beyond the step budgets added to the seed.
 _CHUNK_SEED_STRIDE = 1_000_003
+#: Precisions of the networks at inference; "auto" is bf16-mixed on CUDA and 32-true elsewhere, as in training.
+PRECISIONS = ("auto", "bf16-mixed", "32-true")
+
+
+@contextlib.contextmanager
+def inference_precision(device: torch.device, precision: str) -> Iterator[None]:
+    """Run the networks under bf16 autocast or in full precision (categorical draws stay float64 either way)."""
+    if precision not in PRECISIONS:
+        raise InvalidConfigError(f"precision {precision!r}; valid: {', '.join(PRECISIONS)}")
+    mixed = precision == "bf16-mixed" or (precision == "auto" and device.type == "cuda")
+    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=mixed):
+        yield
 
 
 @dataclass
@@ -80,7 +94,7 @@ def write_csv(path: Path, columns: list[str], rows: list[dict[str, Any]]) -> Non
 
 
 @torch.no_grad()
-def token_loss(experiment: Experiment, batches: int, batch_size: int, seed: int) -> float:
+def token_loss(experiment: Experiment, batches: int, batch_size: int, seed: int, precision: str = "auto") -> float:
     """Mean held-out L^x (nats per token), conditioning on the latent as the run's sampler does.
 
     Batch ``k`` draws its noise from its own generator, so under several processes each takes its share
@@ -95,7 +109,8 @@ def token_loss(experiment: Experiment, batches: int, batch_size: int, seed: int)
         batch = next(stream)  # every rank walks the same stream and scores only its own batches
         if index in mine:
             generator = torch.Generator(device=model.device).manual_seed(seed + index * _CHUNK_SEED_STRIDE)
-            losses.append(model.token_loss(batch.to(model.device), clean, generator).mean())
+            with inference_precision(model.device, precision):
+                losses.append(model.token_loss(batch.to(model.device), clean, generator).float().mean())
     local = torch.stack(losses).double().cpu() if losses else torch.zeros(0, dtype=torch.float64)
     return float(gather_rows(local).mean())
 
@@ -109,6 +124,7 @@ def sample(
     seed: int,
     progress: bool = False,
     fixed: torch.Tensor | None = None,
+    precision: str = "auto",
 ) -> tuple[torch.Tensor, int]:
     """``num_samples`` sequences (keeping ``fixed``'s known tokens); returns them and the network calls per sample.
 
@@ -123,7 +139,8 @@ def sample(
         size = min(batch_size, num_samples - start)
         generator = torch.Generator(device=model.device).manual_seed(seed + k * _CHUNK_SEED_STRIDE)
         known = None if fixed is None else fixed[start : start + size].to(model.device)
-        out = experiment.sampler.sample(model, size, steps, generator, fixed=known)
+        with inference_precision(model.device, precision):
+            out = experiment.sampler.sample(model, size, steps, generator, fixed=known)
         chunks.append(out.tokens.cpu())
         calls = out.network_calls
     local = torch.cat(chunks) if chunks else torch.zeros(0, model.seq_len, dtype=torch.long)
@@ -136,13 +153,13 @@ def evaluate(experiment: Experiment, method: str, eval_cfg: dict[str, Any], prog
     result = EvalResult(
         method,
         experiment.metric.primary,
-        token_loss(experiment, eval_cfg["loss_batches"], eval_cfg["batch_size"], seed),
+        token_loss(experiment, eval_cfg["loss_batches"], eval_cfg["batch_size"], seed, eval_cfg.get("precision", "auto")),
         oracle_token_loss=experiment.dataset.oracle_token_loss(),
         lower_is_better=experiment.metric.lower_is_better,
     )
     reference = next(experiment.dataset.batches(n, seed, "test"))
     result.data_floor = experiment.metric(next(experiment.dataset.batches(n, seed, "floor")), reference)
     for steps in tqdm(eval_cfg["budgets"], desc=f"evaluating {method}", disable=not progress):
-        samples, calls = sample(experiment, n, int(steps), eval_cfg["batch_size"], seed + int(steps))
+        samples, calls = sample(experiment, n, int(steps), eval_cfg["batch_size"], seed + int(steps), precision=eval_cfg.get("precision", "auto"))
         result.scores.append(BudgetScore(int(steps), calls, experiment.metric(samples, reference)))
     return result

@@ -1,5 +1,6 @@
 """Training speed paths on CPU: the objective compiles without graph breaks, fused AdamW clips like the plain one,
-``train.compile`` trains the same model as eager, and the head at the loss rows only gives the same loss."""
+``train.compile`` trains the same model as eager, the head at the loss rows only gives the same loss, and
+inference runs in bf16 when asked."""
 from __future__ import annotations
 
 import pytest
@@ -11,6 +12,7 @@ import registry
 from registry.assembly import build_experiment
 from registry.config import compose, to_plain
 from registry.errors import InvalidConfigError
+from registry.evaluation import inference_precision, sample, token_loss
 from registry.timesteps import draw_times
 from registry.training import WEIGHTS_FILE, _fused_adamw, train
 
@@ -122,3 +124,25 @@ def test_head_on_loss_rows_computes_the_head_only_at_masked_positions(reg):
     replay = torch.Generator().manual_seed(5)
     x_t = model.process.corrupt(x0, draw_times(8, model.process.horizon, replay, x0.device), replay)
     assert seen == [int((x_t == model.process.mask).sum())] and 0 < seen[0] < x0.numel()
+
+
+def test_inference_precision_runs_the_networks_in_bf16_only_when_asked():
+    layer = torch.nn.Linear(4, 4)
+    x = torch.randn(2, 4)
+    cpu = torch.device("cpu")
+    with inference_precision(cpu, "bf16-mixed"):
+        assert layer(x).dtype == torch.bfloat16
+    for precision in ("auto", "32-true"):  # auto means full precision off CUDA
+        with inference_precision(cpu, precision):
+            assert layer(x).dtype == torch.float32
+    with pytest.raises(InvalidConfigError, match="valid: auto, bf16-mixed, 32-true"), inference_precision(cpu, "fp8"):
+        pass
+
+
+def test_bf16_sampling_and_token_loss_stay_close_to_full_precision(reg, tmp_path):
+    experiment = train(compose(["experiment=binsaw/mdlm_cpu", *TINY, *SMALL, "train.stages=[{steps:2}]"], reg), tmp_path, reg)
+    full, _ = sample(experiment, 32, 4, 32, seed=0, precision="32-true")
+    half, _ = sample(experiment, 32, 4, 32, seed=0, precision="bf16-mixed")
+    assert half.shape == full.shape and set(half.unique().tolist()) <= {0, 1}
+    losses = [token_loss(experiment, 1, 64, 0, precision) for precision in ("32-true", "bf16-mixed")]
+    assert abs(losses[0] - losses[1]) < 0.02 * losses[0]
