@@ -164,11 +164,23 @@ def encoder_section(size: dict, device: torch.device, assets: Path, cache: Path,
     return rows
 
 
+def describe(section: str, row: dict) -> str:
+    """One printed line of a measured row."""
+    if section == "training":
+        memory = "" if row["peak_memory_gib"] is None else f"  peak {row['peak_memory_gib']:.1f} GiB"
+        return (f"train {row['model']:<7} compile={row['compile']!s:<5} head={row['head_rows']:<6} "
+                f"{row['tokens_per_s']:>10.0f} tok/s  MFU {100 * row['mfu']:5.1f}%{memory}")
+    if section == "sampling":
+        return f"sample {row['model']:<7} steps={row['steps']:<4} {'fast ' if row['fast'] else 'plain'} {row['ms_per_sample']:8.2f} ms/sample"
+    return f"frozen encoder, latent cache {'on ' if row['cache'] else 'off'}: {row['ms_per_batch']:8.2f} ms per batch of {row['batch']}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", choices=sorted(SIZES), default="full")
     parser.add_argument("--out", default="bench/results")
     parser.add_argument("--steps", default="1,2,4,8,16,32,64,128")
+    parser.add_argument("--sections", default="training,sampling,encoder", help="comma-separated subset to run")
     args = parser.parse_args()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     size, reg, tiny = SIZES[args.size], registry.load(), args.size != "full"
@@ -176,27 +188,26 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     card = torch.cuda.get_device_name() if device.type == "cuda" else "cpu"
     peak = matmul_peak(device, tiny)
+    print(f"{card}, measured matmul rate {peak / 1e12:.1f} TFLOP/s", flush=True)
+    meta = {"card": card, "date": time.strftime("%Y-%m-%d"), "matmul_tflops": peak / 1e12, "sizes": size}
+    assets, cache = encoder_assets(size, out / "encoder_assets", tiny), out / "encoder_assets" / "latents"
     # (compile, head at the masked rows only): compiling is only worth timing on a GPU
     variants = ((False, False), (True, False), (True, True)) if device.type == "cuda" else ((False, False), (False, True))
-    assets, cache = encoder_assets(size, out / "encoder_assets", tiny), out / "encoder_assets" / "latents"
-    training = [
-        train_section(k, size, reg, device, peak, c, rows, tiny, None if k == "mdlm" else frozen_encoder(assets, size, cache))
-        for k in ("mdlm", "coladd") for c, rows in variants
-    ]
-    sampling = [r for k in ("mdlm", "coladd", "diladd") for r in sample_section(k, size, reg, device, [int(s) for s in args.steps.split(",")], tiny)]
-    encoder = encoder_section(size, device, assets, cache, tiny)
-    meta = {"card": card, "date": time.strftime("%Y-%m-%d"), "matmul_tflops": peak / 1e12, "sizes": size}
-    (out / "training.json").write_text(json.dumps({**meta, "rows": training}, indent=2))
-    (out / "sampling.json").write_text(json.dumps({**meta, "rows": sampling}, indent=2))
-    (out / "encoder.json").write_text(json.dumps({**meta, "rows": encoder}, indent=2))
-    print(f"{card}, measured matmul rate {peak / 1e12:.1f} TFLOP/s")
-    for r in training:
-        memory = "" if r["peak_memory_gib"] is None else f"  peak {r['peak_memory_gib']:.1f} GiB"
-        print(f"train {r['model']:<7} compile={r['compile']!s:<5} head={r['head_rows']:<6} {r['tokens_per_s']:>10.0f} tok/s  MFU {100 * r['mfu']:5.1f}%{memory}")
-    for r in sampling:
-        print(f"sample {r['model']:<7} steps={r['steps']:<4} {'fast ' if r['fast'] else 'plain'} {r['ms_per_sample']:8.2f} ms/sample")
-    for r in encoder:
-        print(f"frozen encoder, latent cache {'on ' if r['cache'] else 'off'}: {r['ms_per_batch']:8.2f} ms per batch of {r['batch']}")
+    steps = [int(s) for s in args.steps.split(",")]
+    sections = {
+        "training": lambda: (
+            train_section(k, size, reg, device, peak, c, rows, tiny, None if k == "mdlm" else frozen_encoder(assets, size, cache))
+            for k in ("mdlm", "coladd") for c, rows in variants
+        ),
+        "sampling": lambda: (r for k in ("mdlm", "coladd", "diladd") for r in sample_section(k, size, reg, device, steps, tiny)),
+        "encoder": lambda: encoder_section(size, device, assets, cache, tiny),
+    }
+    for section in args.sections.split(","):
+        rows = []
+        for row in sections[section]():  # printed as measured, so a run cut short still shows what it got
+            rows.append(row)
+            print(describe(section, row), flush=True)
+        (out / f"{section}.json").write_text(json.dumps({**meta, "rows": rows}, indent=2))
 
 
 if __name__ == "__main__":
