@@ -95,6 +95,13 @@ class LaddSchema:
     eval: EvalConfig = field(default_factory=EvalConfig)
 
 
+def resolve_precision(requested: str, device_type: str) -> str:
+    """A Lightning precision name: "auto" is bf16-mixed on CUDA and 32-true elsewhere, for training and inference."""
+    if requested != "auto":
+        return requested
+    return "bf16-mixed" if device_type == "cuda" else "32-true"
+
+
 def _option_node(component: Component) -> Any:
     """The structured config node for one component: its config dataclass plus its registry name."""
     name_field = ("name", str, dataclasses.field(default=component.name))

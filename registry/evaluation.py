@@ -14,13 +14,14 @@ import torch
 from tqdm.auto import tqdm
 
 from .assembly import Experiment
+from .config import resolve_precision
 from .distributed import gather_rows, share
 from .errors import InvalidConfigError, LaddError
 
 
 #: Seed distance between sample chunks (and loss batches): far beyond the step budgets added to the seed.
 _CHUNK_SEED_STRIDE = 1_000_003
-#: Precisions of the networks at inference; "auto" is bf16-mixed on CUDA and 32-true elsewhere, as in training.
+#: Precisions of the networks at inference (eval.precision, --precision).
 PRECISIONS = ("auto", "bf16-mixed", "32-true")
 
 
@@ -28,9 +29,8 @@ PRECISIONS = ("auto", "bf16-mixed", "32-true")
 def inference_precision(device: torch.device, precision: str) -> Iterator[None]:
     """Run the networks under bf16 autocast or in full precision (categorical draws stay float64 either way)."""
     if precision not in PRECISIONS:
-        raise InvalidConfigError(f"precision {precision!r}; valid: {', '.join(PRECISIONS)}")
-    mixed = precision == "bf16-mixed" or (precision == "auto" and device.type == "cuda")
-    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=mixed):
+        raise InvalidConfigError(f"inference precision {precision!r}; valid: {', '.join(PRECISIONS)}")
+    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=resolve_precision(precision, device.type) == "bf16-mixed"):
         yield
 
 
@@ -149,17 +149,17 @@ def sample(
 
 def evaluate(experiment: Experiment, method: str, eval_cfg: dict[str, Any], progress: bool = True) -> EvalResult:
     """L^x on held-out data and the metric at every budget in ``eval_cfg['budgets']``."""
-    seed, n = eval_cfg["seed"], eval_cfg["num_samples"]
+    seed, n, precision = eval_cfg["seed"], eval_cfg["num_samples"], eval_cfg.get("precision", "auto")  # runs older than the option lack it
     result = EvalResult(
         method,
         experiment.metric.primary,
-        token_loss(experiment, eval_cfg["loss_batches"], eval_cfg["batch_size"], seed, eval_cfg.get("precision", "auto")),
+        token_loss(experiment, eval_cfg["loss_batches"], eval_cfg["batch_size"], seed, precision),
         oracle_token_loss=experiment.dataset.oracle_token_loss(),
         lower_is_better=experiment.metric.lower_is_better,
     )
     reference = next(experiment.dataset.batches(n, seed, "test"))
     result.data_floor = experiment.metric(next(experiment.dataset.batches(n, seed, "floor")), reference)
     for steps in tqdm(eval_cfg["budgets"], desc=f"evaluating {method}", disable=not progress):
-        samples, calls = sample(experiment, n, int(steps), eval_cfg["batch_size"], seed + int(steps), precision=eval_cfg.get("precision", "auto"))
+        samples, calls = sample(experiment, n, int(steps), eval_cfg["batch_size"], seed + int(steps), precision=precision)
         result.scores.append(BudgetScore(int(steps), calls, experiment.metric(samples, reference)))
     return result

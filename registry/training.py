@@ -27,6 +27,7 @@ from torch.utils.data import DataLoader, IterableDataset
 
 from ._registry import Registry
 from .assembly import Experiment, build_experiment, check_installed
+from .config import resolve_precision
 from .distributed import Shard, step_seed
 from .errors import InvalidConfigError, LaddError
 from .interfaces import Dataset
@@ -146,9 +147,7 @@ def _fused_adamw(cfg: dict[str, Any], device: torch.device, precision: str) -> b
 
 
 def _precision(requested: str) -> str:
-    if requested != "auto":
-        return requested
-    return "bf16-mixed" if torch.cuda.is_available() else "32-true"
+    return resolve_precision(requested, "cuda" if torch.cuda.is_available() else "cpu")
 
 
 class _Hardware:
