@@ -14,6 +14,7 @@ computed every step against the precomputed-latent cache.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -21,10 +22,12 @@ from pathlib import Path
 import torch
 
 import registry
+from registry.config import TrainConfig
 from registry.evaluation import inference_precision
 from registry.flops import head_macs, transformer_macs
 from registry.interfaces import Channels
 from registry.model import DiffusionModel, Objective
+from registry.training import LaddModule
 
 SIZES = {  # paper Table model_sizes_and_configs; the vocabulary is Qwen3's with the mask
     "full": {"vocab": 151_670, "seq": 128, "batch": 64, "mdlm": (1024, 13, 16, 256), "ladd": (768, 12, 12, 128), "m": 32},
@@ -87,15 +90,15 @@ def train_section(kind: str, size: dict, reg, device, peak: float, compile_model
         model.freeze_encoder()  # as in the text presets: one stage with the frozen pretrained encoder
     if compile_model:
         model.compile_backbones()
-    params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=1e-4, fused=device.type == "cuda")
+    module = LaddModule(model, dataclasses.asdict(TrainConfig()), seed=0)  # ladd's optimiser and clipping
+    optimizer = module.configure_optimizers()["optimizer"]
     x0 = torch.randint(size["vocab"] - 1, (size["batch"], size["seq"]), device=device)
 
     def step() -> None:
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
             loss = model.loss(x0)["loss"]
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        module.configure_gradient_clipping(optimizer)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
