@@ -14,7 +14,7 @@ from registry.errors import IncompatibleComponentsError
 from registry.interfaces import Backbone, Channels, Denoised, TransformerShape
 
 from .config import TransformerConfig
-from .layers import DiTTrunk, FinalLayer, learned_condition, zero_linear
+from .layers import DiTTrunk, FinalLayer, TokenHead, learned_condition
 
 __all__ = ["CausalTransformer"]
 
@@ -35,7 +35,7 @@ class CausalTransformer(Backbone):
         self.start = nn.Parameter(0.02 * torch.randn(config.hidden))
         self.condition = learned_condition(config.hidden)
         self.trunk = DiTTrunk(config.hidden, config.layers, config.heads, config.hidden, config.mlp_ratio, config.dropout, causal=True)
-        self.final = FinalLayer(config.hidden, config.hidden, zero_linear(config.hidden, channels.vocab_size))
+        self.final = FinalLayer(config.hidden, config.hidden, TokenHead(config.hidden, channels.vocab_size))
         self._shape = TransformerShape(
             config.layers, channels.seq_len, config.hidden, config.mlp_ratio, channels.seq_len, channels.vocab_size
         )

@@ -17,8 +17,8 @@ from .layers import (
     DiTTrunk,
     FinalLayer,
     TimestepEmbedder,
+    TokenHead,
     learned_condition,
-    zero_linear,
 )
 
 __all__ = ["DiT", "DiTConfig"]
@@ -36,7 +36,7 @@ class DiT(Backbone):
             )
         if self.denoises_tokens:
             self.embed = nn.Embedding(channels.vocab_size + 1, config.hidden)
-            head = zero_linear(config.hidden, channels.vocab_size)
+            head = TokenHead(config.hidden, channels.vocab_size)
         else:
             self.embed = channels.latent.input_layer(config.hidden)
             head = channels.latent.output_layer(config.hidden)

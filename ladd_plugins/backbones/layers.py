@@ -25,6 +25,7 @@ __all__ = [
     "MLPBlock",
     "Rotary",
     "TimestepEmbedder",
+    "TokenHead",
     "apply_rotary",
     "attention",
     "learned_condition",
@@ -88,6 +89,29 @@ def zero_linear(fan_in: int, fan_out: int) -> nn.Linear:
     nn.init.zeros_(layer.weight)
     nn.init.zeros_(layer.bias)
     return layer
+
+
+class TokenHead(nn.Linear):
+    """Zero-initialised output head over the vocabulary.
+
+    On CUDA the product is computed ``ALIGN``-padded and narrowed: with a row length that is not a
+    multiple of 8 elements (Qwen3's 151,670 tokens), cuBLAS falls back to slower matmul kernels.
+    Parameters, outputs and gradients are those of the plain layer.
+    """
+
+    ALIGN = 64
+
+    def __init__(self, hidden: int, vocab_size: int):
+        super().__init__(hidden, vocab_size)
+        nn.init.zeros_(self.weight)
+        nn.init.zeros_(self.bias)
+
+    def forward(self, x: Tensor) -> Tensor:
+        pad = -self.out_features % self.ALIGN
+        if pad == 0 or not x.is_cuda:
+            return super().forward(x)
+        out = F.linear(x, F.pad(self.weight, (0, 0, 0, pad)), F.pad(self.bias, (0, pad)))
+        return out[..., : self.out_features]
 
 
 def modulate(x: Tensor, shift: Tensor, scale: Tensor) -> Tensor:

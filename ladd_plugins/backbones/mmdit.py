@@ -22,9 +22,9 @@ from .layers import (
     FinalLayer,
     Rotary,
     TimestepEmbedder,
+    TokenHead,
     attention,
     rotary,
-    zero_linear,
 )
 
 __all__ = ["MMDiT"]
@@ -65,7 +65,7 @@ class MMDiT(Backbone):
         self.time_embed_y = TimestepEmbedder(config.cond_dim)
         self.time_embed_x = TimestepEmbedder(config.cond_dim) if config.token_time_conditioning else None
         self.blocks = nn.ModuleList(MMDiTBlock(config) for _ in range(config.layers))
-        self.final_x = FinalLayer(config.hidden, config.cond_dim, zero_linear(config.hidden, channels.vocab_size))
+        self.final_x = FinalLayer(config.hidden, config.cond_dim, TokenHead(config.hidden, channels.vocab_size))
         self.final_y = FinalLayer(config.hidden, config.cond_dim, channels.latent.output_layer(config.hidden))
         self._shape = TransformerShape(
             config.layers, channels.seq_len + channels.latent.length, config.hidden, config.mlp_ratio,
