@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import pickle
+import time
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -328,14 +329,19 @@ class _ResumeState(Callback):
 
 
 class _MetricsFile(Callback):
-    """Appends stage, step and loss terms to ``metrics.csv``; on resume, rows past the checkpoint are dropped."""
+    """Appends stage, step, loss terms and wall-clock seconds since the stage's fit began to ``metrics.csv``.
 
-    COLUMNS = ("stage", "step", "loss", "token", "latent", "aux")
+    On resume, rows past the checkpoint are dropped. Steps per second between two rows is their step
+    difference over their ``seconds`` difference (logging reads the loss, so the GPU has caught up then).
+    """
+
+    COLUMNS = ("stage", "step", "loss", "token", "latent", "aux", "seconds")
 
     def __init__(self, path: Path, stage: int, every: int) -> None:
         self.path, self.stage, self.every = path, stage, max(1, int(every))
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.start = time.perf_counter()
         if not trainer.is_global_zero:
             return
         kept = []
@@ -352,6 +358,7 @@ class _MetricsFile(Callback):
             return
         row = {"stage": self.stage, "step": trainer.global_step}
         row.update({name: repr(float(value)) for name, value in pl_module.last_terms.items()})
+        row["seconds"] = f"{time.perf_counter() - self.start:.3f}"
         with self.path.open("a", newline="") as handle:
             csv.DictWriter(handle, self.COLUMNS).writerow(row)
 
