@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import time
 from pathlib import Path
@@ -167,12 +168,40 @@ def encoder_section(size: dict, device: torch.device, assets: Path, cache: Path,
     return rows
 
 
+def head_section(size: dict, device: torch.device, tiny: bool) -> list[dict]:
+    """The output head's forward and backward over the batch's positions: the vocabulary as it is, and padded as ``TokenHead`` pads it on CUDA."""
+    from ladd_plugins.backbones.layers import TokenHead
+
+    hidden = size["mdlm"][0]
+    head = TokenHead(hidden, size["vocab"] - 1).to(device)
+    torch.nn.init.normal_(head.weight, std=0.02)
+    x = torch.randn(size["batch"] * size["seq"], hidden, device=device, requires_grad=True)
+    rows, outputs = [], []
+    for align in (1, TokenHead.ALIGN):
+        head.ALIGN = align
+
+        def step() -> None:
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+                out = head(x)
+            out.float().square().mean().backward()
+
+        seconds = timed(step, device, 3 if tiny else 20)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+            outputs.append(head(x).float())
+        rows.append({"align": align, "ms": 1000 * seconds, "tflops": 3 * 2 * x.shape[0] * hidden * head.out_features / seconds / 1e12})
+    rows[-1]["max_abs_difference"] = float((outputs[0] - outputs[1]).abs().max())
+    return rows
+
+
 def describe(section: str, row: dict) -> str:
     """One printed line of a measured row."""
     if section == "training":
         memory = "" if row["peak_memory_gib"] is None else f"  peak {row['peak_memory_gib']:.1f} GiB"
         return (f"train {row['model']:<7} compile={row['compile']!s:<5} head={row['head_rows']:<6} "
                 f"{row['tokens_per_s']:>10.0f} tok/s  MFU {100 * row['mfu']:5.1f}%{memory}")
+    if section == "head":
+        same = f"  max |difference| {row['max_abs_difference']:.2e}" if "max_abs_difference" in row else ""
+        return f"output head fwd+bwd, vocabulary padded to a multiple of {row['align']:<3}: {row['ms']:7.2f} ms  {row['tflops']:6.1f} TFLOP/s{same}"
     if section == "sampling":
         return f"sample {row['model']:<7} steps={row['steps']:<4} {'fast ' if row['fast'] else 'plain'} {row['ms_per_sample']:8.2f} ms/sample"
     return f"frozen encoder, latent cache {'on ' if row['cache'] else 'off'}: {row['ms_per_batch']:8.2f} ms per batch of {row['batch']}"
@@ -183,7 +212,9 @@ def main() -> None:
     parser.add_argument("--size", choices=sorted(SIZES), default="full")
     parser.add_argument("--out", default="bench/results")
     parser.add_argument("--steps", default="1,2,4,8,16,32,64,128")
-    parser.add_argument("--sections", default="training,sampling,encoder", help="comma-separated subset to run")
+    parser.add_argument("--sections", default="training,sampling,encoder,head", help="comma-separated subset to run")
+    parser.add_argument("--models", default="mdlm,coladd,diladd", help="models of the training (no diladd there) and sampling sections")
+    parser.add_argument("--variants", default="eager,compile,compile_rows", help="training variants: eager, compiled, compiled with the head at masked rows")
     args = parser.parse_args()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     size, reg, tiny = SIZES[args.size], registry.load(), args.size != "full"
@@ -193,17 +224,21 @@ def main() -> None:
     peak = matmul_peak(device)
     print(f"{card}, measured matmul rate {peak / 1e12:.1f} TFLOP/s", flush=True)
     meta = {"card": card, "date": time.strftime("%Y-%m-%d"), "matmul_tflops": peak / 1e12, "sizes": size}
-    assets, cache = encoder_assets(size, out / "encoder_assets", tiny), out / "encoder_assets" / "latents"
+    assets = functools.cache(lambda: encoder_assets(size, out / "encoder_assets", tiny))  # built when first needed
+    cache = out / "encoder_assets" / "latents"
     # (compile, head at the masked rows only): compiling is only worth timing on a GPU
-    variants = ((False, False), (True, False), (True, True)) if device.type == "cuda" else ((False, False), (False, True))
+    named = {"eager": (False, False), "compile": (True, False), "compile_rows": (True, True)}
+    variants = [named[v] for v in args.variants.split(",")] if device.type == "cuda" else [(False, False), (False, True)]
+    models = args.models.split(",")
     steps = [int(s) for s in args.steps.split(",")]
     sections = {
         "training": lambda: (
-            train_section(k, size, reg, device, peak, c, rows, tiny, None if k == "mdlm" else frozen_encoder(assets, size, cache))
-            for k in ("mdlm", "coladd") for c, rows in variants
+            train_section(k, size, reg, device, peak, c, rows, tiny, None if k == "mdlm" else frozen_encoder(assets(), size, cache))
+            for k in models if k != "diladd" for c, rows in variants
         ),
-        "sampling": lambda: (r for k in ("mdlm", "coladd", "diladd") for r in sample_section(k, size, reg, device, steps, tiny)),
-        "encoder": lambda: encoder_section(size, device, assets, cache, tiny),
+        "sampling": lambda: (r for k in models for r in sample_section(k, size, reg, device, steps, tiny)),
+        "encoder": lambda: encoder_section(size, device, assets(), cache, tiny),
+        "head": lambda: head_section(size, device, tiny),
     }
     for section in args.sections.split(","):
         rows = []

@@ -1,0 +1,217 @@
+"""Every preset trained for a few steps at its full size, and the host synchronisations of a step counted.
+
+    python bench/gpu_check.py presets --group lm1b --out DIR                 # the paper's sizes, on a GPU
+    python bench/gpu_check.py presets --group binsaw --size tiny --out DIR   # anywhere: shrunk networks
+    python bench/gpu_check.py syncs --out DIR                                # host syncs of a step (CUDA)
+
+A preset trains through ``registry.training.train``, as ``ladd train`` does (Lightning, EMA, the preset's
+precision and options, fused AdamW on CUDA), every stage for ``--steps`` steps so that a two-stage
+preset enters Stage 2, at the per-GPU batch (text: 512 over 8 GPUs = 64). Downloads are replaced by
+stand-ins of the same shapes: a word-level tokenizer of Qwen3's size, a Qwen3-Embedding-0.6B-shaped
+encoder with random weights, the shipped corpus. Each preset prints one row as it finishes and appends
+it to ``OUT/presets_GROUP.jsonl``, a failure included; its sampling call draws 64 sequences in 8 steps.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+import traceback
+import warnings
+from pathlib import Path
+
+import torch
+
+import registry
+from registry.assembly import build_experiment
+from registry.config import compose, to_plain
+from registry.evaluation import inference_precision
+from registry.training import METRICS_FILE, LaddModule, train
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "experiment"
+QWEN3_ROWS = 151_670  # Qwen3's tokenizer with ladd's mask: K = 151,669 real tokens
+TEXT_BATCH = 64  # the text presets' 512 over 8 GPUs
+SAMPLES, SAMPLE_STEPS = 64, 8
+#: Qwen3-Embedding-0.6B's shape (random weights), and a tiny stand-in
+ENCODER_SHAPES = {
+    "full": {"hidden_size": 1024, "intermediate_size": 3072, "num_hidden_layers": 28, "num_attention_heads": 16,
+             "num_key_value_heads": 8, "head_dim": 128},
+    "tiny": {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4,
+             "num_key_value_heads": 2, "head_dim": 8},
+}
+#: Shrunk networks for a dry run of the script on a CPU
+TINY = ["backbone.hidden=32", "backbone.layers=1", "backbone.heads=2", "train.batch_size=4"]
+
+
+def presets(group: str) -> list[str]:
+    """The presets of one group (``lm1b``, ``owt``, ``binsaw``) at the paper's size (no ``_cpu`` variants)."""
+    return sorted(f"{group}/{p.stem}" for p in (CONFIGS / group).glob("*.yaml") if not p.stem.endswith("_cpu"))
+
+
+def text_assets(folder: Path, size: str) -> dict[str, str]:
+    """A word-level tokenizer of Qwen3's size (EOS and mask last) and a Qwen3 encoder with random weights sharing it."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import AutoModel, PreTrainedTokenizerFast, Qwen3Config
+
+    tokenizer_dir, encoder_dir = folder / "tokenizer", folder / "encoder"
+    if not (encoder_dir / "config.json").is_file():
+        rows = QWEN3_ROWS if size == "full" else 100
+        words = {f"w{i}": i for i in range(rows - 2)} | {"<|endoftext|>": rows - 2, "<|mask|>": rows - 1}
+        model = Tokenizer(models.WordLevel(words, unk_token="w0"))
+        model.pre_tokenizer = pre_tokenizers.Whitespace()
+        tokenizer = PreTrainedTokenizerFast(tokenizer_object=model, unk_token="w0", eos_token="<|endoftext|>",
+                                            pad_token="<|endoftext|>", mask_token="<|mask|>")
+        tokenizer.save_pretrained(tokenizer_dir)
+        config = Qwen3Config(vocab_size=rows, max_position_embeddings=4096, **ENCODER_SHAPES[size])
+        AutoModel.from_config(config).save_pretrained(encoder_dir)
+        tokenizer.save_pretrained(encoder_dir)
+    return {"tokenizer": str(tokenizer_dir), "encoder": str(encoder_dir)}
+
+
+def overrides(preset: str, size: str, out: Path, steps: int, assets: dict[str, str] | None, reg: registry.Registry) -> list[str]:
+    """The preset as it is, with stand-ins for downloads, ``steps`` steps per stage and the per-GPU batch."""
+    chosen = [f"experiment={preset}", f"run_dir={out / 'runs' / preset}", f"trainer.max_steps={steps}",
+              "train.progress=false", f"train.log_every={max(1, steps // 4)}", "train.checkpoint_every=1000000000"]
+    if assets is not None:
+        chosen += ["dataset.source=shakespeare", f"dataset.tokenizer={assets['tokenizer']}", "dataset.progress=false",
+                   f"dataset.cache_dir={out / 'token_cache'}", f"train.batch_size={TEXT_BATCH}"]
+        if size == "tiny":
+            chosen.append("dataset.vocab_size=null")
+        if (compose(chosen, reg).get("encoder") or {}).get("name") == "pretrained":
+            chosen.append(f"encoder.model={assets['encoder']}")
+    return chosen + (TINY if size == "tiny" else [])
+
+
+def steps_per_second(metrics: Path) -> tuple[int, float | None]:
+    """The last stage and its steps per second between its first and last logged rows (compilation and warm-up excluded)."""
+    import csv
+
+    with metrics.open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    stage = max(int(r["stage"]) for r in rows)
+    last = [r for r in rows if int(r["stage"]) == stage]
+    if len(last) < 2:
+        return stage, None
+    steps = int(last[-1]["step"]) - int(last[0]["step"])
+    return stage, steps / (float(last[-1]["seconds"]) - float(last[0]["seconds"]))
+
+
+def check_preset(preset: str, size: str, out: Path, steps: int, assets: dict[str, str] | None, reg: registry.Registry) -> dict:
+    """Train ``preset`` for a few steps per stage, then draw one batch of samples; the row describing it."""
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    row: dict = {"preset": preset}
+    started = time.perf_counter()
+    try:
+        cfg = to_plain(compose(overrides(preset, size, out, steps, assets, reg), reg))
+        row["batch"], row["seq_len"] = cfg["train"]["batch_size"], cfg["dataset"]["seq_len"]
+        row["compile"] = cfg["train"]["compile"]
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats()
+        experiment = train(cfg, cfg["run_dir"], reg)
+        row["stages"], rate = steps_per_second(Path(cfg["run_dir"]) / METRICS_FILE)
+        row["steps_per_s"] = rate
+        row["tokens_per_s"] = None if rate is None else rate * row["batch"] * row["seq_len"]
+        row["params_m"] = sum(p.numel() for p in experiment.model.parameters()) / 1e6
+        model = experiment.model.to(device).eval()
+        generator = torch.Generator(device=device).manual_seed(0)
+        with inference_precision(device, cfg["eval"]["precision"]):
+            start = time.perf_counter()
+            experiment.sampler.sample(model, SAMPLES, SAMPLE_STEPS, generator)
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            row["sample_ms"] = 1000 * (time.perf_counter() - start)
+        row["peak_gib"] = torch.cuda.max_memory_allocated() / 2**30 if device.type == "cuda" else None
+        row["ok"] = True
+    except Exception as error:  # noqa: BLE001 - a failing preset is a row of the table, not the end of the check
+        row["ok"], row["error"] = False, f"{type(error).__name__}: {error}"[:400]
+        traceback.print_exc()
+    row["seconds"] = time.perf_counter() - started
+    return row
+
+
+def describe(row: dict) -> str:
+    """One printed line of a preset's row."""
+    if not row["ok"]:
+        return f"{row['preset']:<22} FAILED  {row['error']}"
+    fmt = lambda value, spec: "-" if value is None else format(value, spec)  # noqa: E731
+    return (f"{row['preset']:<22} ok  stages {row['stages']}  batch {row['batch']:>4}  {fmt(row['steps_per_s'], '7.1f')} steps/s  "
+            f"{fmt(row['tokens_per_s'], '9.0f')} tok/s  peak {fmt(row['peak_gib'], '5.1f')} GiB  "
+            f"sample {row['sample_ms']:7.0f} ms  compile={row['compile']}  ({row['seconds']:.0f} s)")
+
+
+def count_syncs(fn) -> int | None:
+    """Host synchronisations CUDA reports while ``fn()`` runs (None off CUDA, where there are none to count)."""
+    if not torch.cuda.is_available():
+        fn()
+        return None
+    torch.cuda.synchronize()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            fn()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    return sum("synchroniz" in str(w.message) for w in caught)
+
+
+def sync_rows(reg: registry.Registry, out: Path) -> list[dict]:
+    """Host syncs of one training step (objective, backward, clipping, AdamW) and one sampling step, small networks."""
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    assets = text_assets(out / "assets_tiny", "tiny")
+    rows = []
+    for preset in ("binsaw/mdlm", "binsaw/coladd_joint", "binsaw/diladd_joint", "lm1b/mdlm", "lm1b/coladd_32"):
+        text = not preset.startswith("binsaw")
+        cfg = to_plain(compose(overrides(preset, "tiny", out, 1, assets if text else None, reg), reg))
+        experiment = build_experiment(cfg, reg)
+        model = experiment.model.to(device).train()
+        module = LaddModule(model, cfg["train"], cfg["seed"])
+        optimizer = module.configure_optimizers()["optimizer"]
+        x0 = next(iter(experiment.dataset.batches(cfg["train"]["batch_size"], 0, "train"))).to(device)
+
+        def step() -> None:
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+                loss = model.loss(x0)["loss"]
+            loss.backward()
+            module.configure_gradient_clipping(optimizer)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+
+        step()  # the first step allocates optimiser state
+        generator = torch.Generator(device=device).manual_seed(0)
+        model.eval()
+        with inference_precision(device, "auto"), torch.no_grad():
+            experiment.sampler.sample(model, 4, 1, generator)
+            sampling = count_syncs(lambda: experiment.sampler.sample(model, 4, 1, generator))
+        model.train()
+        rows.append({"preset": preset, "train_step_syncs": count_syncs(step), "sampling_step_syncs": sampling})
+        print(f"host syncs  {preset:<22} training step {rows[-1]['train_step_syncs']}  one-step sampling call {sampling}", flush=True)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("section", choices=("presets", "syncs"))
+    parser.add_argument("--group", choices=("lm1b", "owt", "binsaw"), default="binsaw")
+    parser.add_argument("--only", default=None, help="comma-separated presets of the group to check (default: all)")
+    parser.add_argument("--size", choices=("full", "tiny"), default="full")
+    parser.add_argument("--steps", type=int, default=20, help="training steps of every stage")
+    parser.add_argument("--out", default="bench/out")
+    args = parser.parse_args()
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    reg = registry.load()
+    if args.section == "syncs":
+        (out / "syncs.json").write_text(json.dumps(sync_rows(reg, out), indent=2))
+        return
+    assets = None if args.group == "binsaw" else text_assets(out / f"assets_{args.size}", args.size)
+    chosen = presets(args.group) if args.only is None else [f"{args.group}/{name}" for name in args.only.split(",")]
+    for preset in chosen:
+        row = check_preset(preset, args.size, out, args.steps, assets, reg)
+        print(describe(row), flush=True)
+        with (out / f"presets_{args.group}.jsonl").open("a") as handle:
+            handle.write(json.dumps(row) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# One command that proves on a GPU what a GPU user relies on, in under 9 minutes on one H100:
+#   - the step's host synchronisations (training and sampling; the goal is none);
+#   - speed.py's headline rows: the output head padded or not, MDLM DiT and LADD-32 MM-DiT training
+#     tokens/s and MFU (compiled) against a matmul rate measured in the same run, MDLM
+#     sampling ms/sample at 128 steps, plain against fast;
+#   - every preset (binsaw/*, lm1b/*, owt/*) at its full size: a few steps of every stage through
+#     `ladd train`'s loop at the per-GPU batch, tokens/s, peak memory, one sampling call; the binsaw
+#     rows are the sawtooth's steps/s at App. E.1 size (S = 128, batch 2048).
+#
+#   OUT=/tmp/out bash bench/gpu_check.sh                # on a GPU, the wheels of missing packages in .whl/
+#   OUT=/tmp/out bash bench/gpu_check.sh --size tiny    # anywhere: the same steps with tiny networks
+#
+# Each section runs in its own process under a time limit (LIMIT_<SECTION> seconds), so a failure or a
+# timeout is a row and the next section still runs. Rows are printed as measured and kept under OUT
+# (JSON and logs); a run cut short keeps what it measured.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+SIZE=full
+if [ "${1:-}" = "--size" ]; then SIZE=${2:?--size needs full or tiny}; fi
+OUT=${OUT:-bench/out/gpu_check}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+source bench/checkout_env.sh
+
+ROWS='^(train |sample |output head|host syncs|NVIDIA|cpu,|(binsaw|lm1b|owt)/)'
+section() {  # section NAME SECONDS COMMAND...: run it, print its rows, report a failure or timeout as a row
+  local name=$1 limit=$2 started rc
+  shift 2
+  started=$(date +%s)
+  timeout --kill-after=10 "$limit" "$@" > "$OUT/$name.log" 2>&1
+  rc=$?
+  grep -E "$ROWS" "$OUT/$name.log"
+  if [ "$rc" -ne 0 ]; then
+    echo "$name: FAILED (exit $rc after $(( $(date +%s) - started )) s; limit $limit s): $(grep -v '^\s' "$OUT/$name.log" | tail -n 1)"
+  fi
+}
+
+command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+python3 -c "import torch; print('torch', torch.__version__)"
+date -u +"start %Y-%m-%dT%H:%M:%SZ"
+if [ "$SIZE" = tiny ]; then
+  steps=2 speed_steps=4 binsaw=coladd_seq,diladd_joint lm1b=coladd_32,diladd_32_seq owt=mdlm
+else
+  steps=${STEPS:-12} speed_steps=128 binsaw= lm1b= owt=
+fi
+only() { [ -n "$1" ] && echo "--only $1"; }
+
+section syncs "${LIMIT_SYNCS:-40}" python3 bench/gpu_check.py syncs --out "$OUT"
+section speed "${LIMIT_SPEED:-180}" python3 bench/speed.py --size "$SIZE" --out "$OUT/speed" \
+  --sections head,sampling,training --models mdlm,coladd --variants compile --steps "$speed_steps"
+for group in binsaw lm1b owt; do
+  limit_name="LIMIT_${group^^}"
+  # shellcheck disable=SC2046
+  section "presets_$group" "${!limit_name:-90}" python3 bench/gpu_check.py presets --group "$group" --size "$SIZE" \
+    --steps "$steps" --out "$OUT" $(only "${!group}")
+done
+date -u +"end %Y-%m-%dT%H:%M:%SZ"
