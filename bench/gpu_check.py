@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import time
 import traceback
 import warnings
@@ -48,33 +49,32 @@ def presets(group: str) -> list[str]:
     return sorted(f"{group}/{p.stem}" for p in (CONFIGS / group).glob("*.yaml") if not p.stem.endswith("_cpu"))
 
 
-def text_assets(folder: Path, size: str) -> dict[str, str]:
-    """A word-level tokenizer of Qwen3's size (EOS and mask last) and a Qwen3 encoder with random weights sharing it."""
+def text_assets(folder: Path, rows: int, shape: str) -> dict[str, str]:
+    """A word-level tokenizer of ``rows`` ids (EOS and mask last) and a Qwen3 encoder of ``shape`` with random weights sharing it."""
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import AutoModel, PreTrainedTokenizerFast, Qwen3Config
 
     tokenizer_dir, encoder_dir = folder / "tokenizer", folder / "encoder"
     if not (encoder_dir / "config.json").is_file():
-        rows = QWEN3_ROWS if size == "full" else 100
         words = {f"w{i}": i for i in range(rows - 2)} | {"<|endoftext|>": rows - 2, "<|mask|>": rows - 1}
         model = Tokenizer(models.WordLevel(words, unk_token="w0"))
         model.pre_tokenizer = pre_tokenizers.Whitespace()
         tokenizer = PreTrainedTokenizerFast(tokenizer_object=model, unk_token="w0", eos_token="<|endoftext|>",
                                             pad_token="<|endoftext|>", mask_token="<|mask|>")
         tokenizer.save_pretrained(tokenizer_dir)
-        config = Qwen3Config(vocab_size=rows, max_position_embeddings=4096, **ENCODER_SHAPES[size])
+        config = Qwen3Config(vocab_size=rows, max_position_embeddings=4096, **ENCODER_SHAPES[shape])
         AutoModel.from_config(config).save_pretrained(encoder_dir)
         tokenizer.save_pretrained(encoder_dir)
     return {"tokenizer": str(tokenizer_dir), "encoder": str(encoder_dir)}
 
 
-def overrides(preset: str, size: str, out: Path, steps: int, assets: dict[str, str] | None, reg: registry.Registry) -> list[str]:
+def overrides(preset: str, size: str, scratch: Path, steps: int, assets: dict[str, str] | None, reg: registry.Registry) -> list[str]:
     """The preset as it is, with stand-ins for downloads, ``steps`` steps per stage and the per-GPU batch."""
-    chosen = [f"experiment={preset}", f"run_dir={out / 'runs' / preset}", f"trainer.max_steps={steps}",
+    chosen = [f"experiment={preset}", f"run_dir={scratch / 'runs' / preset}", f"trainer.max_steps={steps}",
               "train.progress=false", f"train.log_every={max(1, steps // 4)}", "train.checkpoint_every=1000000000"]
     if assets is not None:
         chosen += ["dataset.source=shakespeare", f"dataset.tokenizer={assets['tokenizer']}", "dataset.progress=false",
-                   f"dataset.cache_dir={out / 'token_cache'}", f"train.batch_size={TEXT_BATCH}"]
+                   f"dataset.cache_dir={scratch / 'token_cache'}", f"train.batch_size={TEXT_BATCH}"]
         if size == "tiny":
             chosen.append("dataset.vocab_size=null")
         if (compose(chosen, reg).get("encoder") or {}).get("name") == "pretrained":
@@ -96,13 +96,13 @@ def steps_per_second(metrics: Path) -> tuple[int, float | None]:
     return stage, steps / (float(last[-1]["seconds"]) - float(last[0]["seconds"]))
 
 
-def check_preset(preset: str, size: str, out: Path, steps: int, assets: dict[str, str] | None, reg: registry.Registry) -> dict:
-    """Train ``preset`` for a few steps per stage, then draw one batch of samples; the row describing it."""
+def check_preset(preset: str, size: str, scratch: Path, steps: int, assets: dict[str, str] | None, reg: registry.Registry) -> dict:
+    """Train ``preset`` for a few steps per stage, then draw one batch of samples; the row describing it (the run folder is deleted)."""
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     row: dict = {"preset": preset}
     started = time.perf_counter()
     try:
-        cfg = to_plain(compose(overrides(preset, size, out, steps, assets, reg), reg))
+        cfg = to_plain(compose(overrides(preset, size, scratch, steps, assets, reg), reg))
         row["batch"], row["seq_len"] = cfg["train"]["batch_size"], cfg["dataset"]["seq_len"]
         row["compile"] = cfg["train"]["compile"]
         if device.type == "cuda":
@@ -125,6 +125,7 @@ def check_preset(preset: str, size: str, out: Path, steps: int, assets: dict[str
     except Exception as error:  # noqa: BLE001 - a failing preset is a row of the table, not the end of the check
         row["ok"], row["error"] = False, f"{type(error).__name__}: {error}"[:400]
         traceback.print_exc()
+    shutil.rmtree(scratch / "runs" / preset, ignore_errors=True)
     row["seconds"] = time.perf_counter() - started
     return row
 
@@ -155,14 +156,14 @@ def count_syncs(fn) -> int | None:
     return sum("synchroniz" in str(w.message) for w in caught)
 
 
-def sync_rows(reg: registry.Registry, out: Path) -> list[dict]:
+def sync_rows(reg: registry.Registry, scratch: Path) -> list[dict]:
     """Host syncs of one training step (objective, backward, clipping, AdamW) and one sampling step, small networks."""
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    assets = text_assets(out / "assets_tiny", "tiny")
+    assets = text_assets(scratch / "assets_tiny", 100, "tiny")
     rows = []
     for preset in ("binsaw/mdlm", "binsaw/coladd_joint", "binsaw/diladd_joint", "lm1b/mdlm", "lm1b/coladd_32"):
         text = not preset.startswith("binsaw")
-        cfg = to_plain(compose(overrides(preset, "tiny", out, 1, assets if text else None, reg), reg))
+        cfg = to_plain(compose(overrides(preset, "tiny", scratch, 1, assets if text else None, reg), reg))
         experiment = build_experiment(cfg, reg)
         model = experiment.model.to(device).train()
         module = LaddModule(model, cfg["train"], cfg["seed"])
@@ -196,18 +197,21 @@ def main() -> None:
     parser.add_argument("--only", default=None, help="comma-separated presets of the group to check (default: all)")
     parser.add_argument("--size", choices=("full", "tiny"), default="full")
     parser.add_argument("--steps", type=int, default=20, help="training steps of every stage")
-    parser.add_argument("--out", default="bench/out")
+    parser.add_argument("--out", default="bench/out", help="rows (JSON)")
+    parser.add_argument("--scratch", default=None, help="run folders, stand-ins and token caches (default: OUT); a RAM disk saves minutes")
     args = parser.parse_args()
     out = Path(args.out).resolve()
+    scratch = out if args.scratch is None else Path(args.scratch).resolve()
     out.mkdir(parents=True, exist_ok=True)
     reg = registry.load()
     if args.section == "syncs":
-        (out / "syncs.json").write_text(json.dumps(sync_rows(reg, out), indent=2))
+        (out / "syncs.json").write_text(json.dumps(sync_rows(reg, scratch), indent=2))
         return
-    assets = None if args.group == "binsaw" else text_assets(out / f"assets_{args.size}", args.size)
+    rows = QWEN3_ROWS if args.size == "full" else 100
+    assets = None if args.group == "binsaw" else text_assets(scratch / f"assets_{args.size}", rows, args.size)
     chosen = presets(args.group) if args.only is None else [f"{args.group}/{name}" for name in args.only.split(",")]
     for preset in chosen:
-        row = check_preset(preset, args.size, out, args.steps, assets, reg)
+        row = check_preset(preset, args.size, scratch, args.steps, assets, reg)
         print(describe(row), flush=True)
         with (out / f"presets_{args.group}.jsonl").open("a") as handle:
             handle.write(json.dumps(row) + "\n")

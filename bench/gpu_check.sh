@@ -11,8 +11,10 @@
 #   OUT=/tmp/out bash bench/gpu_check.sh                # on a GPU, the wheels of missing packages in .whl/
 #   OUT=/tmp/out bash bench/gpu_check.sh --size tiny    # anywhere: the same steps with tiny networks
 #
-# Each section runs in its own process under a time limit (LIMIT_<SECTION> seconds), so a failure or a
-# timeout is a row and the next section still runs. Rows are printed as measured and kept under OUT
+# Each section runs in its own process under a time limit (LIMIT_SYNCS, LIMIT_SPEED, LIMIT_BINSAW,
+# LIMIT_LM1B, LIMIT_OWT seconds; 8.3 minutes in all by default), so a failure or a timeout is a row and
+# the next section still runs. Run folders and stand-ins go to SCRATCH (default: a temporary folder on
+# /dev/shm, removed at the end). Rows are printed as measured and kept under OUT
 # (JSON and logs); a run cut short keeps what it measured.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +23,11 @@ if [ "${1:-}" = "--size" ]; then SIZE=${2:?--size needs full or tiny}; fi
 OUT=${OUT:-bench/out/gpu_check}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
+# run folders (gigabytes of weights at the text presets' size), stand-ins and caches: a RAM disk where there is one
+if [ -z "${SCRATCH:-}" ]; then
+  SCRATCH=$(mktemp -d -p "$([ -w /dev/shm ] && echo /dev/shm || echo "$OUT")" gpu_check.XXXXXX)
+  trap 'rm -rf "$SCRATCH"' EXIT
+fi
 source bench/checkout_env.sh
 
 ROWS='^(train |sample |output head|host syncs|NVIDIA|cpu,|(binsaw|lm1b|owt)/)'
@@ -46,13 +53,13 @@ else
 fi
 only() { [ -n "$1" ] && echo "--only $1"; }
 
-section syncs "${LIMIT_SYNCS:-40}" python3 bench/gpu_check.py syncs --out "$OUT"
-section speed "${LIMIT_SPEED:-180}" python3 bench/speed.py --size "$SIZE" --out "$OUT/speed" \
+section syncs "${LIMIT_SYNCS:-30}" python3 bench/gpu_check.py syncs --out "$OUT" --scratch "$SCRATCH"
+section speed "${LIMIT_SPEED:-210}" python3 bench/speed.py --size "$SIZE" --out "$OUT/speed" --scratch "$SCRATCH" \
   --sections head,sampling,training --models mdlm,coladd --variants compile --steps "$speed_steps"
 for group in binsaw lm1b owt; do
-  limit_name="LIMIT_${group^^}"
+  limit_name="LIMIT_${group^^}" default_limit=$(case $group in binsaw) echo 45;; lm1b) echo 120;; owt) echo 90;; esac)
   # shellcheck disable=SC2046
-  section "presets_$group" "${!limit_name:-90}" python3 bench/gpu_check.py presets --group "$group" --size "$SIZE" \
-    --steps "$steps" --out "$OUT" $(only "${!group}")
+  section "presets_$group" "${!limit_name:-$default_limit}" python3 bench/gpu_check.py presets --group "$group" --size "$SIZE" \
+    --steps "$steps" --out "$OUT" --scratch "$SCRATCH" $(only "${!group}")
 done
 date -u +"end %Y-%m-%dT%H:%M:%SZ"

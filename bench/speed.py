@@ -127,25 +127,11 @@ def sample_section(kind: str, size: dict, reg, device, steps: list[int], tiny: b
     return rows
 
 
-ENCODERS = {  # Qwen3-Embedding-0.6B's shape with random weights (no download), and a tiny stand-in
-    "full": {"hidden_size": 1024, "intermediate_size": 3072, "num_hidden_layers": 28, "num_attention_heads": 16,
-             "num_key_value_heads": 8, "head_dim": 128},
-    "tiny": {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
-             "num_key_value_heads": 2, "head_dim": 8},
-}
-
-
 def encoder_assets(size: dict, folder: Path, tiny: bool) -> Path:
-    """A Qwen3 model of the chosen shape with random weights and a word-level tokenizer over its vocabulary."""
-    from tokenizers import Tokenizer, models
-    from transformers import AutoModel, PreTrainedTokenizerFast, Qwen3Config
+    """A Qwen3 model (Qwen3-Embedding-0.6B's shape or a tiny one) with random weights and a word-level tokenizer over the vocabulary."""
+    from gpu_check import text_assets
 
-    vocab = size["vocab"] - 1
-    config = Qwen3Config(vocab_size=vocab, max_position_embeddings=4096, **ENCODERS["tiny" if tiny else "full"])
-    AutoModel.from_config(config).save_pretrained(folder)
-    words = Tokenizer(models.WordLevel({f"w{i}": i for i in range(vocab)}, unk_token="w0"))
-    PreTrainedTokenizerFast(tokenizer_object=words, unk_token="w0", pad_token="w0").save_pretrained(folder)
-    return folder
+    return Path(text_assets(folder, size["vocab"], "tiny" if tiny else "full")["encoder"])
 
 
 def frozen_encoder(assets: Path, size: dict, cache: Path | None) -> torch.nn.Module:
@@ -211,6 +197,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", choices=sorted(SIZES), default="full")
     parser.add_argument("--out", default="bench/results")
+    parser.add_argument("--scratch", default=None, help="where the encoder stand-in is written (default: OUT)")
     parser.add_argument("--steps", default="1,2,4,8,16,32,64,128")
     parser.add_argument("--sections", default="training,sampling,encoder,head", help="comma-separated subset to run")
     parser.add_argument("--models", default="mdlm,coladd,diladd", help="models of the training (no diladd there) and sampling sections")
@@ -224,8 +211,9 @@ def main() -> None:
     peak = matmul_peak(device)
     print(f"{card}, measured matmul rate {peak / 1e12:.1f} TFLOP/s", flush=True)
     meta = {"card": card, "date": time.strftime("%Y-%m-%d"), "matmul_tflops": peak / 1e12, "sizes": size}
-    assets = functools.cache(lambda: encoder_assets(size, out / "encoder_assets", tiny))  # built when first needed
-    cache = out / "encoder_assets" / "latents"
+    scratch = out if args.scratch is None else Path(args.scratch)
+    assets = functools.cache(lambda: encoder_assets(size, scratch / "encoder_assets", tiny))  # built when first needed
+    cache = scratch / "encoder_assets" / "latents"
     # (compile, head at the masked rows only): compiling is only worth timing on a GPU
     named = {"eager": (False, False), "compile": (True, False), "compile_rows": (True, True)}
     variants = [named[v] for v in args.variants.split(",")] if device.type == "cuda" else [(False, False), (False, True)]
