@@ -31,7 +31,7 @@ from .assembly import Experiment, build_experiment, check_installed
 from .config import resolve_precision
 from .distributed import Shard, step_seed
 from .errors import InvalidConfigError, LaddError
-from .interfaces import Dataset
+from .interfaces import Dataset, batches_from
 from .model import DiffusionModel
 
 CONFIG_FILE = "config.yaml"
@@ -49,11 +49,9 @@ class _Stream(IterableDataset):
         self.start = 0  # batches already trained on (set when resuming)
 
     def __iter__(self) -> Iterator[torch.Tensor]:
-        produced = 0
-        for batch in self.dataset.batches(self.batch_size, self.seed, "train"):
+        produced = self.start
+        for batch in batches_from(self.dataset, self.start, self.batch_size, self.seed, "train"):
             produced += 1
-            if produced <= self.start:
-                continue
             check_batch(batch, self.dataset)
             yield batch
         raise LaddError(
