@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
-from itertools import islice
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 import torch
