@@ -9,6 +9,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 import torch
@@ -31,6 +32,7 @@ __all__ = [
     "Dataset",
     "Metric",
     "mask_id",
+    "batches_from",
 ]
 
 
@@ -304,9 +306,24 @@ class Dataset(ABC):
     def batches(self, batch_size: int, seed: int, split: str = "train") -> Iterator[Tensor]:
         """An iterator of ``LongTensor[batch_size, seq_len]``; the same seed and split give the same stream."""
 
+    def batches_from(self, start: int, batch_size: int, seed: int, split: str = "train") -> Iterator[Tensor]:
+        """The stream of ``batches(batch_size, seed, split)`` from its batch ``start`` on (0 is the first).
+
+        Resuming a run at step k reads the stream from batch k. This default draws and discards the
+        first ``start`` batches; override it to start there directly, yielding the same batches.
+        """
+        return islice(self.batches(batch_size, seed, split), start, None)
+
     def oracle_token_loss(self) -> float | None:
         """The exact optimal token loss when the data model is known (None otherwise)."""
         return None
+
+
+def batches_from(dataset: Dataset, start: int, batch_size: int, seed: int, split: str = "train") -> Iterator[Tensor]:
+    """``dataset.batches_from(...)``; a dataset written without the ``Dataset`` base gets the base's replay."""
+    if isinstance(dataset, Dataset):
+        return dataset.batches_from(start, batch_size, seed, split)
+    return Dataset.batches_from(dataset, start, batch_size, seed, split)
 
 
 class Metric(ABC):

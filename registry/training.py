@@ -31,8 +31,9 @@ from .assembly import Experiment, build_experiment, check_installed
 from .config import resolve_precision
 from .distributed import Shard, step_seed
 from .errors import InvalidConfigError, LaddError
-from .interfaces import Dataset
+from .interfaces import Dataset, batches_from
 from .model import DiffusionModel
+from .trainable import unreached_parameters
 
 CONFIG_FILE = "config.yaml"
 COMPONENTS_FILE = "components.json"
@@ -49,11 +50,9 @@ class _Stream(IterableDataset):
         self.start = 0  # batches already trained on (set when resuming)
 
     def __iter__(self) -> Iterator[torch.Tensor]:
-        produced = 0
-        for batch in self.dataset.batches(self.batch_size, self.seed, "train"):
+        produced = self.start
+        for batch in batches_from(self.dataset, self.start, self.batch_size, self.seed, "train"):
             produced += 1
-            if produced <= self.start:
-                continue
             check_batch(batch, self.dataset)
             yield batch
         raise LaddError(
@@ -91,6 +90,19 @@ class LaddModule(L.LightningModule):
         self.train_cfg = train
         self.seed = seed
         self.stage = 1
+        self.resting: list[torch.nn.Parameter] = []  # parameters this stage's loss does not reach
+
+    def setup(self, stage: str) -> None:
+        # Here the processes are joined and the device is known, and neither DDP nor the optimiser has seen
+        # the parameters yet: the stage trains exactly what its loss reaches, so DDP needs no search for the rest.
+        self.model.to(self.trainer.strategy.root_device)
+        self.resting = unreached_parameters(self.model)
+        for parameter in self.resting:
+            parameter.requires_grad_(False)
+
+    def teardown(self, stage: str) -> None:
+        for parameter in self.resting:
+            parameter.requires_grad_(True)
 
     def training_step(self, batch: torch.Tensor, batch_idx: int) -> torch.Tensor:
         world = self.trainer.world_size
@@ -170,17 +182,14 @@ class _Hardware:
                 f"weights (Lightning's WeightAveraging) needs whole parameters on every rank; use train.strategy=ddp"
             )
         self.world, self.rank = probe.world_size, probe.global_rank
-        self.plain_ddp = self.name in ("auto", "ddp") and type(probe.strategy) is DDPStrategy
 
     def trainer_arguments(self) -> dict[str, Any]:
-        """Arguments of one stage's Trainer (a strategy object serves a single Trainer).
+        """Arguments of one stage's Trainer.
 
-        DDP looks for parameters left without gradient: Stage 1 of a latent model (``lambda_latent = 0``)
-        gives the latent heads none, which plain DDP rejects. ``train.strategy=ddp_find_unused_parameters_false``
-        skips the search when every parameter always learns.
+        Plain DDP runs without ``find_unused_parameters``: each stage trains only the parameters its loss
+        reaches (``LaddModule.setup``), so there are none to search for.
         """
-        strategy = DDPStrategy(find_unused_parameters=True) if self.plain_ddp else self.name
-        return {**self.arguments, "strategy": strategy}
+        return {**self.arguments, "strategy": self.name}
 
 
 @contextmanager

@@ -109,7 +109,7 @@ def _exercise(component: Component, registry: Registry) -> None:
     """Build with default options and a tiny context, then make one call through the kind's interface."""
     import torch
 
-    from .interfaces import Channels
+    from .interfaces import Channels, batches_from
 
     kind, build = component.kind, component.build
     tau = torch.tensor([0.0, 0.5, 1.0])
@@ -136,6 +136,9 @@ def _exercise(component: Component, registry: Registry) -> None:
         batch = next(dataset.batches(BATCH, 0))
         assert tuple(batch.shape) == (BATCH, dataset.seq_len), f"batch of shape {tuple(batch.shape)}"
         assert batch.dtype == torch.long, f"batch of dtype {batch.dtype}"
+        stream = dataset.batches(BATCH, 0)
+        third = [next(stream) for _ in range(3)][-1]
+        assert torch.equal(next(batches_from(dataset, 2, BATCH, 0)), third), "batches_from(2, ...) is not the stream's third batch"
     elif kind == "metric":
         metric = _without_text(build)
         scores = metric(torch.randint(2, (16, SEQ)), torch.randint(2, (16, SEQ)))

@@ -42,3 +42,20 @@ def run_ladd(*args: str, env: dict[str, str] | None = None, cwd: Path | None = N
 @pytest.fixture
 def ladd():
     return run_ladd
+
+
+def assert_trainable_set_is_exact(model, x0) -> None:
+    """The probe's unreached parameters are exactly those a real backward pass of the loss leaves without gradient."""
+    import torch
+
+    from registry.trainable import unreached_parameters
+
+    names = {id(p): name for name, p in model.named_parameters()}
+    unreached = sorted(names[id(p)] for p in unreached_parameters(model))
+    model.train()
+    model.zero_grad(set_to_none=True)
+    with torch.random.fork_rng():
+        model.loss(x0)["loss"].backward()
+    without = sorted(name for name, p in model.named_parameters() if p.requires_grad and p.grad is None)
+    model.zero_grad(set_to_none=True)
+    assert unreached == without

@@ -1,6 +1,7 @@
 """The binary sawtooth dataset: omega, sampling, seeded streams and the exact oracle loss."""
 from __future__ import annotations
 
+import hashlib
 import math
 
 import numpy as np
@@ -53,6 +54,23 @@ def test_same_seed_and_split_reproduce_the_stream() -> None:
     first, second = data.batches(4, seed=3), data.batches(4, seed=3)
     for _ in range(3):
         assert torch.equal(next(first), next(second))
+
+
+def test_the_stream_is_the_one_published_results_were_trained_on() -> None:
+    """A digest of the first batches, recorded before resuming learned to start mid-stream."""
+    stream = make(seq_len=16).batches(4, seed=5)
+    digest = hashlib.sha256(torch.cat([next(stream) for _ in range(6)]).numpy().tobytes()).hexdigest()
+    assert digest == "46bdb30fac501d1ae80e05ff3ec0ca00528c37551e7fc2ffe60f328d0d61098e"
+
+
+@pytest.mark.parametrize("start", [0, 1, 7, 40])
+def test_a_stream_started_at_batch_k_is_the_rest_of_the_stream(start: int) -> None:
+    data = make(seq_len=12)
+    stream = data.batches(5, seed=2, split="validation")
+    expected = [next(stream) for _ in range(start + 3)][start:]
+    resumed = data.batches_from(start, 5, seed=2, split="validation")
+    for batch in expected:
+        assert torch.equal(next(resumed), batch)
 
 
 def test_splits_and_seeds_give_different_streams() -> None:

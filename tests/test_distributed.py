@@ -1,5 +1,9 @@
 """Data parallelism: two CPU processes (DDP over gloo) train as one process does on the same global batch.
 
+Plain DDP runs without ``find_unused_parameters``: the two-stage runs below (Di-LADD joint, Co-LADD
+sequential) leave latent heads, a latent denoiser and a frozen encoder without gradient in some stage,
+which DDP would refuse on the second step unless each stage trained exactly what its loss reaches.
+
 Tolerance: each rank averages its own rows and the gloo all-reduce then averages the ranks, where one
 process averages all rows at once, so losses and gradients differ by float32 rounding (about 1e-7
 relative per operation), which Adam carries through a few steps: losses agree to 1e-5 relative,
@@ -24,6 +28,7 @@ from registry.assembly import build_experiment
 from registry.config import compose, to_plain
 from registry.distributed import Shard, gather_rows, share
 from registry.errors import InvalidConfigError
+from registry.model import DiffusionModel
 from registry.training import train
 
 COMMON = [*TINY, "train.accelerator=cpu", "seed=3"]
@@ -38,6 +43,15 @@ DILADD = [
     "trainer.max_steps=3",
 ]
 MDLM = ["experiment=binsaw/mdlm_cpu", "backbone.dropout=0", "trainer.max_steps=6"]
+# Co-LADD's posterior noise is per-rank noise too: off here.
+COLADD_SEQ = [
+    "experiment=binsaw/coladd_seq_cpu",
+    "backbone.dropout=0",
+    "encoder.dropout=0",
+    "latent.std=0",
+    "train.stages=[{steps:1},{steps:1,lambda_latent:1.0,freeze_encoder:true}]",
+    "trainer.max_steps=3",
+]
 
 
 @pytest.fixture(scope="module")
@@ -56,10 +70,12 @@ def one_thread():
 
 @pytest.fixture(scope="module")
 def two_process_runs(tmp_path_factory):
-    """Both two-process runs, started together: Di-LADD through Lightning's launcher, MDLM through torchrun."""
+    """The two-process runs, started together: Di-LADD and Co-LADD (``train.strategy`` ``ddp`` and ``auto``)
+    through Lightning's launcher, MDLM through torchrun."""
     root = tmp_path_factory.mktemp("ddp")
     commands = {
         "diladd": [sys.executable, "-m", "registry.cli", "train", *COMMON, *DILADD, "train.devices=2", "train.strategy=ddp"],
+        "coladd_seq": [sys.executable, "-m", "registry.cli", "train", *COMMON, *COLADD_SEQ, "train.devices=2"],
         "mdlm": [
             sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
             "-m", "registry.cli", "train", *COMMON, *MDLM, "train.devices=2",
@@ -111,6 +127,32 @@ def test_two_ddp_processes_train_diladd_as_one_process(two_process_runs, reg, tm
     assert [(r["stage"], r["step"]) for r in _rows(tmp_path)] == [(str(a), str(b)) for a in (1, 2) for b in (1, 2, 3)]
     weights = _assert_trained_alike(two_process_runs, "diladd", tmp_path)
     assert {"latent.quantizer._codebook.embed", "latent.quantizer._codebook.cluster_size"} <= weights.keys()
+
+
+def test_two_ddp_processes_train_sequential_coladd_as_one_process(two_process_runs, reg, tmp_path, one_thread, monkeypatch):
+    """Stage 1 leaves the latent denoiser without gradient, both stages the token network's latent outputs.
+
+    Co-LADD's posterior draw is per-rank noise: scaled by ``latent.std = 0`` here, but drawn all the same,
+    off the shared stream by a rank and from it by a single process. So the one-process reference goes
+    through the sharded objective with one shard, as the reference of the sharded-objective test does.
+    """
+    whole = DiffusionModel.loss
+    monkeypatch.setattr(DiffusionModel, "loss", lambda self, x0, generator=None, shard=None: whole(self, x0, generator, shard or Shard(0, 1, seed=0)))
+    train(compose([*COMMON, *COLADD_SEQ], reg), tmp_path, reg)
+    _assert_trained_alike(two_process_runs, "coladd_seq", tmp_path)
+
+
+def test_plain_ddp_does_not_search_for_unused_parameters(reg):
+    import lightning as L
+    from lightning.pytorch.strategies import DDPStrategy
+
+    from registry.training import _Hardware
+
+    for strategy in ("auto", "ddp"):
+        train_cfg = to_plain(compose([*COMMON, "train.devices=2", f"train.strategy={strategy}"], reg))["train"]
+        trainer = L.Trainer(**_Hardware(train_cfg).trainer_arguments(), logger=False, enable_checkpointing=False)
+        assert isinstance(trainer.strategy, DDPStrategy)
+        assert trainer.strategy._ddp_kwargs.get("find_unused_parameters", False) is False, strategy
 
 
 def test_two_torchrun_processes_train_mdlm_as_one_process(two_process_runs, reg, tmp_path, one_thread):

@@ -34,7 +34,7 @@ def test_nan_loss_stops_the_run_naming_step_and_term(reg, tmp_path, monkeypatch)
     def poisoned(self, *args):
         calls["n"] += 1
         value = original(self, *args)
-        return value * math.nan if calls["n"] == 3 else value
+        return value * math.nan if calls["n"] == 4 else value  # call 1 is the stage's trainable-set probe
 
     monkeypatch.setattr(MaskedProcess, "loss", poisoned)
     with pytest.raises(NonFiniteLossError, match=r"step 2: offending term\(s\) \['token'\]"):

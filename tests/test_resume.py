@@ -9,6 +9,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+import torch
 from conftest import TINY, run_ladd
 
 STEPS = 8
@@ -85,3 +87,52 @@ def test_resume_refuses_a_checkpoint_from_a_missing_plugin(tmp_path):
     last.write_bytes(b"not a checkpoint")
     with pytest.raises(LaddError, match="corrupt or not a ladd checkpoint.*delete it"):
         train(cfg, tmp_path, reg)
+
+
+class _Interrupted(Exception):
+    """Stands for a kill while the stream is read."""
+
+
+class _BatchesOnly:
+    """A third-party dataset written against the first contract: ``batches`` alone, no ``Dataset`` base."""
+
+    def __init__(self, dataset, interrupt_at=None):
+        self.dataset, self.interrupt_at, self.drawn = dataset, interrupt_at, 0
+        self.vocab_size, self.seq_len = dataset.vocab_size, dataset.seq_len
+
+    def batches(self, batch_size, seed, split="train"):
+        for batch in self.dataset.batches(batch_size, seed, split):
+            if self.drawn == self.interrupt_at:
+                raise _Interrupted
+            self.drawn += 1
+            yield batch
+
+
+def test_a_dataset_without_batches_from_resumes_by_replay(tmp_path, monkeypatch):
+    import registry
+    from registry import training
+    from registry.config import compose
+
+    reg = registry.load()
+    cfg = compose(["experiment=binsaw/mdlm_cpu", *TINY, "train.stages=[{steps:6}]", "train.checkpoint_every=1"], reg)
+    real, datasets = training.build_experiment, []
+
+    def third_party(interrupt_at):
+        def build(cfg_, registry_):
+            experiment = real(cfg_, registry_)
+            experiment.dataset = _BatchesOnly(experiment.dataset, interrupt_at)
+            datasets.append(experiment.dataset)
+            return experiment
+        monkeypatch.setattr(training, "build_experiment", build)
+
+    third_party(None)
+    training.train(cfg, tmp_path / "whole", reg)
+    third_party(4)
+    with pytest.raises(_Interrupted):
+        training.train(cfg, tmp_path / "resumed", reg)
+    checkpointed = torch.load(tmp_path / "resumed" / "checkpoints" / "stage1" / "last.ckpt", weights_only=True)["global_step"]
+    assert 0 < checkpointed < 6
+    third_party(None)
+    training.train(cfg, tmp_path / "resumed", reg)
+    assert _rows(tmp_path / "resumed" / "metrics.csv") == _rows(tmp_path / "whole" / "metrics.csv")
+    assert datasets[-1].drawn >= 6, f"the stream was read from its start, past the {checkpointed} batches trained on"

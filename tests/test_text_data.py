@@ -233,6 +233,28 @@ def test_batches_are_seeded_shuffled_per_epoch_and_endless(tmp_path):
         assert sorted(indices[epoch * n : (epoch + 1) * n].tolist()) == list(range(n))
     big = next(dataset.batches(3 * n, 0))  # larger than the split: rows repeat, once per epoch
     assert big.shape == (3 * n, 3)
+    resumed = dataset.batches_from(n, 4, 3)  # batch n lies in the fifth epoch (n rows, batch 4)
+    assert torch.equal(torch.stack([next(resumed) for _ in range(3)]), first(3, count=n + 3)[n:])
+
+
+def test_the_index_stream_is_the_one_published_results_were_trained_on():
+    """A digest of the first batches, recorded before resuming learned to start mid-stream."""
+    import hashlib
+
+    stream = shuffled_indices(10, 4, torch.Generator().manual_seed(0))
+    digest = hashlib.sha256(torch.cat([next(stream) for _ in range(12)]).numpy().tobytes()).hexdigest()
+    assert digest == "6845abb5b600f75a9b75d77433099ec5d3e79b870bb8aa4d21de8a0c5e91c571"
+
+
+@pytest.mark.parametrize(("n", "batch_size"), [(10, 3), (10, 5), (5, 12)])
+def test_indices_started_at_batch_k_are_the_rest_of_the_stream(n, batch_size):
+    """Starts inside an epoch, on an epoch boundary, straddling two, and with batches longer than an epoch."""
+    full = shuffled_indices(n, batch_size, torch.Generator().manual_seed(1))
+    expected = [next(full) for _ in range(12)]
+    for start in (0, 1, 3, 4, 9):
+        resumed = shuffled_indices(n, batch_size, torch.Generator().manual_seed(1), start)
+        for batch in expected[start : start + 3]:
+            assert torch.equal(next(resumed), batch), (start, batch_size)
 
 
 def test_the_token_cache_is_reused_and_keyed_by_everything_that_changes_rows(tmp_path, monkeypatch):
@@ -330,6 +352,8 @@ def test_offline_errors_and_local_hugging_face_folders(tmp_path):
         for streaming in (False, True):
             data = TextDataset(TextDatasetConfig(source="hf:{folder.parent}", tokenizer=words, streaming=streaming, **common))
             out[f"rows_{{streaming}}"] = [next(data.batches(3, 0, "test")).tolist(), next(data.batches(2, 1)).shape[0]]
+            stream, resumed = data.batches(2, 1), data.batches_from(3, 2, 1)
+            out[f"resumed_{{streaming}}"] = [[next(stream).tolist() for _ in range(5)][3:], [next(resumed).tolist() for _ in range(2)]]
         print(json.dumps(out))
         """
     )
@@ -348,3 +372,5 @@ def test_offline_errors_and_local_hugging_face_folders(tmp_path):
     for streaming in (False, True):
         rows, train_batch = out[f"rows_{streaming}"]
         assert len(rows) == 3 and {tuple(r) for r in rows} == {(5, 4, 3), (2, 1, 6)} and train_batch == 2
+        expected, resumed = out[f"resumed_{streaming}"]
+        assert resumed == expected, "batches 3 and 4 (the split packs to 3 rows: the start lies in the third pass)"

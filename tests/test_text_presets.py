@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import assert_trainable_set_is_exact
 
 import registry
 from registry.config import compose, to_plain
@@ -84,6 +85,7 @@ def test_every_text_preset_trains_two_steps_and_samples_offline(preset, assets, 
     seq_len = experiment.dataset.seq_len
     assert tokens.shape == (2, seq_len) and int(tokens.max()) < experiment.dataset.vocab_size
     assert calls >= 1
+    assert_trainable_set_is_exact(experiment.model, next(experiment.dataset.batches(2, 0)))
 
 
 def test_the_paper_presets_keep_the_paper_sizes(reg):

@@ -9,6 +9,7 @@ from torch import Tensor
 
 from registry.interfaces import Dataset
 
+from ..mersenne import skip_doubles
 from ..seeds import stream_seed
 from .config import BinarySawtoothConfig
 
@@ -45,9 +46,17 @@ class BinarySawtooth(Dataset):
 
     def batches(self, batch_size: int, seed: int, split: str = "train") -> Iterator[Tensor]:
         """An endless stream of fresh batches, reproducible from ``(seed, split)``."""
+        return self.batches_from(0, batch_size, seed, split)
+
+    def batches_from(self, start: int, batch_size: int, seed: int, split: str = "train") -> Iterator[Tensor]:
+        """The stream from batch ``start`` on: the generator jumps past the draws of the batches before it."""
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         generator = torch.Generator().manual_seed(stream_seed("binsaw", seed, split))
+        skip_doubles(generator, start * batch_size * (self.seq_len + 1))  # sample() draws y, then x
+        return self._stream(batch_size, generator)
+
+    def _stream(self, batch_size: int, generator: torch.Generator) -> Iterator[Tensor]:
         while True:
             yield self.sample(batch_size, generator)[0]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
+from itertools import islice
 from pathlib import Path
 
 import numpy as np
@@ -107,25 +108,27 @@ class TextDataset(Dataset):
 
     def batches(self, batch_size: int, seed: int, split: str = "train") -> Iterator[Tensor]:
         """An endless stream of ``LongTensor[batch_size, seq_len]``: rows in a fresh seeded order each epoch."""
+        return self.batches_from(0, batch_size, seed, split)
+
+    def batches_from(self, start: int, batch_size: int, seed: int, split: str = "train") -> Iterator[Tensor]:
+        """The stream from batch ``start`` on: cached rows start there directly, a streamed split reads forward to it."""
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         generator = torch.Generator().manual_seed(stream_seed("text", seed, split))
         if self.config.streaming:
-            return self._streamed(self.split(split), split, batch_size, generator)
-        rows = self.rows(split)
-        return (torch.from_numpy(rows[i.numpy()].astype(np.int64)) for i in shuffled_indices(len(rows), batch_size, generator))
+            rows = self._streamed(self.split(split), split, generator)
+            return _in_batches(islice(rows, start * batch_size, None), batch_size)
+        table = self.rows(split)
+        return (torch.from_numpy(table[i.numpy()].astype(np.int64)) for i in shuffled_indices(len(table), batch_size, generator, start))
 
-    def _streamed(self, spec: SplitSpec, split: str, batch_size: int, generator: torch.Generator) -> Iterator[Tensor]:
-        batch: list[list[int]] = []
+    def _streamed(self, spec: SplitSpec, split: str, generator: torch.Generator) -> Iterator[list[int]]:
+        """Endless rows: each pass over the split in a fresh seeded order."""
         while True:
             epoch_seed = int(torch.randint(1 << 31, (1,), generator=generator))
             produced = 0
             for row in self.pack(encode(self.tokenizer, self.clean(self.source.stream(spec, epoch_seed)), None, False)):
                 produced += 1
-                batch.append(row)
-                if len(batch) == batch_size:
-                    yield torch.tensor(batch, dtype=torch.long)
-                    batch = []
+                yield row
             if produced == 0:
                 raise self._empty(split, spec)
 
@@ -138,9 +141,22 @@ class TextDataset(Dataset):
         )
 
 
-def shuffled_indices(n: int, batch_size: int, generator: torch.Generator) -> Iterator[Tensor]:
-    """Endless batches of indices into ``n`` rows: each epoch a fresh permutation, batches running across epochs."""
-    buffer = torch.empty(0, dtype=torch.long)
+def _in_batches(rows: Iterator[list[int]], batch_size: int) -> Iterator[Tensor]:
+    """Consecutive rows of an endless row stream, ``batch_size`` at a time."""
+    while True:
+        yield torch.tensor(list(islice(rows, batch_size)), dtype=torch.long)
+
+
+def shuffled_indices(n: int, batch_size: int, generator: torch.Generator, start: int = 0) -> Iterator[Tensor]:
+    """Endless batches of indices into ``n`` rows: each epoch a fresh permutation, batches running across epochs.
+
+    The stream is the epochs' permutations end to end, cut into batches; from batch ``start`` on it begins
+    at position ``start * batch_size``, after drawing the earlier epochs' permutations to advance ``generator``.
+    """
+    epochs, offset = divmod(start * batch_size, n)
+    for _ in range(epochs):
+        torch.randperm(n, generator=generator)
+    buffer = torch.randperm(n, generator=generator)[offset:]
     while True:
         while len(buffer) < batch_size:
             buffer = torch.cat([buffer, torch.randperm(n, generator=generator)])
