@@ -36,7 +36,10 @@ class ComponentSpec:
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
-            raise ValueError(f"unknown component kind {self.kind!r}; valid kinds: {', '.join(KINDS)}")
+            raise ValueError(
+                f"component {self.name!r} has unknown kind {self.kind!r}{did_you_mean(self.kind, KINDS)} "
+                f"valid kinds: {', '.join(KINDS)}"
+            )
         if not self.name or not self.name.replace("_", "").replace("-", "").isalnum():
             raise ValueError(f"component name {self.name!r} must be a non-empty identifier (letters, digits, _ and -)")
         if isinstance(self.factory, str) and ":" not in self.factory:

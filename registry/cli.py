@@ -22,20 +22,27 @@ def _list_components(args: argparse.Namespace, registry: Registry) -> None:
     rows = [c.as_dict() for c in registry if args.kind in (None, c.kind)]
     if args.json:
         print(json.dumps(rows, indent=2))
-        return
-    widths = {key: max([len(key)] + [len(str(r[key] or "")) for r in rows]) for key in ("kind", "name", "plugin")}
-    print("  ".join(f"{k:<{widths[k]}}" for k in widths) + "  version  description")
-    for r in rows:
-        print("  ".join(f"{str(r[k]):<{widths[k]}}" for k in widths) + f"  {r['version'] or '-':<7}  {r['description']}")
-    _print_failures(registry)
+    else:
+        columns = ("kind", "name", "plugin", "distribution", "version")
+        widths = {key: max([len(key)] + [len(str(r[key] or "-")) for r in rows]) for key in columns}
+        print("  ".join(f"{k:<{widths[k]}}" for k in columns) + "  description")
+        for r in rows:
+            print("  ".join(f"{str(r[k] or '-'):<{widths[k]}}" for k in columns) + f"  {r['description']}")
+    _print_problems(registry)
 
 
-def _print_failures(registry: Registry) -> None:
+def _print_problems(registry: Registry) -> None:
+    from ._registry import clash_message
+
     for failure in registry.failures:
-        print(f"plugin {failure.plugin!r} failed to load: {failure.error}", file=sys.stderr)
+        print(f"ladd: warning: {failure.message}", file=sys.stderr)
+    for found in registry.clashes():
+        print(f"ladd: warning: {clash_message(found)}", file=sys.stderr)
 
 
 def _plugins(args: argparse.Namespace, registry: Registry) -> None:
+    from ._registry import clash_message
+
     if args.action == "check":
         _check_plugin(args.name, registry)
         return
@@ -49,6 +56,8 @@ def _plugins(args: argparse.Namespace, registry: Registry) -> None:
         print(f"{failure.plugin:<16} {failure.distribution or '-':<24} {'-':<10} FAILED: {failure.error}")
     for blocked in registry.blocked:
         print(f"{blocked.plugin:<16} {blocked.distribution or '-':<24} {'-':<10} BLOCKED: {blocked.error}")
+    for found in registry.clashes():
+        print(f"CLASH: {clash_message(found)}")
 
 
 def _check_plugin(name: str | None, registry: Registry) -> None:
@@ -70,20 +79,24 @@ def _check_plugin(name: str | None, registry: Registry) -> None:
     )
 
 
-def _train(overrides: list[str], registry: Registry) -> None:
+def _train(arguments: list[str], registry: Registry) -> None:
     import hydra
     from hydra.core.hydra_config import HydraConfig
 
     from .config import (
         CONFIG_MODULE,
         PRIMARY_CONFIG,
+        check_selections,
         register_configs,
         search_path_override,
+        split_arguments,
     )
     from .training import train
 
+    flags, overrides = split_arguments(arguments)
+    check_selections(overrides, registry)
     register_configs(registry)
-    command = [sys.argv[0], "train", *overrides]
+    command = [sys.argv[0], "train", *arguments]
 
     @hydra.main(version_base=None, config_path=f"pkg://{CONFIG_MODULE}", config_name=PRIMARY_CONFIG)
     def run(cfg: Any) -> None:
@@ -97,7 +110,7 @@ def _train(overrides: list[str], registry: Registry) -> None:
             _show_error(error)
             raise SystemExit(2)
 
-    sys.argv = ["ladd train", *search_path_override(registry), *overrides]
+    sys.argv = ["ladd train", *flags, *search_path_override(registry), *overrides]
     run()
 
 

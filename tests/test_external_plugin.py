@@ -4,12 +4,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import TINY, run_ladd
+from conftest import TINY, fake_distribution, run_ladd
 
 EXAMPLE = Path(__file__).parent / "plugins" / "example"
 
@@ -23,17 +22,6 @@ def plugin_path(tmp_path_factory) -> str:
         timeout=300,
     )
     return str(target)
-
-
-def _fake_distribution(root: Path, name: str, module_source: str) -> str:
-    """A minimal installed distribution (dist-info with an entry point in group ``ladd``) on a fresh path."""
-    root.mkdir(parents=True, exist_ok=True)
-    (root / f"{name}.py").write_text(textwrap.dedent(module_source))
-    info = root / f"{name}-0.0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.0.1\n")
-    (info / "entry_points.txt").write_text(f"[ladd]\n{name} = {name}\n")
-    return str(root)
 
 
 def test_installed_plugin_is_listed_with_its_origin(plugin_path):
@@ -58,24 +46,38 @@ def test_training_selects_plugin_components_from_config_alone(plugin_path, tmp_p
     assert origins["backbone"]["distribution"] == "ladd-example-plugin"
 
 
-def test_name_clash_names_both_plugins(plugin_path, tmp_path):
-    clash = _fake_distribution(tmp_path / "clash", "clashing_plugin", """
+def test_name_clash_is_reported_and_is_an_error_only_where_the_name_is_used(plugin_path, tmp_path):
+    clash = fake_distribution(tmp_path / "clash", "clashing_plugin", """
         from registry import ComponentSpec, hookimpl
 
         @hookimpl
         def ladd_components():
             return [ComponentSpec("backbone", "conv", "math:sqrt")]
     """)
-    out = run_ladd("list-components", env={"PYTHONPATH": f"{plugin_path}:{clash}"})
-    assert out.returncode == 2
-    assert "backbone 'conv'" in out.stderr and "'example'" in out.stderr and "'clashing_plugin'" in out.stderr
+    env = {"PYTHONPATH": f"{plugin_path}:{clash}"}
+    clash_line = (
+        "backbone 'conv' is registered by several plugins: 'clashing_plugin' (clashing_plugin 0.0.1), "
+        "'example' (ladd-example-plugin 0.3.0); to use one, hide the others with LADD_PLUGINS_BLOCK=example"
+    )
+    listed = run_ladd("list-components", env=env)
+    assert listed.returncode == 0, listed.stderr
+    assert clash_line in listed.stderr and "exponential" in listed.stdout
+    plugins = run_ladd("plugins", env=env)
+    assert plugins.returncode == 0 and f"CLASH: {clash_line}" in plugins.stdout
+    unclashed = run_ladd("train", "schedule=exponential", "--cfg", "job", env=env)
+    assert unclashed.returncode == 0 and "name: exponential" in unclashed.stdout
+    used = run_ladd("train", "backbone=conv", "--cfg", "job", env=env)
+    assert used.returncode == 2
+    assert used.stderr.strip().splitlines() == [f"ladd: error: {clash_line} (comma-separated), or uninstall or rename one"]
+    chosen = run_ladd("train", "experiment=example/conv_mdlm", "--cfg", "job", env={**env, "LADD_PLUGINS_BLOCK": "clashing_plugin"})
+    assert chosen.returncode == 0 and "name: conv" in chosen.stdout
 
 
 def test_plugin_that_fails_to_import_is_reported_and_others_work(tmp_path):
-    broken = _fake_distribution(tmp_path / "broken", "broken_plugin", "import module_that_does_not_exist\n")
+    broken = fake_distribution(tmp_path / "broken", "broken_plugin", "import module_that_does_not_exist\n")
     out = run_ladd("list-components", env={"PYTHONPATH": broken})
     assert out.returncode == 0
-    assert "plugin 'broken_plugin' failed to load: ModuleNotFoundError" in out.stderr
+    assert "plugin 'broken_plugin' (broken_plugin) failed to load: ModuleNotFoundError" in out.stderr
     assert "mmdit" in out.stdout
     strict = run_ladd("list-components", env={"PYTHONPATH": broken, "LADD_STRICT_PLUGINS": "1"})
     assert strict.returncode == 2 and "broken_plugin" in strict.stderr
@@ -107,7 +109,7 @@ def test_plugin_check_passes_good_plugins(plugin_path):
 
 
 def test_plugin_check_reports_each_problem_precisely(tmp_path):
-    broken = _fake_distribution(tmp_path / "bad", "shoddy_plugin", """
+    broken = fake_distribution(tmp_path / "bad", "shoddy_plugin", """
         from dataclasses import dataclass
 
         import torch
@@ -161,7 +163,7 @@ def test_pytest_helper_flags_a_broken_plugin(monkeypatch, tmp_path):
     import registry
     from registry import testing
 
-    broken = _fake_distribution(tmp_path / "bad2", "hollow_plugin", """
+    broken = fake_distribution(tmp_path / "bad2", "hollow_plugin", """
         from registry import ComponentSpec, hookimpl
 
         @hookimpl
@@ -177,3 +179,92 @@ def test_pytest_helper_flags_a_broken_plugin(monkeypatch, tmp_path):
     finally:
         monkeypatch.undo()
         registry.load(reload=True)
+
+
+MISTAKES = {
+    "undecorated_plugin": """
+        from registry import ComponentSpec
+
+        def ladd_components():
+            return [ComponentSpec("schedule", "plain", "math:sqrt")]
+    """,
+    "misspelt_plugin": """
+        from registry import hookimpl
+
+        @hookimpl
+        def ladd_component():
+            return []
+    """,
+    "wrong_kind_plugin": """
+        from registry import ComponentSpec, hookimpl
+
+        @hookimpl
+        def ladd_components():
+            return [ComponentSpec("schedul", "warm", "math:sqrt")]
+    """,
+    "bad_dirs_plugin": """
+        from registry import ComponentSpec, hookimpl
+
+        @hookimpl
+        def ladd_components():
+            return [ComponentSpec("schedule", "dusk", "math:sqrt")]
+
+        @hookimpl
+        def ladd_config_dirs():
+            raise FileNotFoundError("conf/ was not packaged")
+    """,
+}
+MISTAKE_ERRORS = {
+    "undecorated_plugin": "it defines ladd_components() without the @hookimpl decorator, so ladd would ignore it: decorate it with @registry.hookimpl",
+    "misspelt_plugin": "@hookimpl function 'ladd_component' is not a ladd hook; did you mean 'ladd_components'",
+    "wrong_kind_plugin": "ValueError: component 'warm' has unknown kind 'schedul'; did you mean 'schedule'?",
+    "bad_dirs_plugin": "FileNotFoundError: conf/ was not packaged",
+}
+
+
+@pytest.fixture(scope="module")
+def faulty_plugins(tmp_path_factory) -> str:
+    root = tmp_path_factory.mktemp("faulty")
+    return ":".join(fake_distribution(root / name, name, source) for name, source in MISTAKES.items())
+
+
+def test_each_plugin_mistake_is_named_and_the_rest_of_ladd_works(faulty_plugins):
+    env = {"PYTHONPATH": faulty_plugins}
+    plugins = run_ladd("plugins", env=env)
+    assert plugins.returncode == 0, plugins.stderr
+    assert plugins.stdout.startswith("builtin ")
+    for name, error in MISTAKE_ERRORS.items():
+        assert f"{name:<16} {name:<24} {'-':<10} FAILED: {error}" in plugins.stdout
+    listed = run_ladd("list-components", env=env)
+    assert listed.returncode == 0 and "mmdit" in listed.stdout
+    for name, error in MISTAKE_ERRORS.items():
+        assert f"ladd: warning: plugin {name!r} ({name}) failed to load: {error}" in listed.stderr
+        assert f"hide it with LADD_PLUGINS_BLOCK={name}" in listed.stderr
+    strict = run_ladd("list-components", env={**env, "LADD_STRICT_PLUGINS": "1", "LADD_PLUGINS_ALLOW": "undecorated_plugin"})
+    assert strict.returncode == 2 and "@hookimpl decorator" in strict.stderr and "LADD_STRICT_PLUGINS is set" in strict.stderr
+
+
+def test_training_a_component_of_a_plugin_that_failed_to_load_says_so(faulty_plugins):
+    out = run_ladd("train", "schedule=warm", env={"PYTHONPATH": faulty_plugins})
+    assert out.returncode == 2
+    [line] = out.stderr.strip().splitlines()
+    assert line.startswith("ladd: error: unknown schedule 'warm'")
+    assert "plugin 'wrong_kind_plugin' (wrong_kind_plugin) failed to load: ValueError: component 'warm' has unknown kind 'schedul'" in line
+
+
+@pytest.mark.parametrize("order", ["readme", "flag_last"])
+def test_sweeps_work_with_a_plugin_that_contributes_config_folders(plugin_path, tmp_path, order):
+    if order == "readme":  # the README's sweep command, verbatim, then tiny sizes
+        arguments = ["-m", "experiment=binsaw/mdlm_cpu", "schedule=linear,cosine,polynomial"]
+        expected = [("dit", "cosine"), ("dit", "linear"), ("dit", "polynomial")]
+    else:  # the plugin's own preset, the sweep flag after the overrides
+        arguments = ["experiment=example/conv_mdlm", "schedule=linear,exponential", "-m"]
+        expected = [("conv", "exponential"), ("conv", "linear")]
+    out = run_ladd(
+        "train", *arguments, *TINY, "train.stages=[{steps:2}]", f"hydra.sweep.dir={tmp_path}",
+        env={"PYTHONPATH": plugin_path},
+    )
+    assert out.returncode == 0, out.stderr
+    configs = [yaml.safe_load((tmp_path / str(job) / "config.yaml").read_text()) for job in range(len(expected))]
+    assert sorted((c["backbone"]["name"], c["schedule"]["name"]) for c in configs) == expected
+

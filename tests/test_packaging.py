@@ -9,6 +9,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from conftest import run_ladd
 
 import registry
 from registry import KINDS
@@ -68,3 +69,14 @@ def test_ladd_installed_from_the_wheel_lists_every_component_of_the_checkout(whe
     assert {r["kind"] for r in rows} == set(KINDS)
     assert {(r["kind"], r["name"]) for r in rows} == {(c.kind, c.name) for c in registry.load()}
 
+
+def test_builtin_plugin_failing_to_import_is_fatal_with_its_exception(tmp_path):
+    shadow = tmp_path / "shadow" / "ladd_plugins"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("from .left_out import config\n")  # as from a wheel that left out a subpackage
+    out = run_ladd("list-components", env={"PYTHONPATH": str(shadow.parent)}, cwd=tmp_path)
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines() == [
+        "ladd: error: ladd's own plugin 'builtin' failed to load (ModuleNotFoundError: No module named "
+        "'ladd_plugins.left_out'): this installation of ladd is broken; reinstall it (LADD_DEBUG=1 shows the traceback)"
+    ]
