@@ -6,6 +6,7 @@ from ._hookspecs import hookimpl, hookspec
 from ._registry import Registry, load
 from .errors import (
     ComponentClashError,
+    ComponentError,
     IncompatibleComponentsError,
     InvalidConfigError,
     LaddError,
@@ -35,6 +36,7 @@ __all__ = [
     "LaddError",
     "UnknownComponentError",
     "ComponentClashError",
+    "ComponentError",
     "PluginLoadError",
     "IncompatibleComponentsError",
     "InvalidConfigError",

@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
+import shutil
 import sys
 import traceback
 import warnings
@@ -102,16 +104,34 @@ def _train(arguments: list[str], registry: Registry) -> None:
     def run(cfg: Any) -> None:
         # Lightning's DDP launcher starts the other ranks by running this process's command line again.
         sys.argv = command
+        hydra_config = HydraConfig.get()
+        run_dir = hydra_config.runtime.output_dir
         try:
-            run_dir = HydraConfig.get().runtime.output_dir
             train(cfg, run_dir, registry)
             print(f"trained {cfg.method}: {run_dir}")
         except LaddError as error:
+            _discard_unstarted_run(Path(run_dir), [hydra_config.output_subdir, f"{hydra_config.job.name}.log"])
             _show_error(error)
             raise SystemExit(2)
 
     sys.argv = ["ladd train", *flags, *search_path_override(registry), *overrides]
     run()
+
+
+def _discard_unstarted_run(run_dir: Path, hydra_outputs: list[str | None]) -> None:
+    """Remove what Hydra wrote into a run folder whose run failed before writing its config; nothing else is touched."""
+    from .training import CONFIG_FILE
+
+    if (run_dir / CONFIG_FILE).exists():
+        return
+    for name in filter(None, hydra_outputs):
+        path = run_dir / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.is_file():
+            path.unlink()
+    with contextlib.suppress(OSError):
+        run_dir.rmdir()  # only when nothing else is in it
 
 
 def _sample(args: argparse.Namespace, registry: Registry) -> None:
@@ -338,9 +358,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _show_error(error: BaseException) -> None:
-    if os.environ.get(DEBUG_ENV):
+    debug = bool(os.environ.get(DEBUG_ENV))
+    if debug:
         traceback.print_exception(error)
-    print(f"ladd: error: {error}", file=sys.stderr)
+    hint = f" ({DEBUG_ENV}=1 shows the traceback)" if error.__cause__ is not None and not debug else ""
+    print(f"ladd: error: {error}{hint}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:

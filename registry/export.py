@@ -40,7 +40,7 @@ def from_pretrained(path: str | Path, registry: Registry | None = None) -> Exper
     document = json.loads((path / CONFIG_JSON).read_text())
     if document.get("format") != FORMAT:
         raise LaddError(f"{path / CONFIG_JSON} has format {document.get('format')!r}; this ladd reads {FORMAT!r}")
-    check_installed(document["components"], registry)
+    check_installed(document["components"], registry, f"model {path}")
     experiment = build_experiment(document["config"], registry)
     load_model(experiment.model, path / WEIGHTS)
     experiment.model.eval()

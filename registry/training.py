@@ -220,12 +220,11 @@ def train(cfg: Any, run_dir: str | Path, registry: Registry) -> Experiment:
         # Components built below may read it (the VQ codebook sync): Lightning sets it only when it launches
         # the ranks itself, and only once it does; SLURM never does.
         os.environ["WORLD_SIZE"] = str(world)
+    L.seed_everything(plain["seed"], workers=True, verbose=False)
+    experiment = build_experiment(plain, registry)  # before the run folder is written: a component that fails leaves none
     if main:
         run_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(OmegaConf.create(plain), run_dir / CONFIG_FILE)
-    L.seed_everything(plain["seed"], workers=True, verbose=False)
-    experiment = build_experiment(plain, registry)
-    if main:
         (run_dir / COMPONENTS_FILE).write_text(json.dumps(experiment.origins(), indent=2))
     if train_cfg["compile"]:
         experiment.model.compile_backbones(train_cfg["compile_mode"])
@@ -320,7 +319,7 @@ class _ResumeState(Callback):
         state = checkpoint.get("ladd")
         if state is None or state["stage"] != self.stage:
             raise LaddError(f"checkpoint of stage {None if state is None else state['stage']} found where stage {self.stage} was expected")
-        check_installed(state["components"], self.registry)
+        check_installed(state["components"], self.registry, f"checkpoint of stage {self.stage}")
         torch.set_rng_state(state["rng_cpu"])
         if state["rng_cuda"]:
             torch.cuda.set_rng_state_all(state["rng_cuda"])
@@ -390,6 +389,9 @@ def load_run(run_dir: str | Path, registry: Registry) -> tuple[Experiment, dict[
     if not config_path.is_file() or not weights_path.is_file():
         raise LaddError(f"{run_dir} is not a finished ladd run (expected {CONFIG_FILE} and {WEIGHTS_FILE} inside)")
     plain = OmegaConf.to_container(OmegaConf.load(config_path), resolve=False)  # saved resolved; never evaluate
+    recorded = run_dir / COMPONENTS_FILE
+    if recorded.is_file():
+        check_installed(json.loads(recorded.read_text()), registry, f"run {run_dir}")
     experiment = build_experiment(plain, registry)
     load_weights(experiment.model, weights_path)
     experiment.model.eval()

@@ -8,7 +8,7 @@ from typing import Any
 
 from ._component import Component
 from ._registry import Registry
-from .errors import IncompatibleComponentsError, MissingResourceError
+from .errors import ComponentError, IncompatibleComponentsError, MissingResourceError
 
 #: The keyword context the core passes to each kind's factory (see docs/plugins.md).
 CONTEXT: dict[str, tuple[str, ...]] = {
@@ -38,8 +38,8 @@ def check_plugin(name: str, registry: Registry) -> list[str]:
         label = f"{component.kind} {component.name!r}"
         try:
             factory = component.factory()
-        except Exception as error:
-            problems.append(f"{label}: factory {component.spec.factory!r} does not import: {type(error).__name__}: {error}")
+        except ComponentError as error:
+            problems.append(f"{label}: {error.problem}")
             continue
         signature_problem = _signature_problem(component, factory)
         if signature_problem:

@@ -252,6 +252,87 @@ def test_training_a_component_of_a_plugin_that_failed_to_load_says_so(faulty_plu
     assert "plugin 'wrong_kind_plugin' (wrong_kind_plugin) failed to load: ValueError: component 'warm' has unknown kind 'schedul'" in line
 
 
+FRAGILE = """
+    import os
+
+    from ladd_plugins.backbones.config import DiTConfig
+    from registry import ComponentSpec, hookimpl
+
+
+    def fragile(config, channels):
+        if os.environ.get("FRAGILE_BREAK"):
+            raise RuntimeError("weights server unreachable")
+        from ladd_plugins.backbones.dit import DiT
+
+        return DiT(config, channels)
+
+
+    @hookimpl
+    def ladd_components():
+        return [
+            ComponentSpec("backbone", "fragile", fragile, DiTConfig, "a DiT that fails to build when told to"),
+            ComponentSpec("backbone", "absent", "fragile_parts_not_installed:Net", DiTConfig),
+        ]
+"""
+
+
+@pytest.fixture(scope="module")
+def fragile_run(tmp_path_factory) -> tuple[str, Path]:
+    path = fake_distribution(tmp_path_factory.mktemp("fragile"), "fragile_plugin", FRAGILE)
+    run = tmp_path_factory.mktemp("runs") / "fragile"
+    out = run_ladd("train", "backbone=fragile", *TINY, "train.stages=[{steps:2}]", f"run_dir={run}", env={"PYTHONPATH": path})
+    assert out.returncode == 0, out.stderr
+    return path, run
+
+
+def test_a_factory_that_fails_to_import_or_build_in_train_gives_one_line_and_no_run_folder(fragile_run, tmp_path):
+    path, _ = fragile_run
+    absent = run_ladd("train", "backbone=absent", *TINY, f"run_dir={tmp_path / 'a'}", env={"PYTHONPATH": path})
+    assert absent.returncode == 2
+    assert absent.stderr.strip().splitlines() == [
+        "ladd: error: backbone 'absent' of plugin 'fragile_plugin' (fragile_plugin 0.0.1) factory "
+        "'fragile_parts_not_installed:Net' does not import: ModuleNotFoundError: No module named "
+        "'fragile_parts_not_installed'; fix or update plugin 'fragile_plugin', or choose another backbone "
+        "(`ladd list-components --kind backbone`) (LADD_DEBUG=1 shows the traceback)"
+    ]
+    assert not (tmp_path / "a").exists()
+
+    env = {"PYTHONPATH": path, "FRAGILE_BREAK": "1"}
+    broken = run_ladd("train", "backbone=fragile", *TINY, f"run_dir={tmp_path / 'b'}", env=env)
+    assert broken.returncode == 2 and len(broken.stderr.strip().splitlines()) == 1
+    assert "backbone 'fragile' of plugin 'fragile_plugin' (fragile_plugin 0.0.1) failed to build: RuntimeError: weights server unreachable" in broken.stderr
+    assert not (tmp_path / "b").exists()
+    debug = run_ladd("train", "backbone=fragile", *TINY, f"run_dir={tmp_path / 'b'}", env={**env, "LADD_DEBUG": "1"})
+    assert debug.returncode == 2 and "Traceback" in debug.stderr and "weights server unreachable" in debug.stderr
+
+
+def test_a_factory_that_fails_in_sample_eval_or_export_gives_one_line(fragile_run, tmp_path):
+    path, run = fragile_run
+    env = {"PYTHONPATH": path, "FRAGILE_BREAK": "1"}
+    for command in (["sample", str(run), "--steps", "2"], ["eval", str(run)], ["export", str(run), str(tmp_path / "out")]):
+        out = run_ladd(*command, env=env)
+        assert out.returncode == 2, command
+        [line] = out.stderr.strip().splitlines()
+        assert line.startswith("ladd: error: backbone 'fragile' of plugin 'fragile_plugin' (fragile_plugin 0.0.1) failed to build: RuntimeError")
+    assert not (tmp_path / "out").exists()
+
+
+def test_run_folder_of_a_plugin_not_installed_or_blocked_names_the_plugin(fragile_run):
+    path, run = fragile_run
+    missing = run_ladd("sample", str(run))
+    assert missing.returncode == 2
+    assert missing.stderr.strip().splitlines() == [
+        f"ladd: error: run {run}'s backbone is backbone 'fragile' from plugin 'fragile_plugin' (distribution "
+        f"fragile_plugin 0.0.1), which is not installed: pip install 'fragile_plugin==0.0.1'"
+    ]
+    blocked = run_ladd("eval", str(run), env={"PYTHONPATH": path, "LADD_PLUGINS_BLOCK": "fragile_plugin"})
+    assert blocked.returncode == 2
+    assert blocked.stderr.strip().splitlines() == [
+        f"ladd: error: run {run}'s backbone is backbone 'fragile' from plugin 'fragile_plugin' (distribution "
+        f"fragile_plugin 0.0.1), which is not available: plugin 'fragile_plugin' is blocked by LADD_PLUGINS_BLOCK"
+    ]
+
+
 @pytest.mark.parametrize("order", ["readme", "flag_last"])
 def test_sweeps_work_with_a_plugin_that_contributes_config_folders(plugin_path, tmp_path, order):
     if order == "readme":  # the README's sweep command, verbatim, then tiny sizes

@@ -12,6 +12,7 @@ from registry._component import Component
 from registry._plugins import PluginHost
 from registry.errors import (
     ComponentClashError,
+    ComponentError,
     InvalidConfigError,
     PluginLoadError,
     UnknownComponentError,
@@ -180,6 +181,26 @@ def test_failing_config_dirs_hook_is_isolated_like_components(tmp_path):
     assert _failure_of(plugin) == f"ladd_config_dirs() returned {tmp_path / 'absent'!r}, which is not a folder"
     plugin.ladd_config_dirs = hookimpl(lambda: None)
     assert _failure_of(plugin) == "ladd_config_dirs() returned None; it must return a list"
+
+
+def test_factory_that_fails_to_import_or_build_names_component_plugin_and_exception():
+    origin = Origin("fancy", "fancy-ladd", "2.0")
+    missing = Component(ComponentSpec("backbone", "ghost", "no_such_module_here:Ghost"), origin)
+    with pytest.raises(ComponentError) as info:
+        missing.build()
+    assert str(info.value) == (
+        "backbone 'ghost' of plugin 'fancy' (fancy-ladd 2.0) factory 'no_such_module_here:Ghost' does not import: "
+        "ModuleNotFoundError: No module named 'no_such_module_here'; fix or update plugin 'fancy', or choose another "
+        "backbone (`ladd list-components --kind backbone`)"
+    )
+
+    def explode(config):
+        raise RuntimeError("out of coffee")
+
+    failing = Component(ComponentSpec("schedule", "brew", explode, _Options), origin)
+    with pytest.raises(ComponentError, match="^schedule 'brew' of plugin 'fancy' .* failed to build: RuntimeError: out of coffee;") as info:
+        failing.build()
+    assert isinstance(info.value.__cause__, RuntimeError)
 
 
 def test_loading_is_idempotent():

@@ -90,5 +90,5 @@ def test_exported_model_naming_a_missing_plugin_is_refused_by_name(trained, tmp_
     document = json.loads((tmp_path / "config.json").read_text())
     document["components"]["backbone"].update(name="fancy", plugin="fancy_models", distribution="fancy-ladd", version="2.0")
     (tmp_path / "config.json").write_text(json.dumps(document))
-    with pytest.raises(LaddError, match="'fancy'.*plugin 'fancy_models'.*fancy-ladd 2.0.*not installed"):
+    with pytest.raises(LaddError, match="backbone is backbone 'fancy' from plugin 'fancy_models'.*fancy-ladd 2.0.*not installed: pip install 'fancy-ladd==2.0'"):
         registry.from_pretrained(tmp_path)
