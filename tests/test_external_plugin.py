@@ -156,7 +156,7 @@ def test_plugin_check_reports_each_problem_precisely(tmp_path):
     assert "backbone 'ghost': factory 'no_such_module_anywhere:Ghost' does not import: ModuleNotFoundError" in out.stderr
     assert "schedule 'needy': has no config but its factory requires rate" in out.stderr
     assert "process 'deaf': its factory does not accept the keyword(s) schedule, vocab_size" in out.stderr
-    assert "dataset 'skewed': fails when built and run at a tiny size: AssertionError: batch of shape (3, 5)" in out.stderr
+    assert "dataset 'skewed': fails in a tiny model: batch of shape (3, 5), expected (3, 4)" in out.stderr
 
 
 def test_pytest_helper_flags_a_broken_plugin(monkeypatch, tmp_path):
@@ -349,3 +349,45 @@ def test_sweeps_work_with_a_plugin_that_contributes_config_folders(plugin_path, 
     configs = [yaml.safe_load((tmp_path / str(job) / "config.yaml").read_text()) for job in range(len(expected))]
     assert sorted((c["backbone"]["name"], c["schedule"]["name"]) for c in configs) == expected
 
+
+FLAWED_LATENTS = """
+    from torch import nn
+
+    from ladd_plugins.diladd.latent import DiscreteLatent, DiscreteLatentConfig
+    from registry import ComponentSpec, hookimpl
+    from registry.interfaces import LatentCode
+
+
+    class Int32Codes(DiscreteLatent):
+        def encode(self, features):
+            code = super().encode(features)
+            return LatentCode(code.y0.int(), code.aux_loss, code.embedding)
+
+
+    class ShortHead(DiscreteLatent):
+        def output_layer(self, width):
+            return nn.Linear(width, self.codebook_size - 1)
+
+
+    @hookimpl
+    def ladd_components():
+        return [
+            ComponentSpec("latent", "int32_codes", Int32Codes, DiscreteLatentConfig),
+            ComponentSpec("latent", "short_head", ShortHead, DiscreteLatentConfig),
+        ]
+"""
+
+
+def test_plugin_check_rejects_int32_codes_and_a_head_one_code_short(tmp_path):
+    path = fake_distribution(tmp_path, "flawed_latents", FLAWED_LATENTS)
+    out = run_ladd("plugins", "check", "flawed_latents", env={"PYTHONPATH": path})
+    assert out.returncode == 2
+    assert "plugin 'flawed_latents' has 2 problem(s)" in out.stderr
+    assert (
+        "latent 'int32_codes': fails in a tiny model: encode gives codes of dtype torch.int32; "
+        "discrete codes must be torch.long (int64)"
+    ) in out.stderr
+    assert (
+        "latent 'short_head': fails in a tiny model: with process 'autoregressive', a training step of a joint model: "
+        "IncompatibleComponentsError: the masked process over 2048 values got predictions over 2047"
+    ) in out.stderr
