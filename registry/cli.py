@@ -42,6 +42,18 @@ def _print_problems(registry: Registry) -> None:
         print(f"ladd: warning: {clash_message(found)}", file=sys.stderr)
 
 
+def _show(args: argparse.Namespace, registry: Registry) -> None:
+    from .options import format_options
+
+    component = registry.get(args.kind, args.name)
+    print(component.label)
+    if component.spec.description:
+        print(f"  {component.spec.description}")
+    factory = component.spec.factory
+    print(f"  factory: {factory if isinstance(factory, str) else f'{factory.__module__}:{factory.__qualname__}'}")
+    print(format_options(component))
+
+
 def _plugins(args: argparse.Namespace, registry: Registry) -> None:
     from ._registry import clash_message
 
@@ -293,6 +305,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--kind", choices=KINDS)
     p.add_argument("--json", action="store_true", help="print a JSON list of objects")
     p.set_defaults(run=_list_components)
+    p = sub.add_parser("show", help="one component: origin, description and every option with its type, default and help")
+    p.add_argument("kind", choices=KINDS)
+    p.add_argument("name")
+    p.set_defaults(run=_show)
     p = sub.add_parser("plugins", help="list loaded, failed and blocked plugins; `ladd plugins check NAME` validates one")
     p.add_argument("action", nargs="?", choices=["check"])
     p.add_argument("name", nargs="?")

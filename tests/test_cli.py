@@ -11,6 +11,28 @@ from conftest import TINY, run_ladd
 from registry import KINDS
 
 
+def test_list_components_table_shows_the_distribution():
+    out = run_ladd("list-components", "--kind", "schedule")
+    assert out.returncode == 0, out.stderr
+    header, *rows = out.stdout.splitlines()
+    assert header.split() == ["kind", "name", "plugin", "distribution", "version", "description"]
+    assert rows and all(row.split()[2:4] == ["builtin", "ladd"] for row in rows)
+
+
+def test_show_prints_every_option_with_type_default_and_help():
+    out = run_ladd("show", "latent", "discrete")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "latent 'discrete' of plugin 'builtin' (ladd 0.1.0)"
+    assert "factory: ladd_plugins.diladd.latent:DiscreteLatent" in out.stdout
+    commitment = next(line.split(maxsplit=3) for line in lines if line.split()[:1] == ["commitment"])
+    assert commitment == ["commitment", "float", "0.1", "beta: the auxiliary loss is beta * L_VQ"]
+    sync = next(line.split(maxsplit=4) for line in lines if line.split()[:1] == ["sync_codebook"])
+    assert sync[1:4] == ["bool", "|", "None"] and sync[4].startswith("null")
+    unknown = run_ladd("show", "latent", "discret")
+    assert unknown.returncode == 2 and "did you mean 'discrete'" in unknown.stderr
+
+
 def test_list_components_json_covers_every_kind_with_origin():
     out = run_ladd("list-components", "--json")
     assert out.returncode == 0, out.stderr

@@ -210,3 +210,42 @@ def test_loading_is_idempotent():
     assert registry.load() is first
     again = registry.load(reload=True)
     assert [c.as_dict() for c in again] == [c.as_dict() for c in first]
+
+
+@dataclasses.dataclass
+class _Base:
+    # the number of widgets,
+    # counted twice
+    count: int = 2
+    ratio: float = 0.5  # share of the widgets that spin
+
+
+@dataclasses.dataclass
+class _Derived(_Base):
+    label: str | None = None
+    mode: str = dataclasses.field(default="fast", metadata={"help": "fast or careful"})  # the comment loses to metadata
+    sizes: list[int] = dataclasses.field(default_factory=lambda: [1, 2])
+    on: bool = True
+
+
+def test_option_help_reads_types_defaults_metadata_and_comments_through_bases():
+    from registry.options import OptionHelp, option_help
+
+    assert option_help(_Derived) == [
+        OptionHelp("count", "int", "2", "the number of widgets, counted twice"),
+        OptionHelp("ratio", "float", "0.5", "share of the widgets that spin"),
+        OptionHelp("label", "str | None", "null", ""),
+        OptionHelp("mode", "str", "fast", "fast or careful"),
+        OptionHelp("sizes", "list[int]", "[1, 2]", ""),
+        OptionHelp("on", "bool", "true", ""),
+    ]
+    assert option_help(None) == []
+
+
+def test_build_from_python_as_documented():
+    import torch
+
+    import registry
+
+    schedule = registry.build("schedule", "polynomial", {"power": 3})
+    assert schedule.signal(torch.tensor([0.5])).item() == 0.875
