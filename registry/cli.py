@@ -159,7 +159,8 @@ def _sample(args: argparse.Namespace, registry: Registry) -> None:
     text = experiment.dataset.tokenizer is not None
     fixed = fixed_tokens(experiment.dataset, args.num, args.prompt, args.suffix) if args.prompt or args.suffix else None
     tokens, calls = sample(experiment, args.num, args.steps, args.batch_size, args.seed, progress=True, fixed=fixed, precision=args.precision)
-    out = Path(args.out or source / f"samples_{args.steps}steps.{'jsonl' if text else 'txt'}")
+    folder = source if args.run_dir else Path.cwd()  # an exported model's folder may be shared or read-only
+    out = Path(args.out or folder / f"samples_{args.steps}steps.{'jsonl' if text else 'txt'}")
     if text:
         rows = zip(tokens.tolist(), decode(experiment.dataset, tokens))
         out.write_text("".join(json.dumps({"ids": ids, "text": line}) + "\n" for ids, line in rows))
@@ -324,7 +325,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--prompt", help="text every sample starts with (kept fixed while sampling)")
     p.add_argument("--precision", default="auto", help="the networks' precision: auto (bf16-mixed on CUDA, else 32-true), bf16-mixed or 32-true")
     p.add_argument("--suffix", help="text every sample ends with: with --prompt, an infill between the two")
-    p.add_argument("--out", help="default: SOURCE/samples_STEPSsteps.jsonl (text data; ids and text) or .txt (ids)")
+    p.add_argument("--out", help="default: samples_STEPSsteps.jsonl (text data; ids and text) or .txt (ids) in the run folder, or with --model in the current folder")
     p.set_defaults(run=_sample)
     p = sub.add_parser("export", help="write a run's EMA weights (safetensors) and config (JSON) to a shareable folder")
     p.add_argument("run_dir")

@@ -28,6 +28,7 @@ from torch.utils.data import DataLoader, IterableDataset
 from ._registry import Registry
 from .assembly import Experiment, build_experiment, check_installed
 from .config import resolve_precision
+from .console import StepProgressBar, drop_lightning_tips
 from .distributed import Shard, step_seed
 from .errors import InvalidConfigError, LaddError
 from .interfaces import Dataset
@@ -207,6 +208,7 @@ def train(cfg: Any, run_dir: str | Path, registry: Registry) -> Experiment:
     several processes (devices x nodes) every rank runs this function; global rank 0 writes the files.
     """
     run_dir = Path(run_dir)
+    drop_lightning_tips()
     plain = OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else dict(cfg)
     train_cfg = plain["train"]
     hardware = _Hardware(train_cfg)
@@ -250,6 +252,7 @@ def train(cfg: Any, run_dir: str | Path, registry: Registry) -> Experiment:
                 ModelCheckpoint(dirpath=stage_dir, save_last=True, save_top_k=0, every_n_train_steps=train_cfg["checkpoint_every"]),
                 _ResumeState(stream, index, experiment.origins(), registry),
                 _MetricsFile(run_dir / METRICS_FILE, index, train_cfg["log_every"]),
+                *([StepProgressBar(index)] if train_cfg["progress"] else []),
             ],
             plugins=[_AtomicCheckpointIO()],
             logger=CSVLogger(run_dir, name="logs", version=f"stage{index}"),
@@ -265,19 +268,24 @@ def train(cfg: Any, run_dir: str | Path, registry: Registry) -> Experiment:
         with warnings.catch_warnings():
             # Lightning warns about modules left in eval mode: that is the frozen encoder, on purpose.
             warnings.filterwarnings("ignore", message=r"Found \d+ module\(s\) in eval mode")
+            # Lightning's own use of a torch API that torch deprecates; nothing a user can act on.
+            warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated", category=FutureWarning)
             trainer.fit(module, loader, ckpt_path=last if last.is_file() else None, weights_only=True)
         experiment.model.cpu()
         if main:
-            _save_weights(experiment.model, stage_dir / STAGE_WEIGHTS)
+            save_weights(experiment.model, stage_dir / STAGE_WEIGHTS)
     if main:
-        _save_weights(experiment.model, run_dir / WEIGHTS_FILE)
+        save_weights(experiment.model, run_dir / WEIGHTS_FILE)
     return experiment
 
 
-def _save_weights(model: torch.nn.Module, path: Path) -> None:
-    """Safetensors written to a temporary file and renamed: a kill never leaves a truncated file."""
+def save_weights(model: torch.nn.Module, path: Path) -> None:
+    """Safetensors written to a temporary file and renamed (a kill never leaves a truncated file), with the umask's mode."""
     partial = path.with_name(f"{path.name}.partial")
     save_model(model, partial)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(partial, 0o666 & ~umask)  # safetensors creates its files 0600 whatever the umask
     os.replace(partial, path)
 
 

@@ -76,8 +76,14 @@ def test_incompatible_components_are_rejected_before_training(tmp_path):
 
 def test_train_sample_eval_round_trip(tmp_path):
     run = tmp_path / "run"
-    out = run_ladd("train", *TINY, "train.stages=[{steps:4}]", f"run_dir={run}")
+    out = run_ladd("train", *TINY, "train.progress=true", "train.stages=[{steps:4}]", f"run_dir={run}")
     assert out.returncode == 0, out.stderr
+    assert "stage 1: 100%" in out.stdout and "4/4" in out.stdout and "Epoch" not in out.stdout
+    noise = [line for line in out.stderr.splitlines() if any(w in line.lower() for w in ("warn", "deprecat", "tip:"))]
+    assert noise == []
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE((run / "model.safetensors").stat().st_mode) == 0o666 & ~umask
     config = yaml.safe_load((run / "config.yaml").read_text())
     assert config["backbone"]["name"] == "dit" and config["dataset"]["seq_len"] == 16
     origins = json.loads((run / "components.json").read_text())
