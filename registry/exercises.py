@@ -108,7 +108,8 @@ def _token_round(process: Any) -> None:
         _expect(loss.shape == (BATCH,), f"loss must be per sample, shape ({BATCH},), got {tuple(loss.shape)}")
         _expect(bool(torch.isfinite(loss).all()), f"loss is not finite: {loss.tolist()}")
         loss.mean().backward()
-    _expect(network.token_head.weight.grad.abs().sum() > 0, "the loss does not depend on the prediction (no gradient reaches it)")
+    gradient = network.token_head.weight.grad
+    _expect(gradient is not None and bool(gradient.abs().sum() > 0), "the loss does not depend on the prediction (no gradient reaches it)")
     rows = process.loss_rows(x_t)
     if rows is not None:
         with _during("loss at loss_rows only"):
@@ -158,13 +159,13 @@ def _latent_round(latent: Latent, process: Any, registry: Registry) -> None:
         Objective(lambda_latent=1.0), ProbeEncoder(VOCAB, latent.length, latent.width),
     )
     _train_step(joint, "a training step of a joint model")
-    _check_frozen(joint)
     sequential = DiffusionModel(
         process, latent, ProbeBackbone(Channels(VOCAB, SEQ, latent)), VOCAB, SEQ,
         Objective(lambda_latent=1.0, latent_time="clean"), ProbeEncoder(VOCAB, latent.length, latent.width),
         ProbeBackbone(Channels(0, 0, latent)),
     )
     _train_step(sequential, "a training step of a sequential model (separate latent denoiser)")
+    _check_frozen(joint)  # last: freezing reaches the latent module both models share
     _sample_with(joint, registry, lambda s: s.requires_latent and not s.conditions_on_clean_latent)
     _sample_with(sequential, registry, lambda s: s.requires_latent and s.conditions_on_clean_latent)
 
