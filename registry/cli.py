@@ -107,6 +107,7 @@ def _train(arguments: list[str], registry: Registry) -> None:
     )
     from .training import train
 
+    _print_problems(registry)  # a preset of a plugin that failed to load is missing too, not only its components
     flags, overrides = split_arguments(arguments)
     check_selections(overrides, registry)
     register_configs(registry)
