@@ -68,7 +68,7 @@ class Registry:
                 return failure.message
         for blocked in self.blocked:
             if blocked.plugin == plugin:
-                return f"plugin {plugin!r} is {blocked.error}"
+                return f"plugin {plugin!r} is not loaded ({blocked.error})"
         return None
 
     def __iter__(self) -> Iterator[Component]:
@@ -85,7 +85,7 @@ class Registry:
         """A note on the plugins that did not load, whose components may be the ones missing."""
         if not self.failures and not self.blocked:
             return ""
-        notes = [f.message for f in self.failures] + [f"plugin {b.plugin!r} is {b.error}" for b in self.blocked]
+        notes = [f.message for f in self.failures] + [f"plugin {b.plugin!r} is not loaded ({b.error})" for b in self.blocked]
         return "; not searched: " + "; ".join(notes)
 
 

@@ -334,7 +334,7 @@ def test_run_folder_of_a_plugin_not_installed_or_blocked_names_the_plugin(fragil
     assert blocked.returncode == 2
     assert blocked.stderr.strip().splitlines() == [
         f"ladd: error: run {run}'s backbone is backbone 'fragile' from plugin 'fragile_plugin' (distribution "
-        f"fragile_plugin 0.0.1), which is not available: plugin 'fragile_plugin' is blocked by LADD_PLUGINS_BLOCK"
+        f"fragile_plugin 0.0.1), which is not available: plugin 'fragile_plugin' is not loaded (blocked by LADD_PLUGINS_BLOCK)"
     ]
 
 
