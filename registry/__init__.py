@@ -1,11 +1,14 @@
 """ladd's framework core: plugin contract, component registry, config assembly, training and sampling loops."""
 from __future__ import annotations
 
+from typing import Any
+
 from ._component import KINDS, Component, ComponentSpec, Origin
 from ._hookspecs import hookimpl, hookspec
 from ._registry import Registry, load
 from .errors import (
     ComponentClashError,
+    ComponentError,
     IncompatibleComponentsError,
     InvalidConfigError,
     LaddError,
@@ -13,6 +16,11 @@ from .errors import (
     PluginLoadError,
     UnknownComponentError,
 )
+
+
+def build(kind: str, name: str, options: dict[str, Any] | None = None, **context: Any) -> Any:
+    """Build one registered component from Python: ``options`` are checked like config options, ``context`` as ladd passes it."""
+    return load().build(kind, name, options, **context)
 
 
 def from_pretrained(path: str, registry: Registry | None = None):
@@ -23,6 +31,7 @@ def from_pretrained(path: str, registry: Registry | None = None):
 
 
 __all__ = [
+    "build",
     "from_pretrained",
     "KINDS",
     "Component",
@@ -35,6 +44,7 @@ __all__ = [
     "LaddError",
     "UnknownComponentError",
     "ComponentClashError",
+    "ComponentError",
     "PluginLoadError",
     "IncompatibleComponentsError",
     "InvalidConfigError",

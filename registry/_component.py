@@ -10,7 +10,7 @@ from typing import Any
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from .errors import InvalidConfigError, did_you_mean
+from .errors import ComponentError, InvalidConfigError, LaddError, did_you_mean
 
 KINDS: tuple[str, ...] = (
     "process",
@@ -36,7 +36,10 @@ class ComponentSpec:
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
-            raise ValueError(f"unknown component kind {self.kind!r}; valid kinds: {', '.join(KINDS)}")
+            raise ValueError(
+                f"component {self.name!r} has unknown kind {self.kind!r}{did_you_mean(self.kind, KINDS)} "
+                f"valid kinds: {', '.join(KINDS)}"
+            )
         if not self.name or not self.name.replace("_", "").replace("-", "").isalnum():
             raise ValueError(f"component name {self.name!r} must be a non-empty identifier (letters, digits, _ and -)")
         if isinstance(self.factory, str) and ":" not in self.factory:
@@ -45,6 +48,14 @@ class ComponentSpec:
             raise TypeError(f"config of {self.kind} {self.name!r} must be a dataclass, got {self.config!r}")
         if self.config is not None and "name" in {f.name for f in dataclasses.fields(self.config)}:
             raise ValueError(f"config of {self.kind} {self.name!r} may not define a field 'name': it holds the registry name")
+
+
+def _import(reference: str) -> Any:
+    module_name, _, attr = reference.partition(":")
+    obj: Any = importlib.import_module(module_name)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    return obj
 
 
 @dataclass(frozen=True)
@@ -72,43 +83,63 @@ class Component:
     def name(self) -> str:
         return self.spec.name
 
+    @property
+    def label(self) -> str:
+        """``kind 'name' of plugin 'p' (distribution version)``: what error messages call this component."""
+        origin = self.origin
+        source = f" ({origin.distribution} {origin.version or ''})".rstrip() if origin.distribution else ""
+        return f"{self.kind} {self.name!r} of plugin {origin.plugin!r}{source}"
+
     def factory(self) -> Callable[..., Any]:
         """The factory callable, importing a lazy 'module:attr' reference on first use."""
         if not self._resolved:
             target = self.spec.factory
             if isinstance(target, str):
-                module_name, _, attr = target.partition(":")
-                obj: Any = importlib.import_module(module_name)
-                for part in attr.split("."):
-                    obj = getattr(obj, part)
-                target = obj
+                try:
+                    target = _import(target)
+                except Exception as error:
+                    raise self._error(f"factory {self.spec.factory!r} does not import: {type(error).__name__}: {error}") from error
             self._resolved.append(target)
         return self._resolved[0]
 
     def build(self, options: dict[str, Any] | None = None, **context: Any) -> Any:
         """Instantiate the component from its config options plus host-provided context."""
         options = dict(options or {})
-        if self.spec.config is not None:
-            known = [f.name for f in dataclasses.fields(self.spec.config)]
-            for key in options:
-                if key not in known:
-                    raise InvalidConfigError(
-                        f"{self.kind} {self.name!r} has no option {key!r}{did_you_mean(key, known)} "
-                        f"valid options: {', '.join(known)}"
-                    )
-            try:
-                # the same type checks and conversions as a Hydra config, for options given from Python
-                config = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(self.spec.config), options))
-            except OmegaConfBaseException as error:
-                key = getattr(error, "full_key", None)
-                where = f"option {key!r} of " if key else "options for "
-                raise InvalidConfigError(f"invalid {where}{self.kind} {self.name!r}: {str(error).splitlines()[0]}") from None
-            except (TypeError, ValueError) as error:
-                raise InvalidConfigError(f"invalid options for {self.kind} {self.name!r}: {error}") from None
-            return self.factory()(config, **context)
-        if options:
-            raise TypeError(f"{self.kind} {self.name!r} takes no options, got {sorted(options)}")
-        return self.factory()(**context)
+        if self.spec.config is None and options:
+            raise InvalidConfigError(f"{self.kind} {self.name!r} takes no options, got {sorted(options)}")
+        arguments = () if self.spec.config is None else (self._config(options),)
+        factory = self.factory()
+        try:
+            return factory(*arguments, **context)
+        except LaddError:
+            raise
+        except Exception as error:
+            raise self._error(f"failed to build: {type(error).__name__}: {error}") from error
+
+    def _config(self, options: dict[str, Any]) -> Any:
+        """The config dataclass filled from ``options``, checked and converted as a Hydra config would be."""
+        known = [f.name for f in dataclasses.fields(self.spec.config)]
+        for key in options:
+            if key not in known:
+                raise InvalidConfigError(
+                    f"{self.kind} {self.name!r} has no option {key!r}{did_you_mean(key, known)} "
+                    f"valid options: {', '.join(known)}"
+                )
+        try:
+            return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(self.spec.config), options))
+        except OmegaConfBaseException as error:
+            key = getattr(error, "full_key", None)
+            where = f"option {key!r} of " if key else "options for "
+            raise InvalidConfigError(f"invalid {where}{self.kind} {self.name!r}: {str(error).splitlines()[0]}") from None
+        except (TypeError, ValueError) as error:
+            raise InvalidConfigError(f"invalid options for {self.kind} {self.name!r}: {error}") from None
+
+    def _error(self, problem: str) -> ComponentError:
+        return ComponentError(
+            problem,
+            f"{self.label} {problem}; fix or update plugin {self.origin.plugin!r}, or choose another {self.kind} "
+            f"(`ladd list-components --kind {self.kind}`)",
+        )
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready description used by the CLI and recorded in run folders."""

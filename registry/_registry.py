@@ -1,17 +1,21 @@
-"""The component registry: lookup by (kind, name), clash detection, helpful errors."""
+"""The component registry: lookup by (kind, name), name clashes reported where a name is used, helpful errors."""
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from ._component import KINDS, Component
-from ._plugins import PluginFailure, PluginHost
+from ._plugins import BLOCK_ENV, PluginFailure, PluginHost
 from .errors import ComponentClashError, UnknownComponentError, did_you_mean
 
 
 class Registry:
-    """Every component contributed by the loaded plugins, indexed by kind and name."""
+    """Every component contributed by the loaded plugins, indexed by kind and name.
+
+    Two plugins registering the same (kind, name) do not stop ladd: the clash is listed by ``clashes()``
+    and is an error only where that name is looked up.
+    """
 
     def __init__(
         self,
@@ -20,17 +24,9 @@ class Registry:
         config_dirs: Iterable[Path] = (),
         blocked: Iterable[PluginFailure] = (),
     ):
-        self._by_kind: dict[str, dict[str, Component]] = {kind: {} for kind in KINDS}
+        self._by_kind: dict[str, dict[str, list[Component]]] = {kind: {} for kind in KINDS}
         for component in components:
-            table = self._by_kind[component.kind]
-            previous = table.get(component.name)
-            if previous is not None:
-                raise ComponentClashError(
-                    f"{component.kind} {component.name!r} is registered by two plugins: "
-                    f"{previous.origin.plugin!r} ({previous.origin.distribution}) and "
-                    f"{component.origin.plugin!r} ({component.origin.distribution}); uninstall or rename one"
-                )
-            table[component.name] = component
+            self._by_kind[component.kind].setdefault(component.name, []).append(component)
         self.failures = list(failures)
         self.config_dirs = list(config_dirs)
         self.blocked = list(blocked)
@@ -38,7 +34,7 @@ class Registry:
     @classmethod
     def from_host(cls, host: PluginHost) -> Registry:
         """Collect components from an already-loaded plugin host."""
-        return cls(host.components(), host.failures, host.config_dirs(), host.blocked)
+        return cls(host.components, host.failures, host.config_dirs, host.blocked)
 
     def names(self, kind: str) -> list[str]:
         """Sorted registry names of one kind."""
@@ -47,34 +43,72 @@ class Registry:
     def get(self, kind: str, name: str) -> Component:
         """The component of that kind and name, or an error listing valid names and closest matches."""
         table = self._table(kind)
-        if name in table:
-            return table[name]
-        valid = ", ".join(sorted(table)) or "(none registered)"
-        raise UnknownComponentError(f"unknown {kind} {name!r}{did_you_mean(name, table)} valid {kind} names: {valid}")
+        found = table.get(name)
+        if not found:
+            valid = ", ".join(sorted(table)) or "(none registered)"
+            raise UnknownComponentError(
+                f"unknown {kind} {name!r}{did_you_mean(name, table)} valid {kind} names: {valid}{self._not_loaded()}"
+            )
+        if len(found) > 1:
+            raise ComponentClashError(clash_message(found))
+        return found[0]
 
     def build(self, kind: str, name: str, options: dict[str, Any] | None = None, **context: Any) -> Any:
         """Instantiate a component by kind and name."""
         return self.get(kind, name).build(options, **context)
 
-    def __iter__(self):
-        for kind in KINDS:
-            yield from (self._by_kind[kind][name] for name in sorted(self._by_kind[kind]))
+    def clashes(self) -> list[list[Component]]:
+        """Groups of components that share a kind and name (each group from two or more plugins)."""
+        return [found for kind in KINDS for _, found in sorted(self._by_kind[kind].items()) if len(found) > 1]
 
-    def _table(self, kind: str) -> dict[str, Component]:
+    def unavailable(self, plugin: str) -> str | None:
+        """Why plugin ``plugin`` contributes nothing here (failed or blocked), or None when nothing is known."""
+        for failure in self.failures:
+            if failure.plugin == plugin:
+                return failure.message
+        for blocked in self.blocked:
+            if blocked.plugin == plugin:
+                return f"plugin {plugin!r} is not loaded ({blocked.error})"
+        return None
+
+    def __iter__(self) -> Iterator[Component]:
+        for kind in KINDS:
+            for name in sorted(self._by_kind[kind]):
+                yield from self._by_kind[kind][name]
+
+    def _table(self, kind: str) -> dict[str, list[Component]]:
         if kind not in self._by_kind:
             raise UnknownComponentError(f"unknown component kind {kind!r}; valid kinds: {', '.join(KINDS)}")
         return self._by_kind[kind]
 
+    def _not_loaded(self) -> str:
+        """A note on the plugins that did not load, whose components may be the ones missing."""
+        if not self.failures and not self.blocked:
+            return ""
+        notes = [f.message for f in self.failures] + [f"plugin {b.plugin!r} is not loaded ({b.error})" for b in self.blocked]
+        return "; not searched: " + "; ".join(notes)
 
-_HOST: PluginHost | None = None
+
+def clash_message(found: list[Component]) -> str:
+    """One line naming every plugin that registers the same component and how to keep one."""
+    first = found[0]
+    plugins = ", ".join(
+        f"{c.origin.plugin!r} ({c.origin.distribution or '-'} {c.origin.version or '-'})" for c in found
+    )
+    return (
+        f"{first.kind} {first.name!r} is registered by several plugins: {plugins}; to use one, hide the others "
+        f"with {BLOCK_ENV}={found[-1].origin.plugin} (comma-separated), or uninstall or rename one"
+    )
+
+
 _REGISTRY: Registry | None = None
 
 
 def load(*, reload: bool = False) -> Registry:
     """Load plugins from entry points (once per process) and return the registry."""
-    global _HOST, _REGISTRY
+    global _REGISTRY
     if _REGISTRY is None or reload:
-        _HOST = PluginHost()
-        _HOST.load_entry_points()
-        _REGISTRY = Registry.from_host(_HOST)
+        host = PluginHost()
+        host.load_entry_points()
+        _REGISTRY = Registry.from_host(host)
     return _REGISTRY

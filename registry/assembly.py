@@ -7,7 +7,7 @@ from typing import Any, Mapping
 
 from ._component import Component
 from ._registry import Registry
-from .errors import IncompatibleComponentsError, LaddError
+from .errors import IncompatibleComponentsError, LaddError, UnknownComponentError
 from .interfaces import Channels, Dataset, Latent, Metric, Sampler
 from .model import DiffusionModel, Objective
 from .safety import check_config
@@ -111,19 +111,21 @@ def _check_latent_side(latent: Latent, encoder: Any, objective: Objective, cfg: 
         )
 
 
-def check_installed(components: dict[str, dict[str, Any]], registry: Registry) -> None:
-    """Every recorded component must be installed (naming its plugin otherwise); another version only warns."""
-    installed = {(c.kind, c.name): c for c in registry}
+def check_installed(components: dict[str, dict[str, Any]], registry: Registry, owner: str) -> None:
+    """Every component ``owner`` recorded must be installed (naming its plugin and how to get it); another version only warns."""
     for slot, wanted in components.items():
-        found = installed.get((wanted["kind"], wanted["name"]))
-        if found is None:
-            raise LaddError(
-                f"the model's {slot} is {wanted['kind']} {wanted['name']!r} from plugin {wanted['plugin']!r} "
-                f"(distribution {wanted['distribution']} {wanted['version']}), which is not installed"
-            )
+        try:
+            found = registry.get(wanted["kind"], wanted["name"])
+        except UnknownComponentError:
+            recorded = f"{wanted['kind']} {wanted['name']!r} from plugin {wanted['plugin']!r} (distribution {wanted['distribution']} {wanted['version']})"
+            reason = registry.unavailable(wanted["plugin"])
+            if reason is not None:
+                raise LaddError(f"{owner}'s {slot} is {recorded}, which is not available: {reason}") from None
+            install = f"pip install '{wanted['distribution']}=={wanted['version']}'" if wanted["distribution"] else "install its plugin"
+            raise LaddError(f"{owner}'s {slot} is {recorded}, which is not installed: {install}") from None
         if (found.origin.distribution, found.origin.version) != (wanted["distribution"], wanted["version"]):
             warnings.warn(
-                f"{slot} {wanted['name']!r} was exported with {wanted['distribution']} {wanted['version']}, "
+                f"{owner}'s {slot} {wanted['name']!r} was made with {wanted['distribution']} {wanted['version']}, "
                 f"installed is {found.origin.distribution} {found.origin.version}",
                 stacklevel=2,
             )

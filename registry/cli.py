@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
+import shutil
 import sys
 import traceback
 import warnings
@@ -22,20 +24,39 @@ def _list_components(args: argparse.Namespace, registry: Registry) -> None:
     rows = [c.as_dict() for c in registry if args.kind in (None, c.kind)]
     if args.json:
         print(json.dumps(rows, indent=2))
-        return
-    widths = {key: max([len(key)] + [len(str(r[key] or "")) for r in rows]) for key in ("kind", "name", "plugin")}
-    print("  ".join(f"{k:<{widths[k]}}" for k in widths) + "  version  description")
-    for r in rows:
-        print("  ".join(f"{str(r[k]):<{widths[k]}}" for k in widths) + f"  {r['version'] or '-':<7}  {r['description']}")
-    _print_failures(registry)
+    else:
+        columns = ("kind", "name", "plugin", "distribution", "version")
+        widths = {key: max([len(key)] + [len(str(r[key] or "-")) for r in rows]) for key in columns}
+        print("  ".join(f"{k:<{widths[k]}}" for k in columns) + "  description")
+        for r in rows:
+            print("  ".join(f"{str(r[k] or '-'):<{widths[k]}}" for k in columns) + f"  {r['description']}")
+    _print_problems(registry)
 
 
-def _print_failures(registry: Registry) -> None:
+def _print_problems(registry: Registry) -> None:
+    from ._registry import clash_message
+
     for failure in registry.failures:
-        print(f"plugin {failure.plugin!r} failed to load: {failure.error}", file=sys.stderr)
+        print(f"ladd: warning: {failure.message}", file=sys.stderr)
+    for found in registry.clashes():
+        print(f"ladd: warning: {clash_message(found)}", file=sys.stderr)
+
+
+def _show(args: argparse.Namespace, registry: Registry) -> None:
+    from .options import format_options
+
+    component = registry.get(args.kind, args.name)
+    print(component.label)
+    if component.spec.description:
+        print(f"  {component.spec.description}")
+    factory = component.spec.factory
+    print(f"  factory: {factory if isinstance(factory, str) else f'{factory.__module__}:{factory.__qualname__}'}")
+    print(format_options(component))
 
 
 def _plugins(args: argparse.Namespace, registry: Registry) -> None:
+    from ._registry import clash_message
+
     if args.action == "check":
         _check_plugin(args.name, registry)
         return
@@ -49,6 +70,8 @@ def _plugins(args: argparse.Namespace, registry: Registry) -> None:
         print(f"{failure.plugin:<16} {failure.distribution or '-':<24} {'-':<10} FAILED: {failure.error}")
     for blocked in registry.blocked:
         print(f"{blocked.plugin:<16} {blocked.distribution or '-':<24} {'-':<10} BLOCKED: {blocked.error}")
+    for found in registry.clashes():
+        print(f"CLASH: {clash_message(found)}")
 
 
 def _check_plugin(name: str | None, registry: Registry) -> None:
@@ -70,35 +93,58 @@ def _check_plugin(name: str | None, registry: Registry) -> None:
     )
 
 
-def _train(overrides: list[str], registry: Registry) -> None:
+def _train(arguments: list[str], registry: Registry) -> None:
     import hydra
     from hydra.core.hydra_config import HydraConfig
 
     from .config import (
         CONFIG_MODULE,
         PRIMARY_CONFIG,
+        check_selections,
         register_configs,
         search_path_override,
+        split_arguments,
     )
     from .training import train
 
+    _print_problems(registry)  # a preset of a plugin that failed to load is missing too, not only its components
+    flags, overrides = split_arguments(arguments)
+    check_selections(overrides, registry)
     register_configs(registry)
-    command = [sys.argv[0], "train", *overrides]
+    command = [sys.argv[0], "train", *arguments]
 
     @hydra.main(version_base=None, config_path=f"pkg://{CONFIG_MODULE}", config_name=PRIMARY_CONFIG)
     def run(cfg: Any) -> None:
         # Lightning's DDP launcher starts the other ranks by running this process's command line again.
         sys.argv = command
+        hydra_config = HydraConfig.get()
+        run_dir = hydra_config.runtime.output_dir
         try:
-            run_dir = HydraConfig.get().runtime.output_dir
             train(cfg, run_dir, registry)
             print(f"trained {cfg.method}: {run_dir}")
         except LaddError as error:
+            _discard_unstarted_run(Path(run_dir), [hydra_config.output_subdir, f"{hydra_config.job.name}.log"])
             _show_error(error)
             raise SystemExit(2)
 
-    sys.argv = ["ladd train", *search_path_override(registry), *overrides]
+    sys.argv = ["ladd train", *flags, *search_path_override(registry), *overrides]
     run()
+
+
+def _discard_unstarted_run(run_dir: Path, hydra_outputs: list[str | None]) -> None:
+    """Remove what Hydra wrote into a run folder whose run failed before writing its config; nothing else is touched."""
+    from .training import CONFIG_FILE
+
+    if (run_dir / CONFIG_FILE).exists():
+        return
+    for name in filter(None, hydra_outputs):
+        path = run_dir / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.is_file():
+            path.unlink()
+    with contextlib.suppress(OSError):
+        run_dir.rmdir()  # only when nothing else is in it
 
 
 def _sample(args: argparse.Namespace, registry: Registry) -> None:
@@ -114,7 +160,8 @@ def _sample(args: argparse.Namespace, registry: Registry) -> None:
     text = experiment.dataset.tokenizer is not None
     fixed = fixed_tokens(experiment.dataset, args.num, args.prompt, args.suffix) if args.prompt or args.suffix else None
     tokens, calls = sample(experiment, args.num, args.steps, args.batch_size, args.seed, progress=True, fixed=fixed, precision=args.precision)
-    out = Path(args.out or source / f"samples_{args.steps}steps.{'jsonl' if text else 'txt'}")
+    folder = source if args.run_dir else Path.cwd()  # an exported model's folder may be shared or read-only
+    out = Path(args.out or folder / f"samples_{args.steps}steps.{'jsonl' if text else 'txt'}")
     if text:
         rows = zip(tokens.tolist(), decode(experiment.dataset, tokens))
         out.write_text("".join(json.dumps({"ids": ids, "text": line}) + "\n" for ids, line in rows))
@@ -260,6 +307,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--kind", choices=KINDS)
     p.add_argument("--json", action="store_true", help="print a JSON list of objects")
     p.set_defaults(run=_list_components)
+    p = sub.add_parser("show", help="one component: origin, description and every option with its type, default and help")
+    p.add_argument("kind", choices=KINDS)
+    p.add_argument("name")
+    p.set_defaults(run=_show)
     p = sub.add_parser("plugins", help="list loaded, failed and blocked plugins; `ladd plugins check NAME` validates one")
     p.add_argument("action", nargs="?", choices=["check"])
     p.add_argument("name", nargs="?")
@@ -275,7 +326,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--prompt", help="text every sample starts with (kept fixed while sampling)")
     p.add_argument("--precision", default="auto", help="the networks' precision: auto (bf16-mixed on CUDA, else 32-true), bf16-mixed or 32-true")
     p.add_argument("--suffix", help="text every sample ends with: with --prompt, an infill between the two")
-    p.add_argument("--out", help="default: SOURCE/samples_STEPSsteps.jsonl (text data; ids and text) or .txt (ids)")
+    p.add_argument("--out", help="default: samples_STEPSsteps.jsonl (text data; ids and text) or .txt (ids) in the run folder, or with --model in the current folder")
     p.set_defaults(run=_sample)
     p = sub.add_parser("export", help="write a run's EMA weights (safetensors) and config (JSON) to a shareable folder")
     p.add_argument("run_dir")
@@ -325,9 +376,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _show_error(error: BaseException) -> None:
-    if os.environ.get(DEBUG_ENV):
+    debug = bool(os.environ.get(DEBUG_ENV))
+    if debug:
         traceback.print_exception(error)
-    print(f"ladd: error: {error}", file=sys.stderr)
+    hint = f" ({DEBUG_ENV}=1 shows the traceback)" if error.__cause__ is not None and not debug else ""
+    print(f"ladd: error: {error}{hint}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -115,8 +115,9 @@ def register_configs(registry: Registry) -> None:
     store = ConfigStore.instance()
     store.store(name="ladd_schema", node=LaddSchema)
     for slot, kind in SLOTS.items():
-        for name in registry.names(kind):
-            store.store(group=slot, name=name, node=_option_node(registry.get(kind, name)))
+        # every component, a clashing name too: it fails with the clash where it is built, not here
+        for component in (c for c in registry if c.kind == kind):
+            store.store(group=slot, name=component.name, node=_option_node(component))
 
 
 def search_path_override(registry: Registry) -> list[str]:
@@ -125,12 +126,46 @@ def search_path_override(registry: Registry) -> list[str]:
     return [f"hydra.searchpath=[{','.join(dirs)}]"] if dirs else []
 
 
+def split_arguments(arguments: list[str]) -> tuple[list[str], list[str]]:
+    """Hydra's flags and the overrides among ``arguments``, written in any order (Hydra's own parser needs flags first)."""
+    from hydra._internal.utils import get_args_parser
+
+    overrides = get_args_parser().parse_intermixed_args(arguments).overrides
+    flags = list(arguments)
+    for override in overrides:
+        flags.remove(override)
+    return flags, overrides
+
+
+def check_selections(overrides: list[str], registry: Registry) -> None:
+    """Look up every component the overrides select, sweeps included, so an unknown or clashing name fails with the registry's message."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import Glob
+    from hydra.errors import HydraException
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except HydraException:
+        return  # Hydra reports malformed overrides itself
+    for override in parsed:
+        kind = SLOTS.get(override.key_or_group)
+        if kind is None or override.package is not None or override.is_delete():
+            continue
+        value = override.value()
+        if isinstance(value, Glob) or override.is_interval_sweep():
+            continue  # a glob matches registered names only; an interval names none
+        for name in override.sweep_string_iterator() if override.is_sweep_override() else [value]:
+            if name is not None:
+                registry.get(kind, str(name))
+
+
 def compose(overrides: list[str], registry: Registry) -> DictConfig:
     """Compose the experiment config outside a Hydra app (used by ``ladd compare`` and tests)."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
 
+    check_selections(overrides, registry)
     register_configs(registry)
     GlobalHydra.instance().clear()
     with initialize_config_module(CONFIG_MODULE, version_base=None):

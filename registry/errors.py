@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 __all__ = [
     "ComponentClashError",
+    "ComponentError",
     "IncompatibleComponentsError",
     "InvalidConfigError",
     "LaddError",
@@ -25,6 +26,14 @@ class UnknownComponentError(LaddError, LookupError):
 
 class ComponentClashError(LaddError):
     """Two plugins registered the same (kind, name)."""
+
+
+class ComponentError(LaddError):
+    """A component's factory failed to import or raised while building; ``problem`` says which, without the component."""
+
+    def __init__(self, problem: str, message: str) -> None:
+        super().__init__(message)
+        self.problem = problem
 
 
 class PluginLoadError(LaddError):

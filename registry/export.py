@@ -5,12 +5,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from safetensors.torch import load_model, save_model
+from safetensors.torch import load_model
 
 from ._registry import Registry, load
 from .assembly import Experiment, build_experiment, check_installed
 from .errors import LaddError
-from .training import COMPONENTS_FILE, load_run
+from .training import COMPONENTS_FILE, load_run, save_weights
 
 CONFIG_JSON = "config.json"
 WEIGHTS = "model.safetensors"
@@ -23,7 +23,7 @@ def export(run_dir: str | Path, out_dir: str | Path, registry: Registry) -> Path
     experiment, cfg = load_run(run_dir, registry)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    save_model(experiment.model, out_dir / WEIGHTS)
+    save_weights(experiment.model, out_dir / WEIGHTS)
     components = json.loads((Path(run_dir) / COMPONENTS_FILE).read_text())
     document = {"format": FORMAT, "method": cfg["method"], "config": cfg, "components": components, "tokenizer": None}
     (out_dir / CONFIG_JSON).write_text(json.dumps(document, indent=2))
@@ -40,7 +40,7 @@ def from_pretrained(path: str | Path, registry: Registry | None = None) -> Exper
     document = json.loads((path / CONFIG_JSON).read_text())
     if document.get("format") != FORMAT:
         raise LaddError(f"{path / CONFIG_JSON} has format {document.get('format')!r}; this ladd reads {FORMAT!r}")
-    check_installed(document["components"], registry)
+    check_installed(document["components"], registry, f"model {path}")
     experiment = build_experiment(document["config"], registry)
     load_model(experiment.model, path / WEIGHTS)
     experiment.model.eval()

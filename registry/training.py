@@ -29,6 +29,7 @@ from torch.utils.data import DataLoader, IterableDataset
 from ._registry import Registry
 from .assembly import Experiment, build_experiment, check_installed
 from .config import resolve_precision
+from .console import StepProgressBar, drop_lightning_tips
 from .distributed import Shard, step_seed
 from .errors import InvalidConfigError, LaddError
 from .interfaces import Dataset, batches_from
@@ -217,6 +218,7 @@ def train(cfg: Any, run_dir: str | Path, registry: Registry) -> Experiment:
     several processes (devices x nodes) every rank runs this function; global rank 0 writes the files.
     """
     run_dir = Path(run_dir)
+    drop_lightning_tips()
     plain = OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else dict(cfg)
     train_cfg = plain["train"]
     hardware = _Hardware(train_cfg)
@@ -230,12 +232,11 @@ def train(cfg: Any, run_dir: str | Path, registry: Registry) -> Experiment:
         # Components built below may read it (the VQ codebook sync): Lightning sets it only when it launches
         # the ranks itself, and only once it does; SLURM never does.
         os.environ["WORLD_SIZE"] = str(world)
+    L.seed_everything(plain["seed"], workers=True, verbose=False)
+    experiment = build_experiment(plain, registry)  # before the run folder is written: a component that fails leaves none
     if main:
         run_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(OmegaConf.create(plain), run_dir / CONFIG_FILE)
-    L.seed_everything(plain["seed"], workers=True, verbose=False)
-    experiment = build_experiment(plain, registry)
-    if main:
         (run_dir / COMPONENTS_FILE).write_text(json.dumps(experiment.origins(), indent=2))
     if train_cfg["compile"]:
         experiment.model.compile_backbones(train_cfg["compile_mode"])
@@ -261,6 +262,7 @@ def train(cfg: Any, run_dir: str | Path, registry: Registry) -> Experiment:
                 ModelCheckpoint(dirpath=stage_dir, save_last=True, save_top_k=0, every_n_train_steps=train_cfg["checkpoint_every"]),
                 _ResumeState(stream, index, experiment.origins(), registry),
                 _MetricsFile(run_dir / METRICS_FILE, index, train_cfg["log_every"]),
+                *([StepProgressBar(index)] if train_cfg["progress"] else []),
             ],
             plugins=[_AtomicCheckpointIO()],
             logger=CSVLogger(run_dir, name="logs", version=f"stage{index}"),
@@ -276,19 +278,24 @@ def train(cfg: Any, run_dir: str | Path, registry: Registry) -> Experiment:
         with warnings.catch_warnings():
             # Lightning warns about modules left in eval mode: that is the frozen encoder, on purpose.
             warnings.filterwarnings("ignore", message=r"Found \d+ module\(s\) in eval mode")
+            # Lightning's own use of a torch API that torch deprecates; nothing a user can act on.
+            warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated", category=FutureWarning)
             trainer.fit(module, loader, ckpt_path=last if last.is_file() else None, weights_only=True)
         experiment.model.cpu()
         if main:
-            _save_weights(experiment.model, stage_dir / STAGE_WEIGHTS)
+            save_weights(experiment.model, stage_dir / STAGE_WEIGHTS)
     if main:
-        _save_weights(experiment.model, run_dir / WEIGHTS_FILE)
+        save_weights(experiment.model, run_dir / WEIGHTS_FILE)
     return experiment
 
 
-def _save_weights(model: torch.nn.Module, path: Path) -> None:
-    """Safetensors written to a temporary file and renamed: a kill never leaves a truncated file."""
+def save_weights(model: torch.nn.Module, path: Path) -> None:
+    """Safetensors written to a temporary file and renamed (a kill never leaves a truncated file), with the umask's mode."""
     partial = path.with_name(f"{path.name}.partial")
     save_model(model, partial)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(partial, 0o666 & ~umask)  # safetensors creates its files 0600 whatever the umask
     os.replace(partial, path)
 
 
@@ -330,7 +337,7 @@ class _ResumeState(Callback):
         state = checkpoint.get("ladd")
         if state is None or state["stage"] != self.stage:
             raise LaddError(f"checkpoint of stage {None if state is None else state['stage']} found where stage {self.stage} was expected")
-        check_installed(state["components"], self.registry)
+        check_installed(state["components"], self.registry, f"checkpoint of stage {self.stage}")
         torch.set_rng_state(state["rng_cpu"])
         if state["rng_cuda"]:
             torch.cuda.set_rng_state_all(state["rng_cuda"])
@@ -406,6 +413,9 @@ def load_run(run_dir: str | Path, registry: Registry) -> tuple[Experiment, dict[
     if not config_path.is_file() or not weights_path.is_file():
         raise LaddError(f"{run_dir} is not a finished ladd run (expected {CONFIG_FILE} and {WEIGHTS_FILE} inside)")
     plain = OmegaConf.to_container(OmegaConf.load(config_path), resolve=False)  # saved resolved; never evaluate
+    recorded = run_dir / COMPONENTS_FILE
+    if recorded.is_file():
+        check_installed(json.loads(recorded.read_text()), registry, f"run {run_dir}")
     experiment = build_experiment(plain, registry)
     load_weights(experiment.model, weights_path)
     experiment.model.eval()

@@ -1,14 +1,15 @@
-"""Validation of a plugin's components: they import, their configs fit their factories, they build and run."""
+"""Validation of a plugin's components: they import, their configs fit their factories, they work in a tiny model."""
 from __future__ import annotations
 
 import inspect
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from ._component import Component
 from ._registry import Registry
-from .errors import IncompatibleComponentsError, MissingResourceError
+from .errors import ComponentError, MissingResourceError
+from .exercises import EXERCISES, ExerciseFailure
 
 #: The keyword context the core passes to each kind's factory (see docs/plugins.md).
 CONTEXT: dict[str, tuple[str, ...]] = {
@@ -18,41 +19,41 @@ CONTEXT: dict[str, tuple[str, ...]] = {
     "backbone": ("channels",),
     "metric": ("tokenizer",),
 }
-VOCAB, SEQ, BATCH = 5, 8, 3
 
 
 def check_plugin(name: str, registry: Registry) -> list[str]:
     """Problems found in plugin ``name`` (an empty list means it passed)."""
-    for failure in registry.failures:
-        if failure.plugin == name:
-            return [f"plugin {name!r} failed to load: {failure.error}"]
-    for blocked in registry.blocked:
-        if blocked.plugin == name:
-            return [f"plugin {name!r} is {blocked.error}"]
+    reason = registry.unavailable(name)
+    if reason is not None:
+        return [reason]
     mine = [c for c in registry if c.origin.plugin == name]
     if not mine:
         loaded = sorted({c.origin.plugin for c in registry})
         return [f"plugin {name!r} registers no components (loaded plugins: {', '.join(loaded)})"]
-    problems = []
-    for component in mine:
-        label = f"{component.kind} {component.name!r}"
-        try:
-            factory = component.factory()
-        except Exception as error:
-            problems.append(f"{label}: factory {component.spec.factory!r} does not import: {type(error).__name__}: {error}")
-            continue
-        signature_problem = _signature_problem(component, factory)
-        if signature_problem:
-            problems.append(f"{label}: {signature_problem}")
-            continue
-        try:
-            _exercise(component, registry)
-        except MissingResourceError as error:
-            # The defaults name a download (a pretrained model, a corpus): the plugin is fine, this machine lacks it.
-            warnings.warn(f"{label}: not exercised: {error}", stacklevel=2)
-        except Exception as error:
-            problems.append(f"{label}: fails when built and run at a tiny size: {type(error).__name__}: {error}")
-    return problems
+    return [problem for component in mine for problem in _problems(component, registry)]
+
+
+def _problems(component: Component, registry: Registry) -> list[str]:
+    label = f"{component.kind} {component.name!r}"
+    try:
+        factory = component.factory()
+    except ComponentError as error:
+        return [f"{label}: {error.problem}"]
+    signature_problem = _signature_problem(component, factory)
+    if signature_problem:
+        return [f"{label}: {signature_problem}"]
+    try:
+        EXERCISES[component.kind](component, registry)
+    except MissingResourceError as error:
+        # The defaults name a download (a pretrained model, a corpus): the plugin is fine, this machine lacks it.
+        warnings.warn(f"{label}: not exercised: {error}", stacklevel=2)
+    except ComponentError as error:
+        return [f"{label}: {error.problem}"]
+    except ExerciseFailure as error:
+        return [f"{label}: fails in a tiny model: {error}"]
+    except Exception as error:
+        return [f"{label}: fails when built with its default options: {type(error).__name__}: {error}"]
+    return []
 
 
 def _signature_problem(component: Component, factory: Callable[..., Any]) -> str | None:
@@ -82,99 +83,3 @@ def _signature_problem(component: Component, factory: Callable[..., Any]) -> str
     if missing:
         return f"its factory does not accept the keyword(s) {', '.join(missing)} that ladd passes to every {component.kind}"
     return None
-
-
-def _any(registry: Registry, kind: str, **context: Any) -> Any:
-    """A default instance of the first registered component of ``kind`` that builds."""
-    for name in registry.names(kind):
-        try:
-            return registry.build(kind, name, **context)
-        except Exception:
-            continue
-    raise LookupError(f"no registered {kind} builds with defaults, so this component cannot be exercised")
-
-
-def _latents(registry: Registry) -> Iterator[Any]:
-    schedule = _any(registry, "schedule")
-    for name in registry.names("latent"):
-        try:
-            latent = registry.build("latent", name, schedule=schedule)
-        except Exception:
-            continue
-        if latent.length > 0:
-            yield latent
-
-
-def _exercise(component: Component, registry: Registry) -> None:
-    """Build with default options and a tiny context, then make one call through the kind's interface."""
-    import torch
-
-    from .interfaces import Channels, batches_from
-
-    kind, build = component.kind, component.build
-    tau = torch.tensor([0.0, 0.5, 1.0])
-    if kind == "schedule":
-        signal = build().signal(tau)
-        assert signal.shape == tau.shape and bool(((signal >= 0) & (signal <= 1)).all()), f"signal(tau) = {signal}"
-    elif kind == "process":
-        process = build(schedule=_any(registry, "schedule"), vocab_size=VOCAB)
-        x0 = torch.randint(VOCAB, (BATCH, SEQ))
-        x_t = process.corrupt(x0, tau)
-        assert process.loss(torch.randn(BATCH, SEQ, VOCAB), x0, x_t, tau).shape == (BATCH,), "loss must be per sample"
-    elif kind == "latent":
-        latent = build(schedule=_any(registry, "schedule"))
-        if latent.length > 0:
-            code = latent.encode(torch.nn.functional.normalize(torch.randn(BATCH, latent.length, latent.width), dim=-1))
-            assert code.y0.shape[0] == BATCH, "encode must keep the batch"
-    elif kind == "encoder":
-        features = _without_text(build, vocab_size=VOCAB, seq_len=SEQ)(torch.randint(VOCAB, (BATCH, SEQ)))
-        assert features.dim() == 3 and features.shape[0] == BATCH, f"features of shape {tuple(features.shape)}"
-    elif kind == "backbone":
-        _exercise_backbone(build, registry, Channels)
-    elif kind == "dataset":
-        dataset = build()
-        batch = next(dataset.batches(BATCH, 0))
-        assert tuple(batch.shape) == (BATCH, dataset.seq_len), f"batch of shape {tuple(batch.shape)}"
-        assert batch.dtype == torch.long, f"batch of dtype {batch.dtype}"
-        stream = dataset.batches(BATCH, 0)
-        third = [next(stream) for _ in range(3)][-1]
-        assert torch.equal(next(batches_from(dataset, 2, BATCH, 0)), third), "batches_from(2, ...) is not the stream's third batch"
-    elif kind == "metric":
-        metric = _without_text(build)
-        scores = metric(torch.randint(2, (16, SEQ)), torch.randint(2, (16, SEQ)))
-        assert isinstance(scores, dict) and metric.primary in scores, f"scores {scores} lack primary {metric.primary!r}"
-        assert all(isinstance(v, float) for v in scores.values()), f"scores must be floats: {scores}"
-    elif kind == "sampler":
-        build()
-
-
-def _without_text(build: Callable[..., Any], **context: Any) -> Any:
-    """Build with no tokenizer; a component that needs text data is then not exercised, not broken."""
-    try:
-        return build(tokenizer=None, **context)
-    except IncompatibleComponentsError as error:
-        raise MissingResourceError(f"needs a text dataset's tokenizer, which a tiny check cannot supply ({error})") from None
-
-
-def _exercise_backbone(build: Callable[..., Any], registry: Registry, channels_type: type) -> None:
-    import torch
-
-    tau = torch.full((BATCH,), 0.5)
-    tokens = torch.randint(VOCAB + 1, (BATCH, SEQ))
-    try:
-        out = build(channels=channels_type(VOCAB, SEQ, None))(tokens, tau, None, None)
-        assert out.tokens.shape == (BATCH, SEQ, VOCAB), f"token logits of shape {tuple(out.tokens.shape)}"
-        return
-    except IncompatibleComponentsError:
-        pass
-    for latent in _latents(registry):
-        y = latent.backbone_input(latent.sample_prior(BATCH, torch.device("cpu")))
-        for channels, x in ((channels_type(VOCAB, SEQ, latent), tokens), (channels_type(0, 0, latent), None)):
-            try:
-                out = build(channels=channels)(x, tau if x is not None else None, y, tau)
-            except IncompatibleComponentsError:
-                continue
-            assert out.latent is not None, "a backbone given a latent channel must predict it"
-            return
-    raise IncompatibleComponentsError("builds for no channel combination (tokens, tokens + latent, latent alone)")
-

@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,17 @@ def run_ladd(*args: str, env: dict[str, str] | None = None, cwd: Path | None = N
         cwd=cwd,
         timeout=600,
     )
+
+
+def fake_distribution(root: Path, name: str, module_source: str, version: str = "0.0.1") -> str:
+    """A minimal installed distribution (dist-info with an entry point in group ``ladd``) on a fresh path."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / f"{name}.py").write_text(textwrap.dedent(module_source))
+    info = root / f"{name}-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    (info / "entry_points.txt").write_text(f"[ladd]\n{name} = {name}\n")
+    return str(root)
 
 
 @pytest.fixture

@@ -4,12 +4,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import TINY, run_ladd
+from conftest import TINY, fake_distribution, run_ladd
 
 EXAMPLE = Path(__file__).parent / "plugins" / "example"
 
@@ -23,17 +22,6 @@ def plugin_path(tmp_path_factory) -> str:
         timeout=300,
     )
     return str(target)
-
-
-def _fake_distribution(root: Path, name: str, module_source: str) -> str:
-    """A minimal installed distribution (dist-info with an entry point in group ``ladd``) on a fresh path."""
-    root.mkdir(parents=True, exist_ok=True)
-    (root / f"{name}.py").write_text(textwrap.dedent(module_source))
-    info = root / f"{name}-0.0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.0.1\n")
-    (info / "entry_points.txt").write_text(f"[ladd]\n{name} = {name}\n")
-    return str(root)
 
 
 def test_installed_plugin_is_listed_with_its_origin(plugin_path):
@@ -58,24 +46,38 @@ def test_training_selects_plugin_components_from_config_alone(plugin_path, tmp_p
     assert origins["backbone"]["distribution"] == "ladd-example-plugin"
 
 
-def test_name_clash_names_both_plugins(plugin_path, tmp_path):
-    clash = _fake_distribution(tmp_path / "clash", "clashing_plugin", """
+def test_name_clash_is_reported_and_is_an_error_only_where_the_name_is_used(plugin_path, tmp_path):
+    clash = fake_distribution(tmp_path / "clash", "clashing_plugin", """
         from registry import ComponentSpec, hookimpl
 
         @hookimpl
         def ladd_components():
             return [ComponentSpec("backbone", "conv", "math:sqrt")]
     """)
-    out = run_ladd("list-components", env={"PYTHONPATH": f"{plugin_path}:{clash}"})
-    assert out.returncode == 2
-    assert "backbone 'conv'" in out.stderr and "'example'" in out.stderr and "'clashing_plugin'" in out.stderr
+    env = {"PYTHONPATH": f"{plugin_path}:{clash}"}
+    clash_line = (
+        "backbone 'conv' is registered by several plugins: 'clashing_plugin' (clashing_plugin 0.0.1), "
+        "'example' (ladd-example-plugin 0.3.0); to use one, hide the others with LADD_PLUGINS_BLOCK=example"
+    )
+    listed = run_ladd("list-components", env=env)
+    assert listed.returncode == 0, listed.stderr
+    assert clash_line in listed.stderr and "exponential" in listed.stdout
+    plugins = run_ladd("plugins", env=env)
+    assert plugins.returncode == 0 and f"CLASH: {clash_line}" in plugins.stdout
+    unclashed = run_ladd("train", "schedule=exponential", "--cfg", "job", env=env)
+    assert unclashed.returncode == 0 and "name: exponential" in unclashed.stdout
+    used = run_ladd("train", "backbone=conv", "--cfg", "job", env=env)
+    assert used.returncode == 2
+    assert used.stderr.strip().splitlines()[-1] == f"ladd: error: {clash_line} (comma-separated), or uninstall or rename one"
+    chosen = run_ladd("train", "experiment=example/conv_mdlm", "--cfg", "job", env={**env, "LADD_PLUGINS_BLOCK": "clashing_plugin"})
+    assert chosen.returncode == 0 and "name: conv" in chosen.stdout
 
 
 def test_plugin_that_fails_to_import_is_reported_and_others_work(tmp_path):
-    broken = _fake_distribution(tmp_path / "broken", "broken_plugin", "import module_that_does_not_exist\n")
+    broken = fake_distribution(tmp_path / "broken", "broken_plugin", "import module_that_does_not_exist\n")
     out = run_ladd("list-components", env={"PYTHONPATH": broken})
     assert out.returncode == 0
-    assert "plugin 'broken_plugin' failed to load: ModuleNotFoundError" in out.stderr
+    assert "plugin 'broken_plugin' (broken_plugin) failed to load: ModuleNotFoundError" in out.stderr
     assert "mmdit" in out.stdout
     strict = run_ladd("list-components", env={"PYTHONPATH": broken, "LADD_STRICT_PLUGINS": "1"})
     assert strict.returncode == 2 and "broken_plugin" in strict.stderr
@@ -107,7 +109,7 @@ def test_plugin_check_passes_good_plugins(plugin_path):
 
 
 def test_plugin_check_reports_each_problem_precisely(tmp_path):
-    broken = _fake_distribution(tmp_path / "bad", "shoddy_plugin", """
+    broken = fake_distribution(tmp_path / "bad", "shoddy_plugin", """
         from dataclasses import dataclass
 
         import torch
@@ -154,14 +156,14 @@ def test_plugin_check_reports_each_problem_precisely(tmp_path):
     assert "backbone 'ghost': factory 'no_such_module_anywhere:Ghost' does not import: ModuleNotFoundError" in out.stderr
     assert "schedule 'needy': has no config but its factory requires rate" in out.stderr
     assert "process 'deaf': its factory does not accept the keyword(s) schedule, vocab_size" in out.stderr
-    assert "dataset 'skewed': fails when built and run at a tiny size: AssertionError: batch of shape (3, 5)" in out.stderr
+    assert "dataset 'skewed': fails in a tiny model: batch of shape (3, 5), expected (3, 4)" in out.stderr
 
 
 def test_pytest_helper_flags_a_broken_plugin(monkeypatch, tmp_path):
     import registry
     from registry import testing
 
-    broken = _fake_distribution(tmp_path / "bad2", "hollow_plugin", """
+    broken = fake_distribution(tmp_path / "bad2", "hollow_plugin", """
         from registry import ComponentSpec, hookimpl
 
         @hookimpl
@@ -177,3 +179,220 @@ def test_pytest_helper_flags_a_broken_plugin(monkeypatch, tmp_path):
     finally:
         monkeypatch.undo()
         registry.load(reload=True)
+
+
+MISTAKES = {
+    "undecorated_plugin": """
+        from registry import ComponentSpec
+
+        def ladd_components():
+            return [ComponentSpec("schedule", "plain", "math:sqrt")]
+    """,
+    "misspelt_plugin": """
+        from registry import hookimpl
+
+        @hookimpl
+        def ladd_component():
+            return []
+    """,
+    "wrong_kind_plugin": """
+        from registry import ComponentSpec, hookimpl
+
+        @hookimpl
+        def ladd_components():
+            return [ComponentSpec("schedul", "warm", "math:sqrt")]
+    """,
+    "bad_dirs_plugin": """
+        from registry import ComponentSpec, hookimpl
+
+        @hookimpl
+        def ladd_components():
+            return [ComponentSpec("schedule", "dusk", "math:sqrt")]
+
+        @hookimpl
+        def ladd_config_dirs():
+            raise FileNotFoundError("conf/ was not packaged")
+    """,
+}
+MISTAKE_ERRORS = {
+    "undecorated_plugin": "it defines ladd_components() without the @hookimpl decorator, so ladd would ignore it: decorate it with @registry.hookimpl",
+    "misspelt_plugin": "@hookimpl function 'ladd_component' is not a ladd hook; did you mean 'ladd_components'",
+    "wrong_kind_plugin": "ValueError: component 'warm' has unknown kind 'schedul'; did you mean 'schedule'?",
+    "bad_dirs_plugin": "FileNotFoundError: conf/ was not packaged",
+}
+
+
+@pytest.fixture(scope="module")
+def faulty_plugins(tmp_path_factory) -> str:
+    root = tmp_path_factory.mktemp("faulty")
+    return ":".join(fake_distribution(root / name, name, source) for name, source in MISTAKES.items())
+
+
+def test_each_plugin_mistake_is_named_and_the_rest_of_ladd_works(faulty_plugins):
+    env = {"PYTHONPATH": faulty_plugins}
+    plugins = run_ladd("plugins", env=env)
+    assert plugins.returncode == 0, plugins.stderr
+    assert plugins.stdout.startswith("builtin ")
+    for name, error in MISTAKE_ERRORS.items():
+        assert f"{name:<16} {name:<24} {'-':<10} FAILED: {error}" in plugins.stdout
+    listed = run_ladd("list-components", env=env)
+    assert listed.returncode == 0 and "mmdit" in listed.stdout
+    for name, error in MISTAKE_ERRORS.items():
+        assert f"ladd: warning: plugin {name!r} ({name}) failed to load: {error}" in listed.stderr
+        assert f"hide it with LADD_PLUGINS_BLOCK={name}" in listed.stderr
+    strict = run_ladd("list-components", env={**env, "LADD_STRICT_PLUGINS": "1", "LADD_PLUGINS_ALLOW": "undecorated_plugin"})
+    assert strict.returncode == 2 and "@hookimpl decorator" in strict.stderr and "LADD_STRICT_PLUGINS is set" in strict.stderr
+
+
+def test_training_a_component_of_a_plugin_that_failed_to_load_says_so(faulty_plugins):
+    out = run_ladd("train", "schedule=warm", env={"PYTHONPATH": faulty_plugins})
+    assert out.returncode == 2
+    *warnings, line = out.stderr.strip().splitlines()
+    assert line.startswith("ladd: error: unknown schedule 'warm'")
+    assert "plugin 'wrong_kind_plugin' (wrong_kind_plugin) failed to load: ValueError: component 'warm' has unknown kind 'schedul'" in line
+    assert len(warnings) == len(MISTAKES) and all(w.startswith("ladd: warning: plugin ") for w in warnings)
+
+    preset = run_ladd("train", "experiment=example/conv_mdlm", env={"PYTHONPATH": faulty_plugins})
+    assert preset.returncode != 0, "the example plugin is not installed here"
+    assert "ladd: warning: plugin 'wrong_kind_plugin'" in preset.stderr, "a missing preset comes with the plugins that failed"
+
+
+FRAGILE = """
+    import os
+
+    from ladd_plugins.backbones.config import DiTConfig
+    from registry import ComponentSpec, hookimpl
+
+
+    def fragile(config, channels):
+        if os.environ.get("FRAGILE_BREAK"):
+            raise RuntimeError("weights server unreachable")
+        from ladd_plugins.backbones.dit import DiT
+
+        return DiT(config, channels)
+
+
+    @hookimpl
+    def ladd_components():
+        return [
+            ComponentSpec("backbone", "fragile", fragile, DiTConfig, "a DiT that fails to build when told to"),
+            ComponentSpec("backbone", "absent", "fragile_parts_not_installed:Net", DiTConfig),
+        ]
+"""
+
+
+@pytest.fixture(scope="module")
+def fragile_run(tmp_path_factory) -> tuple[str, Path]:
+    path = fake_distribution(tmp_path_factory.mktemp("fragile"), "fragile_plugin", FRAGILE)
+    run = tmp_path_factory.mktemp("runs") / "fragile"
+    out = run_ladd("train", "backbone=fragile", *TINY, "train.stages=[{steps:2}]", f"run_dir={run}", env={"PYTHONPATH": path})
+    assert out.returncode == 0, out.stderr
+    return path, run
+
+
+def test_a_factory_that_fails_to_import_or_build_in_train_gives_one_line_and_no_run_folder(fragile_run, tmp_path):
+    path, _ = fragile_run
+    absent = run_ladd("train", "backbone=absent", *TINY, f"run_dir={tmp_path / 'a'}", env={"PYTHONPATH": path})
+    assert absent.returncode == 2
+    assert absent.stderr.strip().splitlines() == [
+        "ladd: error: backbone 'absent' of plugin 'fragile_plugin' (fragile_plugin 0.0.1) factory "
+        "'fragile_parts_not_installed:Net' does not import: ModuleNotFoundError: No module named "
+        "'fragile_parts_not_installed'; fix or update plugin 'fragile_plugin', or choose another backbone "
+        "(`ladd list-components --kind backbone`) (LADD_DEBUG=1 shows the traceback)"
+    ]
+    assert not (tmp_path / "a").exists()
+
+    env = {"PYTHONPATH": path, "FRAGILE_BREAK": "1"}
+    broken = run_ladd("train", "backbone=fragile", *TINY, f"run_dir={tmp_path / 'b'}", env=env)
+    assert broken.returncode == 2 and len(broken.stderr.strip().splitlines()) == 1
+    assert "backbone 'fragile' of plugin 'fragile_plugin' (fragile_plugin 0.0.1) failed to build: RuntimeError: weights server unreachable" in broken.stderr
+    assert not (tmp_path / "b").exists()
+    debug = run_ladd("train", "backbone=fragile", *TINY, f"run_dir={tmp_path / 'b'}", env={**env, "LADD_DEBUG": "1"})
+    assert debug.returncode == 2 and "Traceback" in debug.stderr and "weights server unreachable" in debug.stderr
+
+
+def test_a_factory_that_fails_in_sample_eval_or_export_gives_one_line(fragile_run, tmp_path):
+    path, run = fragile_run
+    env = {"PYTHONPATH": path, "FRAGILE_BREAK": "1"}
+    for command in (["sample", str(run), "--steps", "2"], ["eval", str(run)], ["export", str(run), str(tmp_path / "out")]):
+        out = run_ladd(*command, env=env)
+        assert out.returncode == 2, command
+        [line] = out.stderr.strip().splitlines()
+        assert line.startswith("ladd: error: backbone 'fragile' of plugin 'fragile_plugin' (fragile_plugin 0.0.1) failed to build: RuntimeError")
+    assert not (tmp_path / "out").exists()
+
+
+def test_run_folder_of_a_plugin_not_installed_or_blocked_names_the_plugin(fragile_run):
+    path, run = fragile_run
+    missing = run_ladd("sample", str(run))
+    assert missing.returncode == 2
+    assert missing.stderr.strip().splitlines() == [
+        f"ladd: error: run {run}'s backbone is backbone 'fragile' from plugin 'fragile_plugin' (distribution "
+        f"fragile_plugin 0.0.1), which is not installed: pip install 'fragile_plugin==0.0.1'"
+    ]
+    blocked = run_ladd("eval", str(run), env={"PYTHONPATH": path, "LADD_PLUGINS_BLOCK": "fragile_plugin"})
+    assert blocked.returncode == 2
+    assert blocked.stderr.strip().splitlines() == [
+        f"ladd: error: run {run}'s backbone is backbone 'fragile' from plugin 'fragile_plugin' (distribution "
+        f"fragile_plugin 0.0.1), which is not available: plugin 'fragile_plugin' is not loaded (blocked by LADD_PLUGINS_BLOCK)"
+    ]
+
+
+@pytest.mark.parametrize("order", ["readme", "flag_last"])
+def test_sweeps_work_with_a_plugin_that_contributes_config_folders(plugin_path, tmp_path, order):
+    if order == "readme":  # the README's sweep command, verbatim, then tiny sizes
+        arguments = ["-m", "experiment=binsaw/mdlm_cpu", "schedule=linear,cosine,polynomial"]
+        expected = [("dit", "cosine"), ("dit", "linear"), ("dit", "polynomial")]
+    else:  # the plugin's own preset, the sweep flag after the overrides
+        arguments = ["experiment=example/conv_mdlm", "schedule=linear,exponential", "-m"]
+        expected = [("conv", "exponential"), ("conv", "linear")]
+    out = run_ladd(
+        "train", *arguments, *TINY, "train.stages=[{steps:2}]", f"hydra.sweep.dir={tmp_path}",
+        env={"PYTHONPATH": plugin_path},
+    )
+    assert out.returncode == 0, out.stderr
+    configs = [yaml.safe_load((tmp_path / str(job) / "config.yaml").read_text()) for job in range(len(expected))]
+    assert sorted((c["backbone"]["name"], c["schedule"]["name"]) for c in configs) == expected
+
+
+FLAWED_LATENTS = """
+    from torch import nn
+
+    from ladd_plugins.diladd.latent import DiscreteLatent, DiscreteLatentConfig
+    from registry import ComponentSpec, hookimpl
+    from registry.interfaces import LatentCode
+
+
+    class Int32Codes(DiscreteLatent):
+        def encode(self, features):
+            code = super().encode(features)
+            return LatentCode(code.y0.int(), code.aux_loss, code.embedding)
+
+
+    class ShortHead(DiscreteLatent):
+        def output_layer(self, width):
+            return nn.Linear(width, self.codebook_size - 1)
+
+
+    @hookimpl
+    def ladd_components():
+        return [
+            ComponentSpec("latent", "int32_codes", Int32Codes, DiscreteLatentConfig),
+            ComponentSpec("latent", "short_head", ShortHead, DiscreteLatentConfig),
+        ]
+"""
+
+
+def test_plugin_check_rejects_int32_codes_and_a_head_one_code_short(tmp_path):
+    path = fake_distribution(tmp_path, "flawed_latents", FLAWED_LATENTS)
+    out = run_ladd("plugins", "check", "flawed_latents", env={"PYTHONPATH": path})
+    assert out.returncode == 2
+    assert "plugin 'flawed_latents' has 2 problem(s)" in out.stderr
+    assert (
+        "latent 'int32_codes': fails in a tiny model: encode gives codes of dtype torch.int32; "
+        "discrete codes must be torch.long (int64)"
+    ) in out.stderr
+    assert (
+        "latent 'short_head': fails in a tiny model: with process 'autoregressive', a training step of a joint model: "
+        "IncompatibleComponentsError: the masked process over 2048 values got predictions over 2047"
+    ) in out.stderr

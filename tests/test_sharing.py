@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import json
+import os
 import pathlib
+import stat
 
 import pytest
 import torch
@@ -30,6 +32,9 @@ def test_export_then_import_samples_identically(trained, tmp_path):
     out = run_ladd("export", str(run_dir), str(tmp_path / "model"))
     assert out.returncode == 0, out.stderr
     assert {p.name for p in (tmp_path / "model").iterdir()} == {"config.json", "model.safetensors", "README.md"}
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE((tmp_path / "model" / "model.safetensors").stat().st_mode) == 0o666 & ~umask
     document = json.loads((tmp_path / "model" / "config.json").read_text())
     assert document["components"]["latent"]["name"] == "continuous" and document["components"]["latent"]["version"]
 
@@ -38,9 +43,13 @@ def test_export_then_import_samples_identically(trained, tmp_path):
     again, _ = sample(loaded, 32, 4, 32, seed=7)
     assert torch.equal(original, again)
 
-    sampled = run_ladd("sample", "--model", str(tmp_path / "model"), "--steps", "4", "--num", "32", "--batch-size", "32", "--seed", "7")
+    sampled = run_ladd(
+        "sample", "--model", str(tmp_path / "model"), "--steps", "4", "--num", "32", "--batch-size", "32", "--seed", "7",
+        cwd=tmp_path,
+    )
     assert sampled.returncode == 0, sampled.stderr
-    rows = (tmp_path / "model" / "samples_4steps.txt").read_text().split()
+    assert not (tmp_path / "model" / "samples_4steps.txt").exists(), "an exported model's folder is left as it was"
+    rows = (tmp_path / "samples_4steps.txt").read_text().split()
     assert torch.equal(torch.tensor([int(v) for v in rows]).view(32, -1), original)
 
 
@@ -90,5 +99,5 @@ def test_exported_model_naming_a_missing_plugin_is_refused_by_name(trained, tmp_
     document = json.loads((tmp_path / "config.json").read_text())
     document["components"]["backbone"].update(name="fancy", plugin="fancy_models", distribution="fancy-ladd", version="2.0")
     (tmp_path / "config.json").write_text(json.dumps(document))
-    with pytest.raises(LaddError, match="'fancy'.*plugin 'fancy_models'.*fancy-ladd 2.0.*not installed"):
+    with pytest.raises(LaddError, match="backbone is backbone 'fancy' from plugin 'fancy_models'.*fancy-ladd 2.0.*not installed: pip install 'fancy-ladd==2.0'"):
         registry.from_pretrained(tmp_path)

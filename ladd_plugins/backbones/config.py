@@ -8,18 +8,18 @@ from dataclasses import dataclass
 class TransformerConfig:
     """Width, depth, heads, MLP expansion and residual dropout of a stack of DiT blocks."""
 
-    hidden: int = 64
-    layers: int = 4
-    heads: int = 4
-    mlp_ratio: float = 4.0
-    dropout: float = 0.1
+    hidden: int = 64  # width d of every block
+    layers: int = 4  # number of blocks
+    heads: int = 4  # attention heads (hidden must divide by it)
+    mlp_ratio: float = 4.0  # MLP hidden width = mlp_ratio * hidden
+    dropout: float = 0.1  # residual dropout in training
 
 
 @dataclass
 class DiTConfig(TransformerConfig):
     """DiT and MM-DiT: adaLN conditioning width, and whether token predictions see the token time."""
 
-    cond_dim: int = 128
+    cond_dim: int = 128  # width of the adaLN conditioning vector (time embedding)
     # The paper drops explicit timestep conditioning of the token denoiser; a latent channel is always conditioned.
     token_time_conditioning: bool = False
 
@@ -28,8 +28,8 @@ class DiTConfig(TransformerConfig):
 class MLPDenoiserConfig:
     """Residual MLP latent denoiser."""
 
-    hidden: int = 256
-    layers: int = 3
-    dropout: float = 0.0
-    cond_dim: int = 128
-    mlp_ratio: float = 4.0
+    hidden: int = 256  # width of the residual MLP
+    layers: int = 3  # number of residual blocks
+    dropout: float = 0.0  # residual dropout in training
+    cond_dim: int = 128  # width of the adaLN conditioning vector (time embedding)
+    mlp_ratio: float = 4.0  # block hidden width = mlp_ratio * hidden

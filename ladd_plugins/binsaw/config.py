@@ -8,9 +8,9 @@ from dataclasses import dataclass
 class BinarySawtoothConfig:
     """Sequence length S, number of sawtooth periods P and minimum probability s (App. E.1)."""
 
-    seq_len: int = 128
-    periods: int = 2
-    floor: float = 0.01
+    seq_len: int = 128  # S: tokens per sequence
+    periods: int = 2  # P: sawtooth periods along the sequence
+    floor: float = 0.01  # s: the smallest probability of a 1 (at most 0.5)
 
     def __post_init__(self) -> None:
         if self.seq_len < 1:
@@ -25,8 +25,8 @@ class BinarySawtoothConfig:
 class SlicedWassersteinConfig:
     """Number of Gaussian projection directions and the seed that fixes them."""
 
-    directions: int = 1000
-    seed: int = 0
+    directions: int = 1000  # Gaussian projection directions
+    seed: int = 0  # fixes the directions, so scores compare across runs
 
     def __post_init__(self) -> None:
         if self.directions < 1:

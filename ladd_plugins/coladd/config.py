@@ -10,12 +10,12 @@ from ..weighting import check_weighting
 class ContinuousLatentConfig:
     """Latent length M, width d_l, encoder std sigma_lat, and the latent process's options."""
 
-    length: int = 1
-    width: int = 32
+    length: int = 1  # M: latent vectors per sequence
+    width: int = 32  # d_l: width of each latent vector
     std: float = 0.01  # sigma_lat^2 = 1e-4 (Sec. 3.1)
-    horizon: int = 4000
-    weighting: str = "constant"
-    eta: float = 0.0
+    horizon: int = 4000  # training horizon T of the latent process
+    weighting: str = "constant"  # latent loss weights: constant or elbo
+    eta: float = 0.0  # DDIM stochasticity: 0 deterministic, 1 ancestral
 
     def __post_init__(self) -> None:
         if self.length < 1 or self.width < 1:

@@ -10,14 +10,14 @@ from ..weighting import check_weighting
 class DiscreteLatentConfig:
     """Latent length M, width d_l, the quantiser's options and the code process's options."""
 
-    length: int = 1
-    width: int = 32
-    codebook_size: int = 2048
+    length: int = 1  # M: codes per sequence
+    width: int = 32  # d_l: width of the encoder features and code vectors
+    codebook_size: int = 2048  # C: codes in the codebook (the mask is code C)
     decay: float = 0.95  # EMA decay of the codebook
     commitment: float = 0.1  # beta: the auxiliary loss is beta * L_VQ
     dead_code_threshold: int = 2  # codes used less than this (EMA count) are restarted
-    horizon: int = 4000
-    weighting: str = "constant"
+    horizon: int = 4000  # training horizon T of the masked process on codes
+    weighting: str = "constant"  # code loss weights: constant or elbo
     # all-reduce the codebook's EMA statistics across ranks; None: whenever WORLD_SIZE > 1 (torchrun, Lightning DDP)
     sync_codebook: bool | None = None
 

@@ -12,8 +12,8 @@ from ..backbones.config import TransformerConfig
 class DiTEncoderConfig(TransformerConfig):
     """A DiT encoder read at the M rightmost positions, projected to d_l, with encoder-input dropout."""
 
-    length: int = 1  # M
-    width: int = 32  # d_l
+    length: int = 1  # M: latent vectors, read at the M rightmost positions
+    width: int = 32  # d_l: width of each latent vector
     input_dropout_max: float = 0.0  # p_r ~ U[0, input_dropout_max]; the paper uses 0.9 when enabled
 
 
@@ -31,7 +31,7 @@ class PretrainedEncoderConfig:
     length: int | None = None  # M; None: M = S, one latent per token (token-aligned)
     width: int = 32  # d_l: the first d_l hidden dimensions
     pooling: str = "chunk_mean_eos"  # used when M < S (App. D: the last latent is the final position's state)
-    dtype: str = "auto"
+    dtype: str = "auto"  # the frozen model's precision: auto (bfloat16 on CUDA, else float32), bfloat16, float32
     input_dropout_max: float = 0.0  # p_r ~ U[0, input_dropout_max], as for the DiT encoder
     cache_dir: str | None = None  # store features per sequence on disk (needs input_dropout_max = 0)
     cache_entries: int = 4096  # features kept in memory in front of the disk store

@@ -10,8 +10,8 @@ from ..weighting import check_weighting
 class MaskedProcessConfig:
     """Training horizon T and the loss weighting (``elbo``: T * lambda_t, ``constant``: 1)."""
 
-    horizon: int = 4000
-    weighting: str = "elbo"
+    horizon: int = 4000  # training horizon T: times are drawn on the grid 1/T, ..., 1
+    weighting: str = "elbo"  # loss weights: elbo (T * lambda_t) or constant (1)
 
     def __post_init__(self) -> None:
         check_weighting(self.weighting)

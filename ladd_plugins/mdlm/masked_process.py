@@ -4,6 +4,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from registry.errors import IncompatibleComponentsError
 from registry.interfaces import RevealingProcess, Schedule, mask_id
 
 from ..schedules.closed_form import per_sample
@@ -56,6 +57,7 @@ class MaskedProcess(RevealingProcess):
 
     def loss(self, prediction: Tensor, x0: Tensor, x_t: Tensor, tau: Tensor) -> Tensor:
         """Weighted cross-entropy at the masked positions of real-token logits ``[B, S, K]``, or ``[N, K]`` at those positions only."""
+        self._check_width(prediction)
         masked = self.loss_rows(x_t)
         if prediction.dim() == 2:
             ce = torch.zeros(x0.shape, dtype=torch.float32, device=x0.device).masked_scatter(masked, cross_entropy(prediction, x0[masked]))
@@ -81,4 +83,13 @@ class MaskedProcess(RevealingProcess):
         return (x_t == self.mask) & (draw < per_sample(self.reveal_probability(tau_t, tau_s), x_t))
 
     def fill(self, x_t: Tensor, reveal: Tensor, prediction: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        self._check_width(prediction)
         return draw_tokens(x_t, reveal, prediction, generator)
+
+    def _check_width(self, prediction: Tensor) -> None:
+        # A head one value short would train and sample without error, and never produce the last value.
+        if prediction.shape[-1] != self.vocab_size:
+            raise IncompatibleComponentsError(
+                f"the masked process over {self.vocab_size} values got predictions over {prediction.shape[-1]}: "
+                f"the output head must give one logit per real value (the mask state excluded)"
+            )

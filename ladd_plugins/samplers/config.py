@@ -8,14 +8,14 @@ from dataclasses import dataclass
 class AncestralConfig:
     """``fast``: the exact fast path (head and draws at revealing positions only); the step count is chosen per call."""
 
-    fast: bool = True
+    fast: bool = True  # exact fast path: token head and draws only at the positions that reveal
 
 
 @dataclass
 class JointConfig:
     """Classifier-free guidance scale on the token channel (1 turns guidance off)."""
 
-    guidance: float = 1.0
+    guidance: float = 1.0  # classifier-free guidance scale on the token channel; 1 turns it off
     fast: bool = True  # exact fast path: token head and draws only at the positions that reveal
 
 
@@ -23,6 +23,6 @@ class JointConfig:
 class SequentialConfig:
     """Latent steps T^Y (the token steps T^X are chosen per call) and the token guidance scale."""
 
-    latent_steps: int = 100
-    guidance: float = 1.0
+    latent_steps: int = 100  # T^Y: reverse steps of the latent before the token steps
+    guidance: float = 1.0  # classifier-free guidance scale on the token channel; 1 turns it off
     fast: bool = True  # exact fast path: token head and draws only at the positions that reveal

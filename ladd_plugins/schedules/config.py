@@ -13,7 +13,7 @@ class ScheduleConfig:
 class PolynomialScheduleConfig:
     """``1 - tau**power``."""
 
-    power: float = 2.0
+    power: float = 2.0  # signal 1 - tau**power
 
     def __post_init__(self) -> None:
         if self.power <= 0:
@@ -24,8 +24,8 @@ class PolynomialScheduleConfig:
 class GeometricScheduleConfig:
     """``exp(-beta_min**(1-tau) * beta_max**tau)``."""
 
-    beta_min: float = 1e-5
-    beta_max: float = 20.0
+    beta_min: float = 1e-5  # rate at tau = 0
+    beta_max: float = 20.0  # rate at tau = 1
 
     def __post_init__(self) -> None:
         if not 0 < self.beta_min < self.beta_max:
@@ -36,7 +36,7 @@ class GeometricScheduleConfig:
 class LogLinearScheduleConfig:
     """``1 - (1 - eps) * tau`` (MDLM's log-linear schedule, whose signal stays above 0)."""
 
-    eps: float = 1e-3
+    eps: float = 1e-3  # the signal left at tau = 1
 
     def __post_init__(self) -> None:
         if not 0 <= self.eps < 1:
@@ -47,7 +47,7 @@ class LogLinearScheduleConfig:
 class VPCosineScheduleConfig:
     """``abar**2 = cos**2(((tau + s) / (1 + s)) * pi / 2)``."""
 
-    s: float = 0.008
+    s: float = 0.008  # time offset that keeps the first steps from being too small
 
     def __post_init__(self) -> None:
         if self.s < 0:

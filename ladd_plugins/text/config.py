@@ -24,20 +24,20 @@ class TextDatasetConfig:
     against the tokenizer when the dataset is built.
     """
 
-    source: str = "shakespeare"
+    source: str = "shakespeare"  # a known corpus, a Hugging Face dataset id, hf:PATH, or local files
     subset: str | None = None  # the Hugging Face configuration (e.g. wikitext-103-raw-v1); known sources set theirs
     revision: str | None = None  # Hugging Face sources: a commit, tag or branch; pin it so the token cache follows the data
     split_map: dict[str, str] = field(default_factory=dict)  # overrides the source's defaults, key by key
     text_field: str | None = None  # None: the known source's field, else "text"
     tokenizer: str = "gpt2-bpe"  # "gpt2-bpe" (offline GPT-2 BPE), "text8" (characters), or a HF name or folder
-    seq_len: int = 128
+    seq_len: int = 128  # S: token ids per row
     packing: str = "wrap"  # wrap: documents + EOS concatenated and cut; pad: one document per row, EOS-padded
     txt_documents: str = "paragraph"  # what a document is in a .txt file: paragraph, line or the whole file
     detokenizer: str = "auto"  # auto: the known source's; none; or one of DETOKENIZERS
-    vocab_size: int | None = None
+    vocab_size: int | None = None  # expected K, checked against the tokenizer; None: the tokenizer's
     streaming: bool = False  # Hugging Face sources only: read on the fly, no download and no token cache
     cache_dir: str | None = None  # token cache; None: $LADD_CACHE_DIR, else ~/.cache/ladd (XDG_CACHE_HOME honoured)
-    progress: bool = True
+    progress: bool = True  # show tokenising progress
 
     def __post_init__(self) -> None:
         if self.seq_len < 2:

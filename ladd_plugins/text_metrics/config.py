@@ -11,9 +11,9 @@ TEACHER_DTYPES = ("float32", "float64", "bfloat16", "float16")
 class GenPPLConfig:
     """The causal LM teacher (a Hub name or a local folder) and how it is run."""
 
-    teacher: str = "gpt2-large"
-    batch_size: int = 8
-    dtype: str = "float32"
+    teacher: str = "gpt2-large"  # causal LM that scores the samples: a Hub name or a local folder
+    batch_size: int = 8  # samples per teacher forward pass
+    dtype: str = "float32"  # the teacher's precision
     max_length: int | None = None  # teacher tokens per forward pass, start token included; None: the teacher's context
     device: str = "auto"  # "auto": CUDA when available, else CPU
 

@@ -1,0 +1,347 @@
+"""One real, tiny use of each kind's interface inside a model, for ``ladd plugins check``.
+
+A component is built with its default options and put into a small model with ladd's probe networks
+(``probes.py``) and, where it needs them, other registered components (a schedule, a token process,
+samplers). Every failure is raised as ``ExerciseFailure`` naming what was being done.
+"""
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+
+from ._component import Component
+from ._registry import Registry
+from .errors import IncompatibleComponentsError, MissingResourceError
+from .interfaces import Channels, Latent, RevealingProcess, Sampler, batches_from
+from .model import DiffusionModel, Objective
+from .probes import ProbeBackbone, ProbeEncoder
+
+VOCAB, SEQ, BATCH = 5, 8, 3
+CPU = torch.device("cpu")
+
+
+class ExerciseFailure(Exception):
+    """A component misbehaved while used at a tiny size; the message says in which use."""
+
+
+@contextlib.contextmanager
+def _during(what: str) -> Iterator[None]:
+    try:
+        yield
+    except (ExerciseFailure, MissingResourceError):
+        raise
+    except Exception as error:
+        raise ExerciseFailure(f"{what}: {type(error).__name__}: {error}") from error
+
+
+def _expect(condition: bool, problem: str) -> None:
+    if not condition:
+        raise ExerciseFailure(problem)
+
+
+def _generator() -> torch.Generator:
+    return torch.Generator().manual_seed(0)
+
+
+def _built(registry: Registry, kind: str, accept: Callable[[Any], bool] = lambda _: True, **context: Any) -> list[tuple[str, Any]]:
+    """(``kind 'name'``, default instance) of every registered component of ``kind`` that builds and passes ``accept``."""
+    found = []
+    for name in registry.names(kind):
+        try:
+            instance = registry.build(kind, name, **context)
+        except Exception:  # a partner that does not build here is simply not used
+            continue
+        if accept(instance):
+            found.append((f"{kind} {name!r}", instance))
+    if not found:
+        raise MissingResourceError(f"no registered {kind} fits with its default options here, so this use cannot be made")
+    return found
+
+
+def _with_a_partner(partners: list[tuple[str, Any]], use: Callable[[Any], None]) -> None:
+    """Run ``use`` with the first partner it works with; with none, report the first partner's failure."""
+    failures = []
+    for label, partner in partners:
+        try:
+            use(partner)
+            return
+        except ExerciseFailure as failure:
+            failures.append(f"with {label}, {failure}")
+    raise ExerciseFailure(failures[0])
+
+
+def _schedule(registry: Registry) -> Any:
+    return _built(registry, "schedule")[0][1]
+
+
+def exercise_schedule(component: Component, registry: Registry) -> None:
+    """Signal levels in [0, 1], falling with time; then a loss and a reverse chain of a token process using it."""
+    schedule = component.build()
+    tau = torch.linspace(0.0, 1.0, 9)
+    with _during("signal(tau)"):
+        signal = schedule.signal(tau)
+    _expect(signal.shape == tau.shape, f"signal(tau) has shape {tuple(signal.shape)} for tau of shape {tuple(tau.shape)}")
+    _expect(bool(((signal >= 0) & (signal <= 1)).all()), f"signal(tau) leaves [0, 1]: {signal.tolist()}")
+    _expect(bool((signal.diff() <= 1e-6).all()), f"signal(tau) must not rise with tau: {signal.tolist()}")
+    _with_a_partner(_built(registry, "process", schedule=schedule, vocab_size=VOCAB), _token_round)
+
+
+def exercise_process(component: Component, registry: Registry) -> None:
+    """A loss whose gradient reaches the network, the rows-only loss, and a reverse chain ending in real tokens."""
+    _token_round(component.build(schedule=_schedule(registry), vocab_size=VOCAB))
+
+
+def _token_round(process: Any) -> None:
+    generator = _generator()
+    network = ProbeBackbone(Channels(VOCAB, SEQ, None))
+    x0 = torch.randint(VOCAB, (BATCH, SEQ), generator=generator)
+    tau = torch.tensor([0.3, 0.7, 1.0])
+    with _during("corrupt"):
+        x_t = process.corrupt(x0, tau, generator)
+    _expect(x_t.shape == x0.shape and x_t.dtype == torch.long, f"corrupt gives {x_t.dtype} of shape {tuple(x_t.shape)}")
+    logits = network(x_t, tau, None, None).tokens
+    with _during("loss"):
+        loss = process.loss(logits, x0, x_t, tau)
+        _expect(loss.shape == (BATCH,), f"loss must be per sample, shape ({BATCH},), got {tuple(loss.shape)}")
+        _expect(bool(torch.isfinite(loss).all()), f"loss is not finite: {loss.tolist()}")
+        loss.mean().backward()
+    gradient = network.token_head.weight.grad
+    _expect(gradient is not None and bool(gradient.abs().sum() > 0), "the loss does not depend on the prediction (no gradient reaches it)")
+    rows = process.loss_rows(x_t)
+    if rows is not None:
+        with _during("loss at loss_rows only"):
+            on_rows = process.loss(logits[rows], x0, x_t, tau)
+        _expect(torch.allclose(on_rows, loss, atol=1e-5), f"loss at loss_rows differs from the full loss: {on_rows.tolist()} vs {loss.tolist()}")
+    with _during("the reverse chain from the prior"), torch.no_grad():
+        x = process.prior((BATCH, SEQ), CPU, generator)
+        for k in range(SEQ, 0, -1):
+            t, s = torch.full((BATCH,), k / SEQ), torch.full((BATCH,), (k - 1) / SEQ)
+            x = process.step(x, network(x, t, None, None).tokens, t, s, generator)
+    _expect(x.dtype == torch.long and bool(((x >= 0) & (x < VOCAB)).all()), f"the reverse chain ends in {x.tolist()}, not in token ids 0..{VOCAB - 1}")
+    if isinstance(process, RevealingProcess):
+        _check_reveal_matches_step(process, network)
+
+
+def _check_reveal_matches_step(process: RevealingProcess, network: ProbeBackbone) -> None:
+    """``step`` must equal ``fill`` at ``reveal``'s positions under the same random stream (the samplers' fast path)."""
+    with _during("reveal and fill against step"), torch.no_grad():
+        x = process.prior((BATCH, SEQ), CPU, _generator())
+        t, s = torch.full((BATCH,), 1.0), torch.full((BATCH,), 1.0 - 1.0 / SEQ)
+        logits = network(x, t, None, None).tokens
+        stepped = process.step(x, logits, t, s, _generator())
+        generator = _generator()
+        reveal = process.reveal(x, t, s, generator)
+        filled = process.fill(x, reveal, logits[reveal], generator)
+    _expect(torch.equal(stepped, filled), "step differs from fill at the positions reveal picks, under the same random stream")
+
+
+def exercise_latent(component: Component, registry: Registry) -> None:
+    """Codes and the null latent checked, a training step in a joint and in a sequential model, then sampling."""
+    schedule = _schedule(registry)
+    latent: Latent = component.build(schedule=schedule)
+    if latent.length > 0:
+        _check_codes(latent)
+    processes = _built(registry, "process", schedule=schedule, vocab_size=VOCAB)
+    _with_a_partner(processes, lambda process: _latent_round(latent, process, registry))
+
+
+def _latent_round(latent: Latent, process: Any, registry: Registry) -> None:
+    if latent.length == 0:
+        model = DiffusionModel(process, latent, ProbeBackbone(Channels(VOCAB, SEQ, None)), VOCAB, SEQ, Objective())
+        _train_step(model, "a training step without a latent channel")
+        _sample_with(model, registry, lambda s: not s.requires_latent)
+        return
+    joint = DiffusionModel(
+        process, latent, ProbeBackbone(Channels(VOCAB, SEQ, latent)), VOCAB, SEQ,
+        Objective(lambda_latent=1.0), ProbeEncoder(VOCAB, latent.length, latent.width),
+    )
+    _train_step(joint, "a training step of a joint model")
+    sequential = DiffusionModel(
+        process, latent, ProbeBackbone(Channels(VOCAB, SEQ, latent)), VOCAB, SEQ,
+        Objective(lambda_latent=1.0, latent_time="clean"), ProbeEncoder(VOCAB, latent.length, latent.width),
+        ProbeBackbone(Channels(0, 0, latent)),
+    )
+    _train_step(sequential, "a training step of a sequential model (separate latent denoiser)")
+    _check_frozen(joint)  # last: freezing reaches the latent module both models share
+    _sample_with(joint, registry, lambda s: s.requires_latent and not s.conditions_on_clean_latent)
+    _sample_with(sequential, registry, lambda s: s.requires_latent and s.conditions_on_clean_latent)
+
+
+def _check_codes(latent: Latent) -> None:
+    """Discrete codes are int64; the null latent and the prior have the clean latent's shape and dtype."""
+    features = ProbeEncoder(VOCAB, latent.length, latent.width)(torch.randint(VOCAB, (BATCH, SEQ)))
+    with _during("encode"):
+        y0 = latent.encode(features).y0
+    _expect(y0.is_floating_point() or y0.dtype == torch.long, f"encode gives codes of dtype {y0.dtype}; discrete codes must be torch.long (int64)")
+    with _during("null"):
+        null = latent.null(BATCH, CPU)
+    _expect(
+        null.shape == y0.shape and null.dtype == y0.dtype,
+        f"null gives {null.dtype} of shape {tuple(null.shape)} but encode gives {y0.dtype} of shape {tuple(y0.shape)}; they must match",
+    )
+    with _during("sample_prior"):
+        prior = latent.sample_prior(BATCH, CPU, _generator())
+    _expect(prior.shape == y0.shape, f"sample_prior gives shape {tuple(prior.shape)}, encode {tuple(y0.shape)}")
+
+
+def _train_step(model: DiffusionModel, what: str) -> None:
+    optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.1)
+    model.train()
+    with _during(what):
+        terms = model.loss(torch.randint(VOCAB, (2 * BATCH, SEQ), generator=_generator()), _generator())
+        _expect(all(bool(torch.isfinite(v)) for v in terms.values()), f"{what}: loss terms are not finite: {terms}")
+        terms["loss"].backward()
+        optimizer.step()
+
+
+def _check_frozen(model: DiffusionModel) -> None:
+    """After ``freeze_encoder`` (Stage 2) a training step leaves the latent module's parameters and buffers alone."""
+    model.freeze_encoder()
+    before = {k: v.clone() for k, v in model.latent.state_dict().items()}
+    _train_step(model, "a training step with the encoder and latent frozen (Stage 2)")
+    changed = [k for k, v in model.latent.state_dict().items() if not torch.equal(v, before[k])]
+    _expect(not changed, f"Stage 2 freezes the latent module, but a training step changed {', '.join(changed)}")
+
+
+def _sample_with(model: DiffusionModel, registry: Registry, accept: Callable[[Sampler], bool]) -> None:
+    _sample(model, *_built(registry, "sampler", accept)[0])
+
+
+def _sample(model: DiffusionModel, label: str, sampler: Sampler) -> None:
+    fixed = torch.full((BATCH, SEQ), VOCAB)
+    fixed[:, 0] = 1
+    with _during(f"sampling with {label}"):
+        out = sampler.sample(model.eval(), BATCH, SEQ, _generator(), fixed=fixed)
+    tokens = out.tokens
+    _expect(tokens.shape == (BATCH, SEQ) and tokens.dtype == torch.long, f"{label} gives samples of {tokens.dtype}, shape {tuple(tokens.shape)}")
+    _expect(bool(((tokens >= 0) & (tokens < VOCAB)).all()), f"samples hold ids outside 0..{VOCAB - 1}: {tokens.tolist()}")
+    _expect(bool((tokens[:, 0] == 1).all()), "samples do not keep the tokens given in `fixed`")
+    if model.has_latent:
+        null = model.latent.null(BATCH, CPU)
+        _expect(out.latent is not None and out.latent.shape == null.shape, f"the sampled latent must have the null latent's shape {tuple(null.shape)}")
+
+
+def exercise_sampler(component: Component, registry: Registry) -> None:
+    """A sample call on a small model with a latent channel when the sampler needs one."""
+    sampler: Sampler = component.build()
+    schedule = _schedule(registry)
+    latents = _built(registry, "latent", lambda latent: (latent.length > 0) == sampler.requires_latent, schedule=schedule)
+    processes = _built(registry, "process", schedule=schedule, vocab_size=VOCAB)
+
+    def use(pair: tuple[Any, Latent]) -> None:
+        process, latent = pair
+        channel = latent if latent.length > 0 else None
+        encoder = ProbeEncoder(VOCAB, latent.length, latent.width) if channel else None
+        model = DiffusionModel(process, latent, ProbeBackbone(Channels(VOCAB, SEQ, channel)), VOCAB, SEQ, Objective(), encoder)
+        _sample(model, f"sampler {component.name!r}", sampler)
+
+    pairs = [(f"{p} and {l}", (process, latent)) for p, process in processes for l, latent in latents]
+    _with_a_partner(pairs, use)
+
+
+def exercise_encoder(component: Component, registry: Registry) -> None:
+    """Features ``[B, length, width]`` of clean tokens; a trainable encoder receives gradients."""
+    encoder = _without_text(component, vocab_size=VOCAB, seq_len=SEQ)
+    tokens = torch.randint(VOCAB, (BATCH, SEQ))
+    with _during("forward"):
+        features = encoder(tokens, tokens == VOCAB)
+    expected = (BATCH, encoder.length, encoder.width)
+    _expect(tuple(features.shape) == expected, f"features of shape {tuple(features.shape)}, expected (batch, length, width) = {expected}")
+    if encoder.trainable and any(p.requires_grad for p in encoder.parameters()):
+        features.sum().backward()
+        _expect(any(p.grad is not None for p in encoder.parameters()), "a trainable encoder's features do not reach its parameters")
+
+
+def exercise_backbone(component: Component, registry: Registry) -> None:
+    """Every channel combination the backbone accepts: full forward, the rows-only path, and a backward pass."""
+    try:
+        latents = [latent for _, latent in _built(registry, "latent", lambda latent: latent.length > 0, schedule=_schedule(registry))]
+    except MissingResourceError:
+        latents = []  # the token channel is still exercised
+    combinations = [Channels(VOCAB, SEQ, None)]
+    for latent in latents:
+        combinations += [Channels(VOCAB, SEQ, latent), Channels(0, 0, latent)]
+    used = 0
+    for channels in combinations:
+        try:
+            backbone = component.build(channels=channels)
+        except IncompatibleComponentsError:
+            continue
+        _backbone_round(backbone, channels)
+        used += 1
+    _expect(used > 0, "builds for no channel combination (tokens, tokens + latent, latent alone)")
+
+
+def _backbone_round(backbone: Any, channels: Channels) -> None:
+    generator = _generator()
+    tau = torch.full((BATCH,), 0.5)
+    x = torch.randint(VOCAB + 1, (BATCH, SEQ), generator=generator) if channels.tokens else None
+    y = None
+    if channels.latent is not None:
+        y = channels.latent.backbone_input(channels.latent.sample_prior(BATCH, CPU, generator))
+    tau_x, tau_y = (tau if x is not None else None), (tau if y is not None else None)
+    given = " + ".join(name for name, value in (("tokens", x), (type(channels.latent).__name__, y)) if value is not None)
+    backbone.eval()
+    with _during(f"forward with {given}"), torch.no_grad():
+        out = backbone(x, tau_x, y, tau_y)
+    if x is not None:
+        expected = (BATCH, SEQ, VOCAB)
+        _expect(out.tokens is not None and out.tokens.shape == expected, f"forward with {given}: token logits must be (batch, S, K) = {expected}")
+        rows = x == VOCAB
+        with _during(f"forward_rows with {given}"), torch.no_grad():
+            on_rows = backbone.forward_rows(x, tau_x, y, tau_y, rows).tokens
+        _expect(torch.allclose(on_rows, out.tokens[rows], atol=1e-4), f"forward_rows with {given} differs from forward at the same rows")
+    if y is not None:
+        _expect(out.latent is not None, f"forward with {given}: a backbone given a latent channel must predict it")
+    backbone.train()
+    with _during(f"backward through forward with {given}"):
+        out = backbone(x, tau_x, y, tau_y)
+        sum(o.float().sum() for o in (out.tokens, out.latent) if o is not None).backward()
+
+
+def exercise_dataset(component: Component, registry: Registry) -> None:
+    """Batches of token ids ``[B, seq_len]`` inside the vocabulary; the same seed gives the same stream, also resumed at batch 2."""
+    dataset = component.build()
+    with _during("batches"):
+        batch = next(dataset.batches(BATCH, 0))
+        stream = dataset.batches(BATCH, 0)
+        third = [next(stream) for _ in range(3)][-1]
+    with _during("batches_from"):
+        resumed = next(batches_from(dataset, 2, BATCH, 0))
+    _expect(tuple(batch.shape) == (BATCH, dataset.seq_len), f"batch of shape {tuple(batch.shape)}, expected {(BATCH, dataset.seq_len)}")
+    _expect(batch.dtype == torch.long, f"batch of dtype {batch.dtype}, expected torch.int64")
+    _expect(bool(((batch >= 0) & (batch < dataset.vocab_size)).all()), f"batch holds ids outside 0..{dataset.vocab_size - 1}")
+    _expect(torch.equal(batch, next(dataset.batches(BATCH, 0))), "the same seed and split give different batches")
+    _expect(torch.equal(resumed, third), "batches_from(2, ...) is not the stream's third batch: resuming would train on other data")
+
+
+def exercise_metric(component: Component, registry: Registry) -> None:
+    """Scores of one sample set against another: floats, including the primary one."""
+    metric = _without_text(component)
+    with _during("scoring two sample sets"):
+        scores = metric(torch.randint(2, (16, SEQ)), torch.randint(2, (16, SEQ)))
+    _expect(isinstance(scores, dict) and metric.primary in scores, f"scores {scores} lack the primary score {metric.primary!r}")
+    _expect(all(isinstance(v, float) for v in scores.values()), f"scores must be floats: {scores}")
+
+
+def _without_text(component: Component, **context: Any) -> Any:
+    """Build with no tokenizer; a component that needs text data is then not exercised, not broken."""
+    try:
+        return component.build(tokenizer=None, **context)
+    except IncompatibleComponentsError as error:
+        raise MissingResourceError(f"needs a text dataset's tokenizer, which a tiny check cannot supply ({error})") from None
+
+
+EXERCISES: dict[str, Callable[[Component, Registry], None]] = {
+    "schedule": exercise_schedule,
+    "process": exercise_process,
+    "latent": exercise_latent,
+    "encoder": exercise_encoder,
+    "backbone": exercise_backbone,
+    "sampler": exercise_sampler,
+    "dataset": exercise_dataset,
+    "metric": exercise_metric,
+}
