@@ -1,13 +1,14 @@
 """The component registry: lookup by (kind, name), clash detection, helpful errors."""
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from ._component import KINDS, Component
 from ._plugins import PluginFailure, PluginHost
 from .errors import ComponentClashError, UnknownComponentError, did_you_mean
+from .model_folders import ModelFolder, resolve
 
 
 class Registry:
@@ -19,6 +20,7 @@ class Registry:
         failures: Iterable[PluginFailure] = (),
         config_dirs: Iterable[Path] = (),
         blocked: Iterable[PluginFailure] = (),
+        model_folders: Mapping[str, ModelFolder] | None = None,
     ):
         self._by_kind: dict[str, dict[str, Component]] = {kind: {} for kind in KINDS}
         for component in components:
@@ -34,11 +36,13 @@ class Registry:
         self.failures = list(failures)
         self.config_dirs = list(config_dirs)
         self.blocked = list(blocked)
+        self.model_folders = dict(model_folders or {})
 
     @classmethod
     def from_host(cls, host: PluginHost) -> Registry:
         """Collect components from an already-loaded plugin host."""
-        return cls(host.components(), host.failures, host.config_dirs(), host.blocked)
+        components, folders = host.components(), host.model_folders()
+        return cls(components, host.failures, host.config_dirs(), host.blocked, folders)
 
     def names(self, kind: str) -> list[str]:
         """Sorted registry names of one kind."""
@@ -55,6 +59,10 @@ class Registry:
     def build(self, kind: str, name: str, options: dict[str, Any] | None = None, **context: Any) -> Any:
         """Instantiate a component by kind and name."""
         return self.get(kind, name).build(options, **context)
+
+    def locate(self, spec: str) -> str:
+        """A model given in a config: Hub ids and paths as given, ``pkg:NAME`` as a folder a plugin provides."""
+        return resolve(spec, self.model_folders)
 
     def __iter__(self):
         for kind in KINDS:

@@ -208,7 +208,10 @@ class HubDataset(Source):
         import datasets
 
         try:
-            return datasets.load_dataset(self.path, self.subset, split=split, streaming=streaming, revision=self.revision)
+            # older versions of datasets could run a loading script shipped with the data: never
+            return datasets.load_dataset(
+                self.path, self.subset, split=split, streaming=streaming, revision=self.revision, trust_remote_code=False
+            )
         except OSError as error:  # ConnectionError when offline or unreachable, FileNotFoundError when unknown
             checked = f"{hub_cache()} and {datasets.config.HF_DATASETS_CACHE}"
             raise unavailable("dataset", self._name(), error, "dataset.source (a .txt, .jsonl or .parquet path)", checked) from None
