@@ -5,10 +5,9 @@ import csv
 import json
 import logging
 import os
-import pickle
 import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -19,23 +18,23 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint, WeightAveragi
 from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy
+import yaml
 from omegaconf import OmegaConf
-from safetensors import SafetensorError
-from safetensors.torch import load_model, save_model
+from omegaconf.errors import OmegaConfBaseException
 from torch.optim.swa_utils import get_ema_multi_avg_fn
 from torch.utils.data import DataLoader, IterableDataset
 
 from ._registry import Registry
 from .assembly import Experiment, build_experiment, check_installed
-from .config import resolve_precision
+from .config import check_values, resolve_precision
 from .distributed import Shard, step_seed
-from .errors import InvalidConfigError, LaddError
+from .errors import InvalidConfigError, LaddError, first_line
+from .files import replacing, write_text
 from .interfaces import Dataset
 from .model import DiffusionModel
+from .runs import COMPONENTS_FILE, CONFIG_FILE, WEIGHTS_FILE, RunFolder
+from .weights import check_checkpoint, load_weights, save_weights
 
-CONFIG_FILE = "config.yaml"
-COMPONENTS_FILE = "components.json"
-WEIGHTS_FILE = "model.safetensors"
 METRICS_FILE = "metrics.csv"
 STAGE_WEIGHTS = "final.safetensors"  # a finished stage's EMA weights, the next stage's starting point
 
@@ -200,14 +199,17 @@ def _stage_steps(cfg: dict[str, Any], stage: dict[str, Any]) -> int:
     return stage["steps"] if max_steps is None else max_steps
 
 
-def train(cfg: Any, run_dir: str | Path, registry: Registry) -> Experiment:
+def train(cfg: Any, run_dir: str | Path, registry: Registry, allow_changes: bool = False) -> Experiment:
     """Train an experiment through all its stages, resuming from run_dir's checkpoints when there are any.
 
-    Writes the resolved config, the component origins, ``metrics.csv`` and the final EMA weights. With
-    several processes (devices x nodes) every rank runs this function; global rank 0 writes the files.
+    Checks the config and the run folder before writing anything (``runs.RunFolder``; ``allow_changes``
+    continues a run in progress with changed settings, recording the change), then writes the resolved
+    config, the component origins, ``metrics.csv`` and the final EMA weights. With several processes
+    (devices x nodes) every rank runs this function; global rank 0 checks, locks and writes the folder.
     """
     run_dir = Path(run_dir)
     plain = OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else dict(cfg)
+    check_values(plain)
     train_cfg = plain["train"]
     hardware = _Hardware(train_cfg)
     world, main = hardware.world, hardware.rank == 0
@@ -220,13 +222,20 @@ def train(cfg: Any, run_dir: str | Path, registry: Registry) -> Experiment:
         # Components built below may read it (the VQ codebook sync): Lightning sets it only when it launches
         # the ranks itself, and only once it does; SLURM never does.
         os.environ["WORLD_SIZE"] = str(world)
+    folder = RunFolder(run_dir)
     if main:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        OmegaConf.save(OmegaConf.create(plain), run_dir / CONFIG_FILE)
+        folder.check(plain, allow_changes)
     L.seed_everything(plain["seed"], workers=True, verbose=False)
     experiment = build_experiment(plain, registry)
-    if main:
-        (run_dir / COMPONENTS_FILE).write_text(json.dumps(experiment.origins(), indent=2))
+    with folder.claim(plain, allow_changes) if main else nullcontext():
+        if main:
+            write_text(run_dir / COMPONENTS_FILE, json.dumps(experiment.origins(), indent=2))
+        return _train_stages(experiment, plain, run_dir, hardware, registry)
+
+
+def _train_stages(experiment: Experiment, plain: dict[str, Any], run_dir: Path, hardware: _Hardware, registry: Registry) -> Experiment:
+    """Run every stage not finished yet, then save the final EMA weights (global rank 0)."""
+    train_cfg, main = plain["train"], hardware.rank == 0
     if train_cfg["compile"]:
         experiment.model.compile_backbones(train_cfg["compile_mode"])
     module = LaddModule(experiment.model, train_cfg, plain["seed"])
@@ -262,44 +271,25 @@ def train(cfg: Any, run_dir: str | Path, registry: Registry) -> Experiment:
         loader = DataLoader(stream, batch_size=None, generator=torch.Generator())
         last = stage_dir / "last.ckpt"
         if last.is_file():
-            _check_checkpoint(last)
+            check_checkpoint(last)
         with warnings.catch_warnings():
             # Lightning warns about modules left in eval mode: that is the frozen encoder, on purpose.
             warnings.filterwarnings("ignore", message=r"Found \d+ module\(s\) in eval mode")
             trainer.fit(module, loader, ckpt_path=last if last.is_file() else None, weights_only=True)
         experiment.model.cpu()
         if main:
-            _save_weights(experiment.model, stage_dir / STAGE_WEIGHTS)
+            save_weights(experiment.model, stage_dir / STAGE_WEIGHTS)
     if main:
-        _save_weights(experiment.model, run_dir / WEIGHTS_FILE)
+        save_weights(experiment.model, run_dir / WEIGHTS_FILE)
     return experiment
-
-
-def _save_weights(model: torch.nn.Module, path: Path) -> None:
-    """Safetensors written to a temporary file and renamed: a kill never leaves a truncated file."""
-    partial = path.with_name(f"{path.name}.partial")
-    save_model(model, partial)
-    os.replace(partial, path)
-
-
-def _check_checkpoint(path: Path) -> None:
-    """Refuse a checkpoint that cannot be read as plain tensors and containers, before training starts."""
-    try:
-        torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except Exception as error:  # noqa: BLE001 - whatever fails to read, the file is unusable
-        raise LaddError(
-            f"cannot resume from {path}: the checkpoint is corrupt or not a ladd checkpoint "
-            f"({type(error).__name__}); delete it to restart this stage from its beginning"
-        ) from None
 
 
 class _AtomicCheckpointIO(TorchCheckpointIO):
     """Writes to a temporary file and renames it, so a kill never leaves a truncated checkpoint."""
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path: str | Path, storage_options: Any = None) -> None:
-        partial = Path(f"{path}.partial")
-        super().save_checkpoint(checkpoint, partial, storage_options)
-        os.replace(partial, path)
+        with replacing(path) as partial:
+            super().save_checkpoint(checkpoint, partial, storage_options)
 
 
 class _ResumeState(Callback):
@@ -356,31 +346,15 @@ class _MetricsFile(Callback):
             csv.DictWriter(handle, self.COLUMNS).writerow(row)
 
 
-def load_weights(model: torch.nn.Module, path: str | Path) -> None:
-    """Load safetensors or a tensors-only torch file into ``model``; anything needing arbitrary unpickling is refused."""
-    path = Path(path)
-    if path.suffix == ".safetensors":
-        try:
-            load_model(model, path)
-        except (SafetensorError, RuntimeError) as error:
-            raise LaddError(f"cannot load {path} into this model (corrupt file, or weights of another configuration): {error}") from None
-        return
+def read_config(path: Path) -> dict[str, Any]:
+    """A saved run config as plain data (it was saved resolved: nothing in it is evaluated)."""
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError:
-        raise LaddError(
-            f"refusing to load {path}: it holds objects other than tensors, and unpickling them can run code. "
-            f"If you trust its author, convert it once to safetensors with: python -c \"import torch; "
-            f"from safetensors.torch import save_file; s = torch.load('{path}', weights_only=False); "
-            f"s = s.get('state_dict', s); save_file({{k: v.contiguous() for k, v in s.items()}}, "
-            f"'{path.with_suffix('.safetensors')}')\""
-        ) from None
-    model.load_state_dict(state.get("state_dict", state))
-
-
-def training_key(cfg: dict[str, Any]) -> str:
-    """What determines the trained weights: the config without labels, sampler and evaluation settings."""
-    return json.dumps({k: v for k, v in cfg.items() if k not in ("method", "run_dir", "sampler", "eval")}, sort_keys=True)
+        plain = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+    except (OSError, ValueError, yaml.YAMLError, OmegaConfBaseException) as error:
+        raise LaddError(f"cannot read {path}: it is not a ladd config ({first_line(error)})") from None
+    if not isinstance(plain, dict):
+        raise LaddError(f"cannot read {path}: it is not a ladd config (a mapping of options)")
+    return plain
 
 
 def load_run(run_dir: str | Path, registry: Registry) -> tuple[Experiment, dict[str, Any]]:
@@ -389,7 +363,8 @@ def load_run(run_dir: str | Path, registry: Registry) -> tuple[Experiment, dict[
     config_path, weights_path = run_dir / CONFIG_FILE, run_dir / WEIGHTS_FILE
     if not config_path.is_file() or not weights_path.is_file():
         raise LaddError(f"{run_dir} is not a finished ladd run (expected {CONFIG_FILE} and {WEIGHTS_FILE} inside)")
-    plain = OmegaConf.to_container(OmegaConf.load(config_path), resolve=False)  # saved resolved; never evaluate
+    plain = read_config(config_path)
+    check_values(plain)
     experiment = build_experiment(plain, registry)
     load_weights(experiment.model, weights_path)
     experiment.model.eval()
