@@ -15,6 +15,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .assembly import Experiment
+from .batches import checked_batches
 from .config import INFERENCE_PRECISIONS, resolve_precision
 from .distributed import gather_rows, share
 from .errors import InvalidConfigError, LaddError, first_line
@@ -64,14 +65,19 @@ class EvalResult:
         """(steps, headline score) pairs."""
         return [(s.steps, s.scores[self.metric]) for s in self.scores]
 
+    @staticmethod
+    def files(path: str | Path) -> tuple[Path, Path]:
+        """The JSON result at ``path`` and the CSV of its scores beside it."""
+        return Path(path), Path(path).with_suffix(".csv")
+
     def save(self, path: str | Path) -> Path:
         """Write the result as JSON (and its scores as CSV beside it)."""
-        path = Path(path)
-        write_text(path, json.dumps(asdict(self), indent=2))
+        result, scores = self.files(path)
+        write_text(result, json.dumps(asdict(self), indent=2))
         names = list(self.scores[0].scores) if self.scores else [self.metric]
         rows = [{"steps": s.steps, "network_calls": s.network_calls, **s.scores} for s in self.scores]
-        write_csv(path.with_suffix(".csv"), ["steps", "network_calls", *names], rows)
-        return path
+        write_csv(scores, ["steps", "network_calls", *names], rows)
+        return result
 
     @classmethod
     def load(cls, path: str | Path) -> "EvalResult":
@@ -104,7 +110,7 @@ def token_loss(experiment: Experiment, batches: int, batch_size: int, seed: int,
     of the batches and the mean over all of them is the one-process mean.
     """
     model = experiment.model.eval()
-    stream = experiment.dataset.batches(batch_size, seed, "validation")
+    stream = checked_batches(experiment.dataset, batch_size, seed, "validation")
     clean = experiment.sampler.conditions_on_clean_latent
     mine = share(batches)
     losses = []
@@ -160,8 +166,8 @@ def evaluate(experiment: Experiment, method: str, eval_cfg: dict[str, Any], prog
         oracle_token_loss=experiment.dataset.oracle_token_loss(),
         lower_is_better=experiment.metric.lower_is_better,
     )
-    reference = next(experiment.dataset.batches(n, seed, "test"))
-    result.data_floor = experiment.metric(next(experiment.dataset.batches(n, seed, "floor")), reference)
+    reference = next(checked_batches(experiment.dataset, n, seed, "test"))
+    result.data_floor = experiment.metric(next(checked_batches(experiment.dataset, n, seed, "floor")), reference)
     for steps in tqdm(eval_cfg["budgets"], desc=f"evaluating {method}", disable=not progress):
         samples, calls = sample(experiment, n, int(steps), eval_cfg["batch_size"], seed + int(steps), precision=precision)
         result.scores.append(BudgetScore(int(steps), calls, experiment.metric(samples, reference)))
