@@ -58,6 +58,6 @@ def from_pretrained(loader: Any, what: str, name: str, setting: str, **options: 
         if "trust_remote_code" not in str(error):
             raise
         raise LaddError(
-            f"refusing {what} {name!r}: it needs to run Python code shipped with it, which ladd never does; "
-            f"use a model that transformers supports natively (set {setting})"
+            f"refusing {what} {name!r}: loading it would run Python code shipped with it, which ladd never does; "
+            f"choose another value for {setting}"
         ) from None

@@ -51,13 +51,13 @@ def own_entry_points() -> set[tuple[str, str]]:
     return {(ep.name, ep.value) for ep in declared if ep.group == ENTRY_POINT_GROUP}
 
 
-def blocked_reason(plugin: str, own: bool) -> str | None:
+def blocked_reason(plugin: str, own: bool, autoload: bool = True) -> str | None:
     """Why the environment keeps this plugin from loading, or None when it may load (``own``: ladd's own entry point)."""
     if plugin in (_names(BLOCK_ENV) or set()):
         return f"blocked by {BLOCK_ENV}"
     if own:
         return None
-    if switch(NO_AUTOLOAD_ENV):
+    if not autoload:
         return f"autoloading disabled by {NO_AUTOLOAD_ENV}"
     allowed = _names(ALLOW_ENV)
     if allowed is not None and plugin not in allowed:
@@ -74,6 +74,7 @@ class PluginHost:
         self.origins: dict[str, Origin] = {}
         self.failures: list[PluginFailure] = []
         self.blocked: list[PluginFailure] = []
+        self.strict = False
         self._entry_points_loaded = False
 
     def register(self, plugin: ModuleType | Any, name: str, origin: Origin | None = None) -> None:
@@ -88,6 +89,7 @@ class PluginHost:
         if self._entry_points_loaded:
             return
         self._entry_points_loaded = True
+        autoload, self.strict = not switch(NO_AUTOLOAD_ENV), switch(STRICT_ENV)
         own = own_entry_points()
         # ladd's own entry points first: a third party cannot take their names
         ordered = sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: ((ep.name, ep.value) not in own, ep.name))
@@ -99,7 +101,7 @@ class PluginHost:
                 version=dist.version if dist else None,
             )
             is_own = (entry_point.name, entry_point.value) in own
-            reason = blocked_reason(entry_point.name, is_own)
+            reason = blocked_reason(entry_point.name, is_own, autoload)
             if reason is not None:
                 self.blocked.append(PluginFailure(entry_point.name, reason, origin.distribution))
                 continue
@@ -151,6 +153,6 @@ class PluginHost:
         return folders
 
     def _fail(self, failure: PluginFailure, exc: Exception) -> None:
-        if switch(STRICT_ENV):
+        if self.strict:
             raise PluginLoadError(f"plugin {failure.plugin!r} failed to load: {failure.error}") from exc
         self.failures.append(failure)

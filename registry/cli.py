@@ -118,7 +118,8 @@ def _export(args: argparse.Namespace, registry: Registry) -> None:
 
 def _eval(args: argparse.Namespace, registry: Registry) -> None:
     from .distributed import connect, is_main
-    from .evaluation import evaluate
+    from .evaluation import EvalResult, evaluate
+    from .files import refuse_link
     from .report import format_table
     from .training import load_run
     from .zeroshot import PPL_NOTE
@@ -134,10 +135,13 @@ def _eval(args: argparse.Namespace, registry: Registry) -> None:
     if args.sampler:
         experiment.sampler = registry.build("sampler", args.sampler, _options(args.sampler_option))
     method = args.method or cfg["method"]
+    out = Path(args.out or Path(args.run_dir) / f"eval_{method}.json")
+    for target in EvalResult.files(out):
+        refuse_link(target)  # before evaluating, not after
     result = evaluate(experiment, method, eval_cfg, progress=is_main())
     if not is_main():
         return
-    path = result.save(args.out or Path(args.run_dir) / f"eval_{method}.json")
+    path = result.save(out)
     print(format_table([result]))
     if experiment.dataset.tokenizer is not None:
         print(f"validation PPL {result.token_perplexity:.2f} ({PPL_NOTE})")

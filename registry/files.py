@@ -39,6 +39,11 @@ def replacing(path: str | Path) -> Iterator[Path]:
     try:
         yield partial
         os.replace(partial, path)
+    except OSError as error:
+        partial.unlink(missing_ok=True)
+        if error.filename is not None:
+            raise
+        raise OSError(error.errno, error.strerror or str(error), str(path)) from error  # name the file being written
     except BaseException:
         partial.unlink(missing_ok=True)
         raise

@@ -88,7 +88,14 @@ class RunFolder:
             raise RunFolderError(f"run_dir {self.path} is a file, not a folder; choose another run_dir")
         if not {p.name for p in self.path.iterdir()} - {LOCK_FILE}:
             return []
-        found = differences(self.record()["settings"], json.loads(json.dumps(training_settings(cfg))))
+        record = self.record()
+        links = self.links()
+        if links:
+            raise RunFolderError(
+                f"{self.path} holds a symbolic link ({links[0]}); ladd writes no links and never writes through one: "
+                f"remove it, or train into a new run_dir"
+            )
+        found = differences(record["settings"], json.loads(json.dumps(training_settings(cfg))))
         if not found:
             return []
         listed = "; ".join(found)
@@ -103,6 +110,13 @@ class RunFolder:
                 f"run_dir, or continue this run with the new settings with `ladd train {ALLOW_CHANGES_FLAG} ...` "
                 f"(the change is recorded in {RECORD_FILE})"
             )
+        return found
+
+    def links(self) -> list[Path]:
+        """Symbolic links anywhere in the folder (not followed)."""
+        found = []
+        for root, dirs, files in os.walk(self.path):
+            found += [Path(root) / name for name in dirs + files if (Path(root) / name).is_symlink()]
         return found
 
     def record(self) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import logging
 import os
@@ -17,6 +18,7 @@ import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint, WeightAveraging
 from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.plugins.io import TorchCheckpointIO
+from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy
 import yaml
 from omegaconf import OmegaConf
@@ -26,16 +28,21 @@ from torch.utils.data import DataLoader, IterableDataset
 
 from ._registry import Registry
 from .assembly import Experiment, build_experiment, check_installed
+from .batches import check_batch, first_batch, stream_ended
 from .config import check_values, resolve_precision
 from .distributed import Shard, step_seed
 from .errors import InvalidConfigError, LaddError, first_line
 from .files import replacing, write_text
 from .interfaces import Dataset
+from .memory import check_fits
 from .model import DiffusionModel
 from .runs import COMPONENTS_FILE, CONFIG_FILE, WEIGHTS_FILE, RunFolder
-from .weights import check_checkpoint, load_weights, save_weights
+from .weights import check_checkpoint, check_dtypes, check_shapes, load_weights, save_weights, verify_weights
 
 METRICS_FILE = "metrics.csv"
+METRICS_COLUMNS = ("stage", "step", "loss", "token", "latent", "aux")
+#: bytes of an activation under each precision (the mixed and half ones: 2)
+_VALUE_BYTES = {"32-true": 4, "64-true": 8}
 STAGE_WEIGHTS = "final.safetensors"  # a finished stage's EMA weights, the next stage's starting point
 
 
@@ -54,26 +61,7 @@ class _Stream(IterableDataset):
                 continue
             check_batch(batch, self.dataset)
             yield batch
-        raise LaddError(
-            f"the dataset stream ended after {produced} batch(es); training needs an endless stream "
-            f"(a dataset with too few sequences for batch size {self.batch_size}?)"
-        )
-
-
-def check_batch(batch: torch.Tensor, dataset: Dataset) -> None:
-    """Refuse batches of the wrong shape or with token ids outside the vocabulary (mask excluded)."""
-    if batch.dim() != 2 or batch.shape[1] != dataset.seq_len or batch.dtype != torch.long:
-        raise LaddError(
-            f"dataset batch has shape {tuple(batch.shape)} and dtype {batch.dtype}; expected "
-            f"[batch, {dataset.seq_len}] token ids of dtype torch.int64"
-        )
-    low, high = int(batch.min()), int(batch.max())
-    if low < 0 or high >= dataset.vocab_size:
-        bad = low if low < 0 else high
-        raise LaddError(
-            f"dataset produced token id {bad}, outside the vocabulary 0..{dataset.vocab_size - 1} "
-            f"(the mask id {dataset.vocab_size} is reserved for the diffusion process)"
-        )
+        raise stream_ended(produced, self.batch_size)
 
 
 class NonFiniteLossError(LaddError, FloatingPointError):
@@ -160,14 +148,19 @@ class _Hardware:
             "num_nodes": train_cfg["num_nodes"],
             "precision": _precision(train_cfg["precision"]),
         }
-        with _quiet_lightning():
-            probe = L.Trainer(**self.arguments, strategy=self.name, logger=False, enable_checkpointing=False, enable_progress_bar=False)
+        try:
+            with _quiet_lightning():
+                probe = L.Trainer(**self.arguments, strategy=self.name, logger=False, enable_checkpointing=False, enable_progress_bar=False)
+        except (MisconfigurationException, ValueError) as error:
+            raise InvalidConfigError(
+                f"train.accelerator={train_cfg['accelerator']}, devices={train_cfg['devices']}, strategy={self.name}: {first_line(error)}"
+            ) from None
         if not isinstance(probe.strategy, (DDPStrategy, SingleDeviceStrategy)):
             raise InvalidConfigError(
                 f"train.strategy={self.name}: ladd trains with data parallelism (DDP) only, because the EMA of the "
                 f"weights (Lightning's WeightAveraging) needs whole parameters on every rank; use train.strategy=ddp"
             )
-        self.world, self.rank = probe.world_size, probe.global_rank
+        self.world, self.rank, self.device = probe.world_size, probe.global_rank, probe.strategy.root_device
         self.plain_ddp = self.name in ("auto", "ddp") and type(probe.strategy) is DDPStrategy
 
     def trainer_arguments(self) -> dict[str, Any]:
@@ -209,6 +202,7 @@ def train(cfg: Any, run_dir: str | Path, registry: Registry, allow_changes: bool
     """
     run_dir = Path(run_dir)
     plain = OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else dict(cfg)
+    plain["run_dir"] = str(run_dir)  # the saved config names the folder it lives in
     check_values(plain)
     train_cfg = plain["train"]
     hardware = _Hardware(train_cfg)
@@ -227,10 +221,33 @@ def train(cfg: Any, run_dir: str | Path, registry: Registry, allow_changes: bool
         folder.check(plain, allow_changes)
     L.seed_everything(plain["seed"], workers=True, verbose=False)
     experiment = build_experiment(plain, registry)
+    if main:
+        # damaged or unfitting saved state, a foreign metrics file, or data that cannot give a first batch:
+        # all refused before anything is written
+        _check_saved_state(experiment.model, run_dir)
+        read_metrics(run_dir / METRICS_FILE)
+        first_batch(experiment.dataset, train_cfg["batch_size"], plain["seed"])
+        value_bytes = _VALUE_BYTES.get(hardware.arguments["precision"], 2)
+        check_fits(experiment.model, train_cfg["batch_size"] // world, value_bytes, hardware.device, "train.batch_size")
     with folder.claim(plain, allow_changes) if main else nullcontext():
         if main:
             write_text(run_dir / COMPONENTS_FILE, json.dumps(experiment.origins(), indent=2))
         return _train_stages(experiment, plain, run_dir, hardware, registry)
+
+
+def _check_saved_state(model: DiffusionModel, run_dir: Path) -> None:
+    """Every stage's saved weights or checkpoint is intact and fits ``model``, checked before the run writes anything."""
+    for stage_dir in sorted((run_dir / "checkpoints").glob("stage*")):
+        final, last = stage_dir / STAGE_WEIGHTS, stage_dir / "last.ckpt"
+        if final.is_file():
+            tensors = verify_weights(final)
+            check_dtypes(model, tensors, final)
+            check_shapes(model, {name: tuple(tensor.shape) for name, tensor in tensors.items()}, final)
+        elif last.is_file():
+            check_checkpoint(last)
+            state = torch.load(last, map_location="cpu", weights_only=True, mmap=True)["state_dict"]
+            # LaddModule holds the model as its attribute `model`
+            check_shapes(model, {name.removeprefix("model."): tuple(tensor.shape) for name, tensor in state.items()}, last)
 
 
 def _train_stages(experiment: Experiment, plain: dict[str, Any], run_dir: Path, hardware: _Hardware, registry: Registry) -> Experiment:
@@ -270,8 +287,6 @@ def _train_stages(experiment: Experiment, plain: dict[str, Any], run_dir: Path, 
         # A private generator keeps the loader's seed draw off the global RNG, which resuming restores.
         loader = DataLoader(stream, batch_size=None, generator=torch.Generator())
         last = stage_dir / "last.ckpt"
-        if last.is_file():
-            check_checkpoint(last)
         with warnings.catch_warnings():
             # Lightning warns about modules left in eval mode: that is the frozen encoder, on purpose.
             warnings.filterwarnings("ignore", message=r"Found \d+ module\(s\) in eval mode")
@@ -320,7 +335,7 @@ class _ResumeState(Callback):
 class _MetricsFile(Callback):
     """Appends stage, step and loss terms to ``metrics.csv``; on resume, rows past the checkpoint are dropped."""
 
-    COLUMNS = ("stage", "step", "loss", "token", "latent", "aux")
+    COLUMNS = METRICS_COLUMNS
 
     def __init__(self, path: Path, stage: int, every: int) -> None:
         self.path, self.stage, self.every = path, stage, max(1, int(every))
@@ -328,14 +343,12 @@ class _MetricsFile(Callback):
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if not trainer.is_global_zero:
             return
-        kept = []
-        if self.path.is_file():
-            with self.path.open(newline="") as handle:
-                kept = [r for r in csv.DictReader(handle) if (int(r["stage"]), int(r["step"])) <= (self.stage, trainer.global_step)]
-        with self.path.open("w", newline="") as handle:
-            writer = csv.DictWriter(handle, self.COLUMNS)
-            writer.writeheader()
-            writer.writerows(kept)
+        kept = [row for position, row in read_metrics(self.path) if position <= (self.stage, trainer.global_step)]
+        text = io.StringIO(newline="")
+        writer = csv.DictWriter(text, self.COLUMNS)
+        writer.writeheader()
+        writer.writerows(kept)
+        write_text(self.path, text.getvalue())
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
         if trainer.global_step % self.every or not trainer.is_global_zero:
@@ -344,6 +357,23 @@ class _MetricsFile(Callback):
         row.update({name: repr(float(value)) for name, value in pl_module.last_terms.items()})
         with self.path.open("a", newline="") as handle:
             csv.DictWriter(handle, self.COLUMNS).writerow(row)
+
+
+def read_metrics(path: Path) -> list[tuple[tuple[int, int], dict[str, str]]]:
+    """The rows written so far with their (stage, step); a file of other columns is refused rather than overwritten."""
+    if not path.is_file():
+        return []
+    with path.open(newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        if tuple(reader.fieldnames or ()) != METRICS_COLUMNS:
+            raise LaddError(
+                f"{path} is not ladd's metrics file (columns {', '.join(reader.fieldnames or ['none'])}, expected "
+                f"{', '.join(METRICS_COLUMNS)}); move it away to continue this run"
+            )
+        try:
+            return [((int(row["stage"]), int(row["step"])), row) for row in reader]
+        except (TypeError, ValueError):
+            raise LaddError(f"{path} is damaged (a row without a whole stage and step); move it away to continue this run") from None
 
 
 def read_config(path: Path) -> dict[str, Any]:

@@ -69,7 +69,7 @@ def verify_weights(path: str | Path) -> dict[str, torch.Tensor]:
             declared = (opened.metadata() or {}).get(DIGEST_KEY)
         tensors = load_file(str(path))
     except (SafetensorError, OSError, ValueError) as error:
-        raise CorruptFileError(f"cannot read {path}: corrupt file, or not safetensors ({first_line(error)})") from None
+        raise CorruptFileError(f"cannot read {path}: corrupt file, or not safetensors; restore it from a copy") from error
     if declared is not None:
         with path.open("rb") as handle:
             actual = _data_digest(handle, _header(handle)[0])
@@ -117,6 +117,18 @@ def check_dtypes(model: torch.nn.Module, tensors: dict[str, torch.Tensor], path:
             raise LaddError(
                 f"{path} stores {name} as {tensor.dtype} but this model holds it as {own[name].dtype}: the file "
                 f"was not written by this model's ladd export (converted or edited)"
+            )
+
+
+def check_shapes(model: torch.nn.Module, shapes: dict[str, tuple[int, ...]], path: Path) -> None:
+    """Refuse stored tensors that ``model`` lacks or holds in another shape."""
+    own = {name: tuple(tensor.shape) for name, tensor in model.state_dict().items()}
+    for name, shape in shapes.items():
+        if own.get(name) != shape:
+            needed = "does not have it" if name not in own else f"needs {list(own[name])}"
+            raise LaddError(
+                f"{path} holds {name} of shape {list(shape)} but the model of these settings {needed}: the saved "
+                f"weights belong to another network; train into a new run_dir"
             )
 
 
