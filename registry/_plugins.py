@@ -74,7 +74,6 @@ class PluginHost:
         self.origins: dict[str, Origin] = {}
         self.failures: list[PluginFailure] = []
         self.blocked: list[PluginFailure] = []
-        self.strict = False
         self._entry_points_loaded = False
 
     def register(self, plugin: ModuleType | Any, name: str, origin: Origin | None = None) -> None:
@@ -89,7 +88,8 @@ class PluginHost:
         if self._entry_points_loaded:
             return
         self._entry_points_loaded = True
-        autoload, self.strict = not switch(NO_AUTOLOAD_ENV), switch(STRICT_ENV)
+        autoload = not switch(NO_AUTOLOAD_ENV)
+        switch(STRICT_ENV)  # a value ladd does not understand is refused now, not at the first failure
         own = own_entry_points()
         # ladd's own entry points first: a third party cannot take their names
         ordered = sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: ((ep.name, ep.value) not in own, ep.name))
@@ -153,6 +153,6 @@ class PluginHost:
         return folders
 
     def _fail(self, failure: PluginFailure, exc: Exception) -> None:
-        if self.strict:
+        if switch(STRICT_ENV):
             raise PluginLoadError(f"plugin {failure.plugin!r} failed to load: {failure.error}") from exc
         self.failures.append(failure)

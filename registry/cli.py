@@ -245,22 +245,19 @@ def _frontier(args: argparse.Namespace, registry: Registry) -> None:
     if args.plot:
         print(f"wrote {plot(runs, budgets, args.plot)}", file=sys.stderr)
 
+
 class _Parser(argparse.ArgumentParser):
     """argparse with a bad argument reported as ladd's one line (the usage stays with --help)."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"ladd: error: {self.prog}: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"ladd: error: {message} (see {self.prog} --help)\n")
 
 
 def _positive(text: str) -> int:
     """An argument that must be a whole number >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1 or str(value) != text.strip().lstrip("+"):
+    if not text.strip().isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
-    return value
+    return int(text)
 
 
 def _budgets(text: str) -> list[int]:

@@ -13,6 +13,7 @@ import secrets
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from .errors import LaddError
 
@@ -49,9 +50,22 @@ def replacing(path: str | Path) -> Iterator[Path]:
         raise
 
 
+def remove_partials(folder: str | Path) -> None:
+    """Delete the temporary files a killed writer left in ``folder`` (call only while no one else writes there)."""
+    for partial in Path(folder).rglob(f".*{PARTIAL_SUFFIX}"):
+        if partial.is_file() and not partial.is_symlink():
+            partial.unlink()
+
+
 def write_text(path: str | Path, text: str) -> Path:
     """Write ``text`` (UTF-8) to ``path`` through :func:`replacing`."""
     return write_with(path, lambda partial: partial.write_text(text, encoding="utf-8"))
+
+
+def write_figure(path: str | Path, figure: Any, dpi: int = 120) -> Path:
+    """A matplotlib figure saved through :func:`replacing`, in the format its file name's suffix says."""
+    kind = Path(path).suffix.lstrip(".") or "png"
+    return write_with(path, lambda partial: figure.savefig(partial, dpi=dpi, format=kind))
 
 
 def write_with(path: str | Path, writer: Callable[[Path], object]) -> Path:

@@ -34,7 +34,10 @@ class ModelFolder:
                 f"model folder {PREFIX}{self.name} (plugin {self.origin.plugin!r}) needs the Python package "
                 f"{module_name!r}, which is not installed ({error})"
             ) from None
-        folder = Path(getattr(module, function)())
+        locate = getattr(module, function, None)
+        if not callable(locate):
+            raise MissingResourceError(f"model folder {PREFIX}{self.name} (plugin {self.origin.plugin!r}): {self.locator} is not a function")
+        folder = Path(locate())
         if not folder.is_dir():
             raise MissingResourceError(f"model folder {PREFIX}{self.name} (plugin {self.origin.plugin!r}) points to {folder}, which is not a folder")
         return folder

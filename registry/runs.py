@@ -21,7 +21,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from .errors import LaddError
-from .files import write_text
+from .files import remove_partials, write_text
 
 RECORD_FILE = "run.json"
 LOCK_FILE = "train.lock"
@@ -137,15 +137,16 @@ class RunFolder:
 
     @contextmanager
     def claim(self, cfg: Mapping[str, Any], allow_changes: bool = False) -> Iterator[None]:
-        """Lock the folder for this process, check it again, then record the run's settings and config."""
+        """Lock the folder for this process, check it again, clear partial files of killed writers, record settings and config."""
         self.check(cfg, allow_changes)
         self.path.mkdir(parents=True, exist_ok=True)
         with _exclusive(self.path / LOCK_FILE):
             changes = self.check(cfg, allow_changes)
-            record = self.record() if (self.path / RECORD_FILE).exists() else {"format": FORMAT, "changes": []}
+            remove_partials(self.path)  # left by a process killed while writing; this one holds the lock
+            record = self.record() if (self.path / RECORD_FILE).exists() else {"format": FORMAT}
             record["settings"] = training_settings(cfg)
             if changes:
-                record["changes"].append({"time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "changes": changes})
+                record.setdefault("changes", []).append({"time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "changes": changes})
             write_text(self.path / RECORD_FILE, json.dumps(record, indent=2))
             write_text(self.path / CONFIG_FILE, OmegaConf.to_yaml(OmegaConf.create(dict(cfg))))
             yield

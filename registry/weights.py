@@ -12,6 +12,7 @@ import pickle
 import struct
 import zipfile
 from pathlib import Path
+from typing import BinaryIO
 
 import torch
 from safetensors import SafetensorError, safe_open
@@ -47,13 +48,13 @@ def _write_digest(path: Path) -> None:
         handle.write(digest.encode())
 
 
-def _header(handle) -> tuple[int, bytes]:
+def _header(handle: BinaryIO) -> tuple[int, bytes]:
     """The offset of the tensor data and the raw JSON header of an open safetensors file."""
     (length,) = struct.unpack("<Q", handle.read(8))
     return 8 + length, handle.read(length)
 
 
-def _data_digest(handle, start: int) -> str:
+def _data_digest(handle: BinaryIO, start: int) -> str:
     handle.seek(start)
     digest = hashlib.sha256()
     while chunk := handle.read(_CHUNK):
