@@ -50,10 +50,15 @@ def replacing(path: str | Path) -> Iterator[Path]:
         raise
 
 
+def is_partial(path: Path) -> bool:
+    """Whether ``path`` is a temporary file of :func:`replacing` (a regular file, not a link)."""
+    return path.name.startswith(".") and path.name.endswith(PARTIAL_SUFFIX) and path.is_file() and not path.is_symlink()
+
+
 def remove_partials(folder: str | Path) -> None:
     """Delete the temporary files a killed writer left in ``folder`` (call only while no one else writes there)."""
     for partial in Path(folder).rglob(f".*{PARTIAL_SUFFIX}"):
-        if partial.is_file() and not partial.is_symlink():
+        if is_partial(partial):
             partial.unlink()
 
 

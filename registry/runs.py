@@ -21,7 +21,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from .errors import LaddError
-from .files import remove_partials, write_text
+from .files import is_partial, remove_partials, write_text
 
 RECORD_FILE = "run.json"
 LOCK_FILE = "train.lock"
@@ -86,8 +86,8 @@ class RunFolder:
             return []
         if not self.path.is_dir():
             raise RunFolderError(f"run_dir {self.path} is a file, not a folder; choose another run_dir")
-        if not {p.name for p in self.path.iterdir()} - {LOCK_FILE}:
-            return []
+        if not [p for p in self.path.iterdir() if p.name != LOCK_FILE and not is_partial(p)]:
+            return []  # new, or a first training killed before it recorded anything
         record = self.record()
         links = self.links()
         if links:
