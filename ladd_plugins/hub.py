@@ -1,31 +1,19 @@
 """Where Hugging Face models, tokenizers and corpora come from, and the one error for a missing one."""
 from __future__ import annotations
 
-import importlib
 import os
 from pathlib import Path
 from typing import Any
 
-from registry.errors import MissingResourceError
+from registry import load
+from registry.errors import LaddError, MissingResourceError
 
 _TRUE = ("1", "ON", "YES", "TRUE")
-#: ``pkg:MODULE`` names a model folder shipped inside an installed Python package exposing ``get_model_path()``
-PACKAGE_PREFIX = "pkg:"
 
 
 def locate(name: str | Path) -> str:
-    """A Hub id or folder as given, or for ``pkg:MODULE`` the folder that installed package ships."""
-    name = str(name)
-    if not name.startswith(PACKAGE_PREFIX):
-        return name
-    module_name = name.removeprefix(PACKAGE_PREFIX)
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise MissingResourceError(f"{name!r} names the Python package {module_name!r}, which is not installed ({error})") from None
-    if not callable(getattr(module, "get_model_path", None)):
-        raise MissingResourceError(f"{name!r}: package {module_name!r} has no get_model_path() returning its model folder")
-    return str(module.get_model_path())
+    """A Hub id or folder as given, or for ``pkg:NAME`` the folder an installed plugin provides under NAME."""
+    return load().locate(str(name))
 
 
 def offline() -> bool:
@@ -58,8 +46,18 @@ def unavailable(what: str, name: str, error: Exception, setting: str, checked: s
 
 
 def from_pretrained(loader: Any, what: str, name: str, setting: str, **options: Any) -> Any:
-    """``loader.from_pretrained`` for a Hub id, folder or ``pkg:MODULE``; missing ones raise the actionable error."""
+    """``loader.from_pretrained`` for a Hub id, folder or ``pkg:NAME``, never running code the model ships.
+
+    Missing ones raise the actionable error; a model or tokenizer that needs its own Python code is refused.
+    """
     try:
-        return loader.from_pretrained(locate(name), local_files_only=offline(), **options)
+        return loader.from_pretrained(locate(name), local_files_only=offline(), trust_remote_code=False, **options)
     except OSError as error:
         raise unavailable(what, name, error, setting) from None
+    except ValueError as error:
+        if "trust_remote_code" not in str(error):
+            raise
+        raise LaddError(
+            f"refusing {what} {name!r}: loading it would run Python code shipped with it, which ladd never does; "
+            f"choose another value for {setting}"
+        ) from None

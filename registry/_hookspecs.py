@@ -1,7 +1,7 @@
 """The hooks a ladd plugin may implement: one purpose each."""
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import pluggy
@@ -21,3 +21,8 @@ def ladd_components() -> Iterable[ComponentSpec]:
 @hookspec
 def ladd_config_dirs() -> Iterable[str | Path]:
     """Return folders of Hydra YAML (e.g. experiment presets) this plugin contributes."""
+
+
+@hookspec
+def ladd_model_folders() -> Mapping[str, str]:
+    """Return model folders this plugin ships, as ``{NAME: "module:function"}``; configs name them ``pkg:NAME``."""

@@ -13,13 +13,15 @@ import pluggy
 from . import _hookspecs
 from ._component import Component, ComponentSpec, Origin
 from .errors import PluginLoadError, did_you_mean
+from .model_folders import ModelFolder
+from .switches import switch
 
 ENTRY_POINT_GROUP = "ladd"
 STRICT_ENV = "LADD_STRICT_PLUGINS"
 ALLOW_ENV = "LADD_PLUGINS_ALLOW"  # comma-separated plugin names: load only these (plus ladd's own)
 BLOCK_ENV = "LADD_PLUGINS_BLOCK"  # comma-separated plugin names never loaded
 NO_AUTOLOAD_ENV = "LADD_DISABLE_PLUGIN_AUTOLOAD"  # load no third-party entry point at all
-OWN_DISTRIBUTION = "ladd"
+OWN_DISTRIBUTION = "ladd"  # its own entry points are the only ones the variables above cannot turn off
 
 
 @dataclass(frozen=True)
@@ -40,22 +42,31 @@ class PluginFailure:
         )
 
 
-def _flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in {"1", "true", "yes"}
-
-
 def _names(name: str) -> set[str] | None:
     value = os.environ.get(name)
     return None if value is None else {n.strip() for n in value.split(",") if n.strip()}
 
 
-def blocked_reason(plugin: str, distribution: str | None) -> str | None:
-    """Why the environment keeps this plugin from loading, or None when it may load."""
+def own_entry_points() -> set[tuple[str, str]]:
+    """(name, value) of each entry point that ladd's installed distribution itself declares in group ``ladd``.
+
+    Found through ladd's own distribution, never through a name a plugin can claim: another distribution
+    calling itself ``ladd`` in its metadata, or naming an entry point ``builtin``, is a third party.
+    """
+    try:
+        declared = metadata.distribution(OWN_DISTRIBUTION).entry_points
+    except metadata.PackageNotFoundError:
+        return set()
+    return {(ep.name, ep.value) for ep in declared if ep.group == ENTRY_POINT_GROUP}
+
+
+def blocked_reason(plugin: str, own: bool, autoload: bool = True) -> str | None:
+    """Why the environment keeps this plugin from loading, or None when it may load (``own``: ladd's own entry point)."""
     if plugin in (_names(BLOCK_ENV) or set()):
         return f"blocked by {BLOCK_ENV}"
-    if distribution == OWN_DISTRIBUTION:
+    if own:
         return None
-    if _flag(NO_AUTOLOAD_ENV):
+    if not autoload:
         return f"autoloading disabled by {NO_AUTOLOAD_ENV}"
     allowed = _names(ALLOW_ENV)
     if allowed is not None and plugin not in allowed:
@@ -68,7 +79,7 @@ def _describe(error: Exception) -> str:
 
 
 class PluginHost:
-    """Owns the pluggy manager: loads each plugin, checks it, and collects its components and config folders.
+    """Owns the pluggy manager: loads each plugin, checks it, and collects its components, config and model folders.
 
     A plugin is taken whole or not at all: one that fails to import, implements an unknown hook, leaves a
     hook function undecorated or raises from a hook is unregistered and reported, and the others load.
@@ -79,54 +90,63 @@ class PluginHost:
         self.manager.add_hookspecs(_hookspecs)
         self.components: list[Component] = []
         self.config_dirs: list[Path] = []
+        self.model_folders: dict[str, ModelFolder] = {}
         self.failures: list[PluginFailure] = []
         self.blocked: list[PluginFailure] = []
+        self._origins: dict[str, Origin] = {}
 
-    def register(self, plugin: ModuleType | Any, name: str) -> None:
-        """Register one plugin object under ``name`` and collect what it contributes."""
+    def register(self, plugin: ModuleType | Any, name: str, origin: Origin | None = None, own: bool = False) -> None:
+        """Register one plugin object under ``name`` and collect what it contributes (``own``: ladd's own, whose failure is fatal)."""
+        origin = origin or Origin(plugin=name)
+        if self.manager.has_plugin(name):
+            taken = self._origins[name].distribution
+            error = f"the plugin name {name!r} is already taken by distribution {taken}; rename this entry point"
+            self._fail(PluginFailure(name, error, origin.distribution), PluginLoadError(error))
+            return
         try:
             self.manager.register(plugin, name=name)
-        except Exception as exc:  # pluggy's validation of a hook's arguments, or a name taken twice
-            self._fail(PluginFailure(name, _describe(exc)), exc)
+        except Exception as exc:  # pluggy's validation of a hook's arguments
+            self._fail(PluginFailure(name, _describe(exc), origin.distribution), exc, own)
             return
-        self._admit(name)
+        self._origins[name] = origin
+        self._admit(name, origin, own)
 
     def load_entry_points(self) -> None:
         """Load every permitted plugin of entry-point group ``ladd``; third-party failures are recorded, not raised."""
-        for entry_point in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: ep.name):
-            distribution = entry_point.dist.metadata["Name"] if entry_point.dist else None
-            reason = blocked_reason(entry_point.name, distribution)
+        autoload = not switch(NO_AUTOLOAD_ENV)
+        switch(STRICT_ENV)  # a value ladd does not understand is refused now, not at the first failure
+        own = own_entry_points()
+        # ladd's own entry points first: a third party cannot take their names
+        ordered = sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: ((ep.name, ep.value) not in own, ep.name))
+        for entry_point in ordered:
+            dist = entry_point.dist
+            origin = Origin(plugin=entry_point.name, distribution=dist.metadata["Name"] if dist else None, version=dist.version if dist else None)
+            is_own = (entry_point.name, entry_point.value) in own
+            reason = blocked_reason(entry_point.name, is_own, autoload)
             if reason is not None:
                 self.manager.set_blocked(entry_point.name)
-                self.blocked.append(PluginFailure(entry_point.name, reason, distribution))
+                self.blocked.append(PluginFailure(entry_point.name, reason, origin.distribution))
                 continue
             try:
-                self.manager.load_setuptools_entrypoints(ENTRY_POINT_GROUP, name=entry_point.name)
+                plugin = entry_point.load()
             except Exception as exc:  # a broken third-party plugin must not take the others down
-                self._fail(PluginFailure(entry_point.name, _describe(exc), distribution), exc)
+                self._fail(PluginFailure(entry_point.name, _describe(exc), origin.distribution), exc, is_own)
                 continue
-            self._admit(entry_point.name)
+            self.register(plugin, entry_point.name, origin, is_own)
 
-    def origin(self, name: str) -> Origin:
-        """Where a registered plugin came from, as pluggy recorded it when loading its entry point."""
-        plugin = self.manager.get_plugin(name)
-        for loaded, dist in self.manager.list_plugin_distinfo():
-            if loaded is plugin:
-                return Origin(plugin=name, distribution=dist.project_name, version=dist.version)
-        return Origin(plugin=name)
-
-    def _admit(self, name: str) -> None:
-        origin = self.origin(name)
+    def _admit(self, name: str, origin: Origin, own: bool) -> None:
         try:
             self._check_hooks(name)
             components = [Component(spec, origin) for spec in self._specs(name)]
             folders = self._folders(name)
+            models = self._model_folders(name, origin)
         except Exception as exc:
             self.manager.unregister(name=name)
-            self._fail(PluginFailure(name, _describe(exc), origin.distribution), exc)
+            self._fail(PluginFailure(name, _describe(exc), origin.distribution), exc, own)
             return
         self.components.extend(components)
         self.config_dirs.extend(folders)
+        self.model_folders.update(models)
 
     def _hook_names(self) -> list[str]:
         return sorted(n for n, caller in vars(self.manager.hook).items() if not n.startswith("_") and caller.has_spec())
@@ -150,15 +170,17 @@ class PluginHost:
                     f"decorate it with @registry.hookimpl"
                 )
 
+    def _returns(self, name: str, hook: str) -> list[Any]:
+        """What plugin ``name``'s implementations of ``hook`` return (empty when it has none)."""
+        return [impl.function() for impl in getattr(self.manager.hook, hook).get_hookimpls() if impl.plugin_name == name]
+
     def _results(self, name: str, hook: str) -> list[Any]:
-        """What plugin ``name``'s implementation of ``hook`` returns, as a list (empty when it has none)."""
+        """The items of the lists plugin ``name``'s implementations of ``hook`` return."""
         found: list[Any] = []
-        for impl in getattr(self.manager.hook, hook).get_hookimpls():
-            if impl.plugin_name == name:
-                returned = impl.function()
-                if isinstance(returned, (str, bytes)) or not hasattr(returned, "__iter__"):
-                    raise PluginLoadError(f"{hook}() returned {returned!r}; it must return a list")
-                found.extend(returned)
+        for returned in self._returns(name, hook):
+            if isinstance(returned, (str, bytes)) or not hasattr(returned, "__iter__"):
+                raise PluginLoadError(f"{hook}() returned {returned!r}; it must return a list")
+            found.extend(returned)
         return found
 
     def _specs(self, name: str) -> list[ComponentSpec]:
@@ -176,12 +198,23 @@ class PluginHost:
             folders.append(Path(entry))
         return folders
 
-    def _fail(self, failure: PluginFailure, exc: Exception) -> None:
-        if failure.distribution == OWN_DISTRIBUTION:
+    def _model_folders(self, name: str, origin: Origin) -> dict[str, ModelFolder]:
+        declared: dict[str, ModelFolder] = {}
+        for returned in self._returns(name, "ladd_model_folders"):
+            if not isinstance(returned, dict):
+                raise PluginLoadError(f"ladd_model_folders() returned {returned!r}; it must return a dict of NAME: 'module:function'")
+            for folder, locator in returned.items():
+                if folder in self.model_folders:
+                    raise PluginLoadError(f"model folder {folder!r} is already provided by plugin {self.model_folders[folder].origin.plugin!r}")
+                declared[folder] = ModelFolder(folder, locator, origin)
+        return declared
+
+    def _fail(self, failure: PluginFailure, exc: Exception, own: bool = False) -> None:
+        if own:
             raise PluginLoadError(
                 f"ladd's own plugin {failure.plugin!r} failed to load ({failure.error}): this installation of ladd "
                 f"is broken; reinstall it"
             ) from exc
-        if _flag(STRICT_ENV):
+        if switch(STRICT_ENV):
             raise PluginLoadError(f"{failure.message} ({STRICT_ENV} is set)") from exc
         self.failures.append(failure)

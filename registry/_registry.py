@@ -1,13 +1,14 @@
 """The component registry: lookup by (kind, name), name clashes reported where a name is used, helpful errors."""
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from ._component import KINDS, Component
 from ._plugins import BLOCK_ENV, PluginFailure, PluginHost
 from .errors import ComponentClashError, UnknownComponentError, did_you_mean
+from .model_folders import ModelFolder, resolve
 
 
 class Registry:
@@ -23,6 +24,7 @@ class Registry:
         failures: Iterable[PluginFailure] = (),
         config_dirs: Iterable[Path] = (),
         blocked: Iterable[PluginFailure] = (),
+        model_folders: Mapping[str, ModelFolder] | None = None,
     ):
         self._by_kind: dict[str, dict[str, list[Component]]] = {kind: {} for kind in KINDS}
         for component in components:
@@ -30,11 +32,12 @@ class Registry:
         self.failures = list(failures)
         self.config_dirs = list(config_dirs)
         self.blocked = list(blocked)
+        self.model_folders = dict(model_folders or {})
 
     @classmethod
     def from_host(cls, host: PluginHost) -> Registry:
         """Collect components from an already-loaded plugin host."""
-        return cls(host.components, host.failures, host.config_dirs, host.blocked)
+        return cls(host.components, host.failures, host.config_dirs, host.blocked, host.model_folders)
 
     def names(self, kind: str) -> list[str]:
         """Sorted registry names of one kind."""
@@ -60,6 +63,10 @@ class Registry:
     def clashes(self) -> list[list[Component]]:
         """Groups of components that share a kind and name (each group from two or more plugins)."""
         return [found for kind in KINDS for _, found in sorted(self._by_kind[kind].items()) if len(found) > 1]
+
+    def locate(self, spec: str) -> str:
+        """A model given in a config: Hub ids and paths as given, ``pkg:NAME`` as a folder a plugin provides."""
+        return resolve(spec, self.model_folders)
 
     def unavailable(self, plugin: str) -> str | None:
         """Why plugin ``plugin`` contributes nothing here (failed or blocked), or None when nothing is known."""

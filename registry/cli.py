@@ -2,20 +2,18 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import logging
-import os
-import shutil
 import sys
 import traceback
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from ._component import KINDS
 from ._registry import Registry, load
 from .errors import LaddError
+from .switches import debugging
 
 DEBUG_ENV = "LADD_DEBUG"
 
@@ -93,63 +91,29 @@ def _check_plugin(name: str | None, registry: Registry) -> None:
     )
 
 
-def _train(arguments: list[str], registry: Registry) -> None:
-    import hydra
-    from hydra.core.hydra_config import HydraConfig
-
-    from .config import (
-        CONFIG_MODULE,
-        PRIMARY_CONFIG,
-        check_selections,
-        register_configs,
-        search_path_override,
-        split_arguments,
-    )
+def _train(args: list[str], registry: Registry) -> None:
+    from .config import check_selections
+    from .train_command import HELP_FLAGS, USAGE, TrainCommand
     from .training import train
 
-    _print_problems(registry)  # a preset of a plugin that failed to load is missing too, not only its components
-    flags, overrides = split_arguments(arguments)
-    check_selections(overrides, registry)
-    register_configs(registry)
-    command = [sys.argv[0], "train", *arguments]
-
-    @hydra.main(version_base=None, config_path=f"pkg://{CONFIG_MODULE}", config_name=PRIMARY_CONFIG)
-    def run(cfg: Any) -> None:
-        # Lightning's DDP launcher starts the other ranks by running this process's command line again.
-        sys.argv = command
-        hydra_config = HydraConfig.get()
-        run_dir = hydra_config.runtime.output_dir
-        try:
-            train(cfg, run_dir, registry)
-            print(f"trained {cfg.method}: {run_dir}")
-        except LaddError as error:
-            _discard_unstarted_run(Path(run_dir), [hydra_config.output_subdir, f"{hydra_config.job.name}.log"])
-            _show_error(error)
-            raise SystemExit(2)
-
-    sys.argv = ["ladd train", *flags, *search_path_override(registry), *overrides]
-    run()
-
-
-def _discard_unstarted_run(run_dir: Path, hydra_outputs: list[str | None]) -> None:
-    """Remove what Hydra wrote into a run folder whose run failed before writing its config; nothing else is touched."""
-    from .training import CONFIG_FILE
-
-    if (run_dir / CONFIG_FILE).exists():
+    if any(arg in HELP_FLAGS for arg in args):
+        print(USAGE)
         return
-    for name in filter(None, hydra_outputs):
-        path = run_dir / name
-        if path.is_dir():
-            shutil.rmtree(path)
-        elif path.is_file():
-            path.unlink()
-    with contextlib.suppress(OSError):
-        run_dir.rmdir()  # only when nothing else is in it
+    _print_problems(registry)  # a preset of a plugin that failed to load is missing too, not only its components
+    command = TrainCommand.parse(args)
+    check_selections(command.overrides, registry)  # every value of a sweep, before its first run trains
+    for number, job in enumerate(command.jobs()):
+        cfg, run_dir = command.compose(job, number, registry)
+        # Lightning's DDP launcher starts the other ranks by running this process's command line again.
+        sys.argv = [sys.argv[0], "train", *command.relaunch(job, run_dir)]
+        train(cfg, run_dir, registry, command.allow_changes)
+        print(f"trained {cfg.method}: {run_dir}")
 
 
 def _sample(args: argparse.Namespace, registry: Registry) -> None:
     from .evaluation import sample
     from .export import from_pretrained
+    from .files import refuse_link, write_text
     from .prompts import decode, fixed_tokens
     from .training import load_run
 
@@ -158,27 +122,28 @@ def _sample(args: argparse.Namespace, registry: Registry) -> None:
     source = Path(args.run_dir or args.model)
     experiment = load_run(source, registry)[0] if args.run_dir else from_pretrained(source, registry)
     text = experiment.dataset.tokenizer is not None
+    out = Path(args.out or f"samples_{args.steps}steps.{'jsonl' if text else 'txt'}")
+    refuse_link(out)  # before sampling, not after
     fixed = fixed_tokens(experiment.dataset, args.num, args.prompt, args.suffix) if args.prompt or args.suffix else None
     tokens, calls = sample(experiment, args.num, args.steps, args.batch_size, args.seed, progress=True, fixed=fixed, precision=args.precision)
-    folder = source if args.run_dir else Path.cwd()  # an exported model's folder may be shared or read-only
-    out = Path(args.out or folder / f"samples_{args.steps}steps.{'jsonl' if text else 'txt'}")
     if text:
         rows = zip(tokens.tolist(), decode(experiment.dataset, tokens))
-        out.write_text("".join(json.dumps({"ids": ids, "text": line}) + "\n" for ids, line in rows))
+        write_text(out, "".join(json.dumps({"ids": ids, "text": line}) + "\n" for ids, line in rows))
     else:
-        out.write_text("\n".join(" ".join(map(str, row.tolist())) for row in tokens) + "\n")
+        write_text(out, "\n".join(" ".join(map(str, row.tolist())) for row in tokens) + "\n")
     print(f"{args.num} samples, {args.steps} token steps, {calls} network calls each: {out}")
 
 
 def _export(args: argparse.Namespace, registry: Registry) -> None:
     from .export import export
 
-    print(f"exported {args.run_dir} to {export(args.run_dir, args.out_dir, registry)}")
+    print(f"exported {args.run_dir} to {export(args.run_dir, args.out_dir, registry, args.overwrite)}")
 
 
 def _eval(args: argparse.Namespace, registry: Registry) -> None:
     from .distributed import connect, is_main
-    from .evaluation import evaluate
+    from .evaluation import EvalResult, evaluate
+    from .files import refuse_link
     from .report import format_table
     from .training import load_run
     from .zeroshot import PPL_NOTE
@@ -187,17 +152,20 @@ def _eval(args: argparse.Namespace, registry: Registry) -> None:
     experiment, cfg = load_run(args.run_dir, registry)
     eval_cfg = dict(cfg["eval"])
     if args.budgets:
-        eval_cfg["budgets"] = [int(b) for b in args.budgets.split(",")]
+        eval_cfg["budgets"] = args.budgets
     for key in ("num_samples", "batch_size", "loss_batches", "precision"):
         if getattr(args, key):
             eval_cfg[key] = getattr(args, key)
     if args.sampler:
         experiment.sampler = registry.build("sampler", args.sampler, _options(args.sampler_option))
     method = args.method or cfg["method"]
+    out = Path(args.out or Path(args.run_dir) / f"eval_{method}.json")
+    for target in EvalResult.files(out):
+        refuse_link(target)  # before evaluating, not after
     result = evaluate(experiment, method, eval_cfg, progress=is_main())
     if not is_main():
         return
-    path = result.save(args.out or Path(args.run_dir) / f"eval_{method}.json")
+    path = result.save(out)
     print(format_table([result]))
     if experiment.dataset.tokenizer is not None:
         print(f"validation PPL {result.token_perplexity:.2f} ({PPL_NOTE})")
@@ -254,7 +222,8 @@ def _compare(args: argparse.Namespace, registry: Registry) -> None:
     from .assembly import selection
     from .config import compose, to_plain
     from .evaluation import evaluate
-    from .training import train, training_key
+    from .runs import training_key
+    from .training import train
 
     logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)  # keep the main job's output to its results
     results, trained = [], {}
@@ -300,8 +269,31 @@ def _frontier(args: argparse.Namespace, registry: Registry) -> None:
     if args.plot:
         print(f"wrote {plot(runs, budgets, args.plot)}", file=sys.stderr)
 
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with a bad argument reported as ladd's one line (the usage stays with --help)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"ladd: error: {message} (see {self.prog} --help)\n")
+
+
+def _positive(text: str) -> int:
+    """An argument that must be a whole number >= 1."""
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
+    return int(text)
+
+
+def _budgets(text: str) -> list[int]:
+    """Comma-separated step counts, each >= 1."""
+    try:
+        return [_positive(part) for part in text.split(",")]
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of whole numbers >= 1 (e.g. 1,2,4,8)") from None
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ladd", description="Masked and latent-augmented discrete diffusion, built from plugins.")
+    parser = _Parser(prog="ladd", description="Masked and latent-augmented discrete diffusion, built from plugins.")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("list-components", help="list registered components with their origin")
     p.add_argument("--kind", choices=KINDS)
@@ -319,25 +311,26 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("sample", help="sample from a trained run or an exported model")
     p.add_argument("run_dir", nargs="?", help="a run folder")
     p.add_argument("--model", help="a folder written by `ladd export` instead of a run folder")
-    p.add_argument("--steps", type=int, default=32)
-    p.add_argument("--num", type=int, default=16)
-    p.add_argument("--batch-size", type=int, default=1000)
+    p.add_argument("--steps", type=_positive, default=32)
+    p.add_argument("--num", type=_positive, default=16)
+    p.add_argument("--batch-size", type=_positive, default=1000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--prompt", help="text every sample starts with (kept fixed while sampling)")
     p.add_argument("--precision", default="auto", help="the networks' precision: auto (bf16-mixed on CUDA, else 32-true), bf16-mixed or 32-true")
     p.add_argument("--suffix", help="text every sample ends with: with --prompt, an infill between the two")
-    p.add_argument("--out", help="default: samples_STEPSsteps.jsonl (text data; ids and text) or .txt (ids) in the run folder, or with --model in the current folder")
+    p.add_argument("--out", help="default: samples_STEPSsteps.jsonl (text data; ids and text) or .txt (ids) in the current folder")
     p.set_defaults(run=_sample)
     p = sub.add_parser("export", help="write a run's EMA weights (safetensors) and config (JSON) to a shareable folder")
     p.add_argument("run_dir")
-    p.add_argument("out_dir")
+    p.add_argument("out_dir", help="a new or empty folder")
+    p.add_argument("--overwrite", action="store_true", help="replace the model files of a folder that is not empty")
     p.set_defaults(run=_export)
     p = sub.add_parser("eval", help="held-out token loss and the metric at several step budgets")
     p.add_argument("run_dir")
-    p.add_argument("--budgets", help="comma-separated token step counts, e.g. 1,2,4,8")
-    p.add_argument("--num-samples", type=int)
-    p.add_argument("--batch-size", type=int, help="samples per sampler call (default: eval.batch_size)")
-    p.add_argument("--loss-batches", type=int, help="held-out batches for L^x (default: eval.loss_batches)")
+    p.add_argument("--budgets", type=_budgets, help="comma-separated token step counts, e.g. 1,2,4,8")
+    p.add_argument("--num-samples", type=_positive)
+    p.add_argument("--batch-size", type=_positive, help="samples per sampler call (default: eval.batch_size)")
+    p.add_argument("--loss-batches", type=_positive, help="held-out batches for L^x (default: eval.loss_batches)")
     p.add_argument("--precision", help="the networks' precision: auto, bf16-mixed or 32-true (default: eval.precision)")
     p.add_argument("--sampler", help="evaluate with another registered sampler (e.g. the same model sampled sequentially)")
     p.add_argument("--sampler-option", action="append", default=[], metavar="KEY=VALUE", help="option of --sampler")
@@ -348,8 +341,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("run_dir")
     p.add_argument("corpora", nargs="+", help="values of the dataset option --field, e.g. ptb wikitext103 lambada")
     p.add_argument("--field", default="source", help="the dataset option that names the corpus (default: source)")
-    p.add_argument("--batches", type=int, help="batches per corpus (default: eval.loss_batches)")
-    p.add_argument("--batch-size", type=int, help="default: eval.batch_size")
+    p.add_argument("--batches", type=_positive, help="batches per corpus (default: eval.loss_batches)")
+    p.add_argument("--batch-size", type=_positive, help="default: eval.batch_size")
     p.add_argument("--out", help="CSV (default: RUN_DIR/zero_shot.csv)")
     p.set_defaults(run=_zero_shot)
     p = sub.add_parser("report", help="tables and plot from several `ladd eval` results")
@@ -375,12 +368,12 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _show_error(error: BaseException) -> None:
-    debug = bool(os.environ.get(DEBUG_ENV))
+def _show_error(error: BaseException, message: str | None = None) -> None:
+    debug = debugging(DEBUG_ENV)
     if debug:
         traceback.print_exception(error)
     hint = f" ({DEBUG_ENV}=1 shows the traceback)" if error.__cause__ is not None and not debug else ""
-    print(f"ladd: error: {error}{hint}", file=sys.stderr)
+    print(f"ladd: error: {message or error}{hint}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -397,6 +390,14 @@ def main(argv: list[str] | None = None) -> int:
     except LaddError as error:
         _show_error(error)
         return 2
+    except OSError as error:  # a full disk, a read-only folder, a file that vanished
+        _show_error(error, _describe_os_error(error))
+        return 2
+
+
+def _describe_os_error(error: OSError) -> str:
+    where = f" ({error.filename})" if error.filename else ""
+    return f"{error.strerror or error}{where}"
 
 
 if __name__ == "__main__":

@@ -4,18 +4,28 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
 from ._component import Component
 from ._registry import Registry
 from .assembly import SLOTS
+from .errors import InvalidConfigError, did_you_mean
 from .model import Objective
+from .ranges import check_choice, check_each, check_range
+from .safety import check_config, check_interpolations
 
 CONFIG_MODULE = "ladd_configs"
 PRIMARY_CONFIG = "train"
+#: Precisions of training (Lightning's names) and of the networks at inference; "auto" picks per device.
+TRAIN_PRECISIONS = ("auto", "32-true", "bf16-mixed", "16-mixed", "bf16-true", "16-true", "64-true")
+INFERENCE_PRECISIONS = ("auto", "bf16-mixed", "32-true")
+#: seeds stay within the 32-bit range Lightning and NumPy accept, with room for the per-stage offsets
+MAX_SEED = 2**31 - 1
+UNKNOWN_KEY = "no such option (misspelt, or an option of another component?)"
 
 
 @dataclass
@@ -27,12 +37,20 @@ class StageConfig:
     freeze_encoder: bool = False
     max_minutes: float | None = None  # wall-clock cap: the stage ends at `steps` or this, whichever comes first
 
+    def __post_init__(self) -> None:
+        check_range("train.stages[].steps", self.steps, 1)
+        check_range("train.stages[].lambda_latent", self.lambda_latent, 0)
+        check_range("train.stages[].max_minutes", self.max_minutes, 0, low_open=True, optional=True)
+
 
 @dataclass
 class TrainerConfig:
     """Lightning-named overrides (``trainer.max_steps=N``) applied to every stage's Lightning fit."""
 
     max_steps: int | None = None  # steps of every stage; None: each stage's own `steps`
+
+    def __post_init__(self) -> None:
+        check_range("trainer.max_steps", self.max_steps, 1, optional=True)
 
 
 @dataclass
@@ -59,6 +77,39 @@ class TrainConfig:
     compile_mode: str | None = None  # torch.compile's mode, e.g. max-autotune
     fused_adamw: bool | None = None  # None: fused on CUDA (not with 16-mixed, whose scaler it cannot serve)
 
+    def __post_init__(self) -> None:
+        check_range("train.batch_size", self.batch_size, 1)
+        if not self.stages:
+            raise InvalidConfigError("train.stages=[] is not valid: a run needs at least one stage, e.g. train.stages=[{steps:1000}]")
+        check_range("train.lr", self.lr, 0, low_open=True)
+        check_range("train.weight_decay", self.weight_decay, 0)
+        if len(self.betas) != 2:
+            raise InvalidConfigError(f"train.betas={list(self.betas)} is not valid: AdamW takes two betas, e.g. [0.9, 0.999]")
+        check_each("train.betas", self.betas, 0, 1, high_open=True)
+        check_range("train.warmup_steps", self.warmup_steps, 0)
+        check_range("train.ema_decay", self.ema_decay, 0, 1)
+        check_range("train.grad_clip", self.grad_clip, 0)
+        check_choice("train.precision", self.precision, TRAIN_PRECISIONS)
+        _check_devices(self.devices)
+        check_range("train.num_nodes", self.num_nodes, 1)
+        check_range("train.log_every", self.log_every, 1)
+        check_range("train.checkpoint_every", self.checkpoint_every, 1)
+
+
+def _check_devices(devices: Any) -> None:
+    """``train.devices``: a positive count, -1 or "auto" (all), or a non-empty list of device indices."""
+    if devices in ("auto", -1, "-1"):
+        return
+    if isinstance(devices, str) and devices.strip().isdigit():
+        devices = int(devices)
+    if isinstance(devices, (list, tuple)):
+        check_each("train.devices", devices, 0)
+        return
+    if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
+        raise InvalidConfigError(
+            f"train.devices={devices!r} is not valid: it must be a count >= 1, -1 or auto (all), or a list of device indices"
+        )
+
 
 @dataclass
 class EvalConfig:
@@ -70,6 +121,13 @@ class EvalConfig:
     loss_batches: int = 8
     seed: int = 1234
     precision: str = "auto"  # the networks at inference: auto (bf16-mixed on CUDA, 32-true elsewhere), bf16-mixed, 32-true
+
+    def __post_init__(self) -> None:
+        check_range("eval.num_samples", self.num_samples, 1)
+        check_range("eval.batch_size", self.batch_size, 1)
+        check_each("eval.budgets", self.budgets, 1)
+        check_range("eval.loss_batches", self.loss_batches, 1)
+        check_choice("eval.precision", self.precision, INFERENCE_PRECISIONS)
 
 
 @dataclass
@@ -93,6 +151,21 @@ class LaddSchema:
     train: TrainConfig = field(default_factory=TrainConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+
+    def __post_init__(self) -> None:
+        check_range("seed", self.seed, 0, MAX_SEED - len(self.train.stages))
+
+
+def check_values(cfg: Mapping[str, Any]) -> None:
+    """Refuse expressions and import paths anywhere, then unknown keys, wrong types and out-of-range values of ladd's options."""
+    check_config(cfg)
+    try:
+        OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(LaddSchema), dict(cfg)))
+    except ConfigKeyError as error:
+        raise InvalidConfigError(f"{error.full_key}: {UNKNOWN_KEY}") from None
+    except OmegaConfBaseException as error:
+        key = getattr(error, "full_key", None) or "config"
+        raise InvalidConfigError(f"{key}: {str(error).splitlines()[0]}") from None
 
 
 def resolve_precision(requested: str, device_type: str) -> str:
@@ -120,21 +193,10 @@ def register_configs(registry: Registry) -> None:
             store.store(group=slot, name=component.name, node=_option_node(component))
 
 
-def search_path_override(registry: Registry) -> list[str]:
-    """A Hydra override adding plugin-contributed YAML folders to the search path."""
-    dirs = [f"file://{Path(d).resolve()}" for d in registry.config_dirs]
+def search_path_override(registry: Registry, extra: Sequence[str] = ()) -> list[str]:
+    """A Hydra override adding plugin-contributed YAML folders (and the user's ``extra`` entries) to the search path."""
+    dirs = [f"file://{Path(d).resolve()}" for d in registry.config_dirs] + list(extra)
     return [f"hydra.searchpath=[{','.join(dirs)}]"] if dirs else []
-
-
-def split_arguments(arguments: list[str]) -> tuple[list[str], list[str]]:
-    """Hydra's flags and the overrides among ``arguments``, written in any order (Hydra's own parser needs flags first)."""
-    from hydra._internal.utils import get_args_parser
-
-    overrides = get_args_parser().parse_intermixed_args(arguments).overrides
-    flags = list(arguments)
-    for override in overrides:
-        flags.remove(override)
-    return flags, overrides
 
 
 def check_selections(overrides: list[str], registry: Registry) -> None:
@@ -159,17 +221,41 @@ def check_selections(overrides: list[str], registry: Registry) -> None:
                 registry.get(kind, str(name))
 
 
-def compose(overrides: list[str], registry: Registry) -> DictConfig:
-    """Compose the experiment config outside a Hydra app (used by ``ladd compare`` and tests)."""
+def compose(overrides: list[str], registry: Registry, searchpath: Sequence[str] = ()) -> DictConfig:
+    """Compose and check an experiment config; Hydra's own runtime settings (``hydra:``) are dropped, never used."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import HydraException
 
     check_selections(overrides, registry)
     register_configs(registry)
     GlobalHydra.instance().clear()
-    with initialize_config_module(CONFIG_MODULE, version_base=None):
-        return hydra_compose(PRIMARY_CONFIG, overrides=[*search_path_override(registry), *overrides])
+    try:
+        with initialize_config_module(CONFIG_MODULE, version_base=None):
+            cfg = hydra_compose(PRIMARY_CONFIG, overrides=[*search_path_override(registry, searchpath), *overrides])
+    except (HydraException, OmegaConfBaseException) as error:
+        raise composition_error(error) from None
+    check_interpolations(cfg)
+    check_values(to_plain(cfg))
+    return cfg
+
+
+def composition_error(error: Exception) -> InvalidConfigError:
+    """Hydra's multi-line composition error as one line."""
+    from hydra.errors import MissingConfigException
+
+    if isinstance(error, MissingConfigException) and error.options:
+        group, _, name = str(error.missing_cfg_file).rpartition("/")
+        return InvalidConfigError(f"unknown {group} {name!r}{did_you_mean(name, error.options)} valid {group} names: {', '.join(error.options)}")
+    message = str(error).splitlines()[0]
+    if message.startswith("Could not override"):
+        key = message.split("'")[1]
+        return InvalidConfigError(f"{key}: {UNKNOWN_KEY}")
+    cause = error.__cause__ or error.__context__
+    reason = str(cause).splitlines()[0] if cause is not None and str(cause) else message
+    detail = "" if reason == message else f": {reason}"
+    return InvalidConfigError(f"{message}{detail}")
 
 
 def to_plain(cfg: DictConfig) -> dict[str, Any]:

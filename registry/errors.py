@@ -56,3 +56,9 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """``"; did you mean 'a', 'b'?"`` for the choices closest to ``word``, or an empty string."""
     close = difflib.get_close_matches(str(word), list(choices), n=3, cutoff=0.5)
     return f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+
+
+def first_line(error: BaseException) -> str:
+    """The first line of an exception's message (its type name when the message is empty)."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

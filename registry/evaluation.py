@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import io
 import json
 import math
 from collections.abc import Iterator
@@ -14,22 +15,22 @@ import torch
 from tqdm.auto import tqdm
 
 from .assembly import Experiment
-from .config import resolve_precision
+from .batches import checked_batches
+from .config import INFERENCE_PRECISIONS, resolve_precision
 from .distributed import gather_rows, share
-from .errors import InvalidConfigError, LaddError
+from .errors import InvalidConfigError, LaddError, first_line
+from .files import write_text
 
 
 #: Seed distance between sample chunks (and loss batches): far beyond the step budgets added to the seed.
 _CHUNK_SEED_STRIDE = 1_000_003
-#: Precisions of the networks at inference (eval.precision, --precision).
-PRECISIONS = ("auto", "bf16-mixed", "32-true")
 
 
 @contextlib.contextmanager
 def inference_precision(device: torch.device, precision: str) -> Iterator[None]:
     """Run the networks under bf16 autocast or in full precision (categorical draws stay float64 either way)."""
-    if precision not in PRECISIONS:
-        raise InvalidConfigError(f"inference precision {precision!r}; valid: {', '.join(PRECISIONS)}")
+    if precision not in INFERENCE_PRECISIONS:
+        raise InvalidConfigError(f"inference precision {precision!r}; valid: {', '.join(INFERENCE_PRECISIONS)}")
     with torch.autocast(device.type, dtype=torch.bfloat16, enabled=resolve_precision(precision, device.type) == "bf16-mixed"):
         yield
 
@@ -64,14 +65,19 @@ class EvalResult:
         """(steps, headline score) pairs."""
         return [(s.steps, s.scores[self.metric]) for s in self.scores]
 
+    @staticmethod
+    def files(path: str | Path) -> tuple[Path, Path]:
+        """The JSON result at ``path`` and the CSV of its scores beside it."""
+        return Path(path), Path(path).with_suffix(".csv")
+
     def save(self, path: str | Path) -> Path:
         """Write the result as JSON (and its scores as CSV beside it)."""
-        path = Path(path)
-        path.write_text(json.dumps(asdict(self), indent=2))
+        result, scores = self.files(path)
+        write_text(result, json.dumps(asdict(self), indent=2))
         names = list(self.scores[0].scores) if self.scores else [self.metric]
         rows = [{"steps": s.steps, "network_calls": s.network_calls, **s.scores} for s in self.scores]
-        write_csv(path.with_suffix(".csv"), ["steps", "network_calls", *names], rows)
-        return path
+        write_csv(scores, ["steps", "network_calls", *names], rows)
+        return result
 
     @classmethod
     def load(cls, path: str | Path) -> "EvalResult":
@@ -79,18 +85,21 @@ class EvalResult:
         path = Path(path)
         if not path.is_file():
             raise LaddError(f"no evaluation result at {path} (write one with `ladd eval RUN_DIR`)")
-        data = json.loads(path.read_text())
-        data["scores"] = [BudgetScore(**s) for s in data["scores"]]
-        return cls(**data)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            data["scores"] = [BudgetScore(**s) for s in data["scores"]]
+            return cls(**data)
+        except (ValueError, TypeError, KeyError) as error:
+            raise LaddError(f"{path} is not an evaluation result written by `ladd eval` ({first_line(error)})") from None
 
 
 def write_csv(path: Path, columns: list[str], rows: list[dict[str, Any]]) -> None:
-    """A CSV with a header row."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=columns, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
+    """A CSV with a header row, written whole and never through a link (``files.write_text``)."""
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=columns, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    write_text(path, text.getvalue())
 
 
 @torch.no_grad()
@@ -101,7 +110,7 @@ def token_loss(experiment: Experiment, batches: int, batch_size: int, seed: int,
     of the batches and the mean over all of them is the one-process mean.
     """
     model = experiment.model.eval()
-    stream = experiment.dataset.batches(batch_size, seed, "validation")
+    stream = checked_batches(experiment.dataset, batch_size, seed, "validation")
     clean = experiment.sampler.conditions_on_clean_latent
     mine = share(batches)
     losses = []
@@ -157,8 +166,8 @@ def evaluate(experiment: Experiment, method: str, eval_cfg: dict[str, Any], prog
         oracle_token_loss=experiment.dataset.oracle_token_loss(),
         lower_is_better=experiment.metric.lower_is_better,
     )
-    reference = next(experiment.dataset.batches(n, seed, "test"))
-    result.data_floor = experiment.metric(next(experiment.dataset.batches(n, seed, "floor")), reference)
+    reference = next(checked_batches(experiment.dataset, n, seed, "test"))
+    result.data_floor = experiment.metric(next(checked_batches(experiment.dataset, n, seed, "floor")), reference)
     for steps in tqdm(eval_cfg["budgets"], desc=f"evaluating {method}", disable=not progress):
         samples, calls = sample(experiment, n, int(steps), eval_cfg["batch_size"], seed + int(steps), precision=precision)
         result.scores.append(BudgetScore(int(steps), calls, experiment.metric(samples, reference)))

@@ -2,33 +2,58 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
-from safetensors.torch import load_model
-
 from ._registry import Registry, load
-from .assembly import Experiment, build_experiment, check_installed
+from .assembly import SLOTS, Experiment, build_experiment, check_installed
+from .config import check_values
 from .errors import LaddError
-from .training import COMPONENTS_FILE, load_run, save_weights
+from .files import write_text
+from .runs import COMPONENTS_FILE
+from .training import load_run
+from .weights import load_weights, save_weights
 
 CONFIG_JSON = "config.json"
 WEIGHTS = "model.safetensors"
 CARD = "README.md"
 FORMAT = "ladd-model/1"
+OVERWRITE_FLAG = "--overwrite"
 
 
-def export(run_dir: str | Path, out_dir: str | Path, registry: Registry) -> Path:
-    """Write a finished run's EMA weights as safetensors, its config and component origins as JSON."""
-    experiment, cfg = load_run(run_dir, registry)
+def export(run_dir: str | Path, out_dir: str | Path, registry: Registry, overwrite: bool = False) -> Path:
+    """Write a finished run's EMA weights as safetensors, its config and component origins as JSON.
+
+    Absolute local paths in the config are cut to their last part (they name nothing on another machine
+    and tell others about this one). A folder that holds anything is refused unless ``overwrite``.
+    """
     out_dir = Path(out_dir)
+    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())) and not overwrite:
+        raise LaddError(f"{out_dir} already exists and is not empty; choose a new folder, or replace its files with {OVERWRITE_FLAG}")
+    experiment, cfg = load_run(run_dir, registry)
+    components = json.loads((Path(run_dir) / COMPONENTS_FILE).read_text(encoding="utf-8"))
+    cfg = portable(cfg)
     out_dir.mkdir(parents=True, exist_ok=True)
     save_weights(experiment.model, out_dir / WEIGHTS)
-    components = json.loads((Path(run_dir) / COMPONENTS_FILE).read_text())
     document = {"format": FORMAT, "method": cfg["method"], "config": cfg, "components": components, "tokenizer": None}
-    (out_dir / CONFIG_JSON).write_text(json.dumps(document, indent=2))
-    (out_dir / CARD).write_text(_card(cfg["method"], components))
+    write_text(out_dir / CONFIG_JSON, json.dumps(document, indent=2))
+    write_text(out_dir / CARD, _card(cfg["method"], components))
     return out_dir
+
+
+def portable(node: Any) -> Any:
+    """``node`` with every absolute local path replaced by its last part."""
+    if isinstance(node, dict):
+        return {key: portable(value) for key, value in node.items()}
+    if isinstance(node, list):
+        return [portable(value) for value in node]
+    if isinstance(node, str) and _is_absolute(node):
+        return PureWindowsPath(node).name if PureWindowsPath(node).drive else PurePosixPath(node).name
+    return node
+
+
+def _is_absolute(text: str) -> bool:
+    return text.startswith(("/", "~")) or bool(PureWindowsPath(text).drive)
 
 
 def from_pretrained(path: str | Path, registry: Registry | None = None) -> Experiment:
@@ -37,14 +62,48 @@ def from_pretrained(path: str | Path, registry: Registry | None = None) -> Exper
     registry = registry or load()
     if not (path / CONFIG_JSON).is_file() or not (path / WEIGHTS).is_file():
         raise LaddError(f"{path} is not an exported ladd model (expected {CONFIG_JSON} and {WEIGHTS})")
-    document = json.loads((path / CONFIG_JSON).read_text())
-    if document.get("format") != FORMAT:
-        raise LaddError(f"{path / CONFIG_JSON} has format {document.get('format')!r}; this ladd reads {FORMAT!r}")
+    document = read_document(path / CONFIG_JSON)
     check_installed(document["components"], registry, f"model {path}")
     experiment = build_experiment(document["config"], registry)
-    load_model(experiment.model, path / WEIGHTS)
+    load_weights(experiment.model, path / WEIGHTS)
     experiment.model.eval()
     return experiment
+
+
+def read_document(path: Path) -> dict[str, Any]:
+    """An exported ``config.json``, checked: JSON, this format, a valid config, and components that agree with it."""
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise LaddError(f"{path} is not valid JSON ({error}); the export is damaged") from None
+    if not isinstance(document, dict) or document.get("format") != FORMAT:
+        found = document.get("format") if isinstance(document, dict) else type(document).__name__
+        raise LaddError(f"{path} has format {found!r}; this ladd reads {FORMAT!r}")
+    config, components = document.get("config"), document.get("components")
+    if not isinstance(config, dict) or not isinstance(components, dict):
+        raise LaddError(f"{path} lacks its 'config' or 'components' section; the export is damaged")
+    check_values(config)
+    _check_agreement(config, components, path)
+    return document
+
+
+def _check_agreement(config: dict[str, Any], components: dict[str, Any], path: Path) -> None:
+    """Every slot the config fills is recorded in ``components`` under the same kind and name, and nothing else is."""
+    for slot, kind in SLOTS.items():
+        node = config.get(slot)
+        chosen = node.get("name") if isinstance(node, dict) else node
+        recorded = components.get(slot)
+        if chosen is None and recorded is None:
+            continue
+        if not isinstance(recorded, dict) or (recorded.get("kind"), recorded.get("name")) != (kind, chosen):
+            described = None if not isinstance(recorded, dict) else f"{recorded.get('kind')} {recorded.get('name')!r}"
+            raise LaddError(
+                f"{path}: the config's {slot} is {kind} {chosen!r} but its components record {described}; "
+                f"the export was edited or damaged"
+            )
+    unknown = sorted(set(components) - set(SLOTS))
+    if unknown:
+        raise LaddError(f"{path}: components records unknown slots {', '.join(unknown)}; the export was edited or damaged")
 
 
 def _card(method: str, components: dict[str, dict[str, Any]]) -> str:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import LaddError
+from .files import write_figure
 
 __all__ = [
     "FrontierInputError",
@@ -198,7 +199,7 @@ def plot(runs: Mapping[str, Sequence[Measurement]], budgets: Sequence[float], pa
     ax.legend(fontsize="small")
     fig.tight_layout()
     path = Path(path)
-    fig.savefig(path, dpi=120)
+    write_figure(path, fig)
     plt.close(fig)
     return path
 

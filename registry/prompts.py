@@ -16,9 +16,7 @@ def _tokenizer(dataset: Dataset):
 
 def fixed_tokens(dataset: Dataset, num_samples: int, prefix: str | None = None, suffix: str | None = None) -> Tensor:
     """``[num_samples, S]`` ids: ``prefix`` at the start, ``suffix`` at the end, the mask id in between."""
-    tokenizer = _tokenizer(dataset)
-    head = tokenizer.encode(prefix, add_special_tokens=False) if prefix else []
-    tail = tokenizer.encode(suffix, add_special_tokens=False) if suffix else []
+    head, tail = _encode(dataset, prefix), _encode(dataset, suffix)
     free = dataset.seq_len - len(head) - len(tail)
     if free < 1:
         raise LaddError(
@@ -26,6 +24,16 @@ def fixed_tokens(dataset: Dataset, num_samples: int, prefix: str | None = None, 
         )
     row = torch.tensor(head + [mask_id(dataset.vocab_size)] * free + tail, dtype=torch.long)
     return row.expand(num_samples, -1).clone()
+
+
+def _encode(dataset: Dataset, text: str | None) -> list[int]:
+    """Ids of ``text`` with special-token strings read as plain text, as the data is: a typed mask token is no mask."""
+    if not text:
+        return []
+    ids = _tokenizer(dataset)(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
+    if any(i >= dataset.vocab_size for i in ids):
+        raise LaddError(f"the prompt {text!r} encodes to the mask id {dataset.vocab_size}; remove the mask token's text from it")
+    return ids
 
 
 def decode(dataset: Dataset, tokens: Tensor) -> list[str]:

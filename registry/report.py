@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .evaluation import EvalResult, write_csv
+from .files import write_figure
 
 
 def write_report(results: list[EvalResult], out_dir: str | Path) -> list[Path]:
@@ -55,7 +56,7 @@ def plot(results: list[EvalResult], metric: str, path: Path) -> Path:
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    write_figure(path, fig)
     plt.close(fig)
     return path
 

@@ -1,13 +1,19 @@
 """Configs are data: refuse anything that would make loading one run code or import by path."""
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
 
 from .errors import LaddError
 
 #: Hydra instantiation keys: ladd never instantiates by import path, so a config carrying them is refused.
 FORBIDDEN_KEYS = frozenset({"_target_", "_partial_", "_args_", "_recursive_", "_convert_"})
+#: Resolvers a composed config may use: the time (run folder names). References to other keys are always fine.
+ALLOWED_RESOLVERS = frozenset({"now"})
+_RESOLVER = re.compile(r"\$\{\s*([\w.-]+)\s*:")
 
 
 class UnsafeConfigError(LaddError):
@@ -37,3 +43,24 @@ def _check(node: Any, where: str, path: str) -> None:
             f"{where}: {path} holds the expression {node!r}; configs given to ladd here must be plain, "
             f"fully resolved values (interpolations and resolvers are refused)"
         )
+
+
+def check_interpolations(cfg: DictConfig) -> None:
+    """Refuse resolvers other than ``now`` in a composed config: ``${oc.env:...}`` would save a secret into run folders and exports."""
+    _check_resolvers(OmegaConf.to_container(cfg, resolve=False), "")
+
+
+def _check_resolvers(node: Any, path: str) -> None:
+    if isinstance(node, Mapping):
+        for key, value in node.items():
+            _check_resolvers(value, f"{path}.{key}" if path else str(key))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            _check_resolvers(value, f"{path}[{index}]")
+    elif isinstance(node, str):
+        refused = sorted(set(_RESOLVER.findall(node)) - ALLOWED_RESOLVERS)
+        if refused:
+            raise UnsafeConfigError(
+                f"{path}={node!r} uses the resolver {refused[0]!r}: ladd saves resolved configs into run folders and "
+                f"exports, so configs may only refer to other keys and ${{now:...}}; pass the value itself instead"
+            )

@@ -2,14 +2,14 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import logging
 import os
-import pickle
 import time
 import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -19,27 +19,33 @@ import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint, WeightAveraging
 from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.plugins.io import TorchCheckpointIO
+from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy
+import yaml
 from omegaconf import OmegaConf
-from safetensors import SafetensorError
-from safetensors.torch import load_model, save_model
+from omegaconf.errors import OmegaConfBaseException
 from torch.optim.swa_utils import get_ema_multi_avg_fn
 from torch.utils.data import DataLoader, IterableDataset
 
 from ._registry import Registry
 from .assembly import Experiment, build_experiment, check_installed
-from .config import resolve_precision
+from .batches import check_batch, first_batch, stream_ended
+from .config import check_values, resolve_precision
 from .console import StepProgressBar, drop_lightning_tips
 from .distributed import Shard, step_seed
-from .errors import InvalidConfigError, LaddError
+from .errors import InvalidConfigError, LaddError, first_line
+from .files import replacing, write_text
 from .interfaces import Dataset, batches_from
+from .memory import check_fits
 from .model import DiffusionModel
+from .runs import COMPONENTS_FILE, CONFIG_FILE, WEIGHTS_FILE, RunFolder
 from .trainable import unreached_parameters
+from .weights import check_checkpoint, check_dtypes, check_shapes, load_weights, save_weights, verify_weights
 
-CONFIG_FILE = "config.yaml"
-COMPONENTS_FILE = "components.json"
-WEIGHTS_FILE = "model.safetensors"
 METRICS_FILE = "metrics.csv"
+METRICS_COLUMNS = ("stage", "step", "loss", "token", "latent", "aux", "seconds")
+#: bytes of an activation under each precision (the mixed and half ones: 2)
+_VALUE_BYTES = {"32-true": 4, "64-true": 8}
 STAGE_WEIGHTS = "final.safetensors"  # a finished stage's EMA weights, the next stage's starting point
 
 
@@ -56,26 +62,7 @@ class _Stream(IterableDataset):
             produced += 1
             check_batch(batch, self.dataset)
             yield batch
-        raise LaddError(
-            f"the dataset stream ended after {produced} batch(es); training needs an endless stream "
-            f"(a dataset with too few sequences for batch size {self.batch_size}?)"
-        )
-
-
-def check_batch(batch: torch.Tensor, dataset: Dataset) -> None:
-    """Refuse batches of the wrong shape or with token ids outside the vocabulary (mask excluded)."""
-    if batch.dim() != 2 or batch.shape[1] != dataset.seq_len or batch.dtype != torch.long:
-        raise LaddError(
-            f"dataset batch has shape {tuple(batch.shape)} and dtype {batch.dtype}; expected "
-            f"[batch, {dataset.seq_len}] token ids of dtype torch.int64"
-        )
-    low, high = int(batch.min()), int(batch.max())
-    if low < 0 or high >= dataset.vocab_size:
-        bad = low if low < 0 else high
-        raise LaddError(
-            f"dataset produced token id {bad}, outside the vocabulary 0..{dataset.vocab_size - 1} "
-            f"(the mask id {dataset.vocab_size} is reserved for the diffusion process)"
-        )
+        raise stream_ended(produced, self.batch_size)
 
 
 class NonFiniteLossError(LaddError, FloatingPointError):
@@ -175,14 +162,19 @@ class _Hardware:
             "num_nodes": train_cfg["num_nodes"],
             "precision": _precision(train_cfg["precision"]),
         }
-        with _quiet_lightning():
-            probe = L.Trainer(**self.arguments, strategy=self.name, logger=False, enable_checkpointing=False, enable_progress_bar=False)
+        try:
+            with _quiet_lightning():
+                probe = L.Trainer(**self.arguments, strategy=self.name, logger=False, enable_checkpointing=False, enable_progress_bar=False)
+        except (MisconfigurationException, ValueError) as error:
+            raise InvalidConfigError(
+                f"train.accelerator={train_cfg['accelerator']}, devices={train_cfg['devices']}, strategy={self.name}: {first_line(error)}"
+            ) from None
         if not isinstance(probe.strategy, (DDPStrategy, SingleDeviceStrategy)):
             raise InvalidConfigError(
                 f"train.strategy={self.name}: ladd trains with data parallelism (DDP) only, because the EMA of the "
                 f"weights (Lightning's WeightAveraging) needs whole parameters on every rank; use train.strategy=ddp"
             )
-        self.world, self.rank = probe.world_size, probe.global_rank
+        self.world, self.rank, self.device = probe.world_size, probe.global_rank, probe.strategy.root_device
 
     def trainer_arguments(self) -> dict[str, Any]:
         """Arguments of one stage's Trainer.
@@ -211,15 +203,19 @@ def _stage_steps(cfg: dict[str, Any], stage: dict[str, Any]) -> int:
     return stage["steps"] if max_steps is None else max_steps
 
 
-def train(cfg: Any, run_dir: str | Path, registry: Registry) -> Experiment:
+def train(cfg: Any, run_dir: str | Path, registry: Registry, allow_changes: bool = False) -> Experiment:
     """Train an experiment through all its stages, resuming from run_dir's checkpoints when there are any.
 
-    Writes the resolved config, the component origins, ``metrics.csv`` and the final EMA weights. With
-    several processes (devices x nodes) every rank runs this function; global rank 0 writes the files.
+    Checks the config and the run folder before writing anything (``runs.RunFolder``; ``allow_changes``
+    continues a run in progress with changed settings, recording the change), then writes the resolved
+    config, the component origins, ``metrics.csv`` and the final EMA weights. With several processes
+    (devices x nodes) every rank runs this function; global rank 0 checks, locks and writes the folder.
     """
     run_dir = Path(run_dir)
     drop_lightning_tips()
     plain = OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else dict(cfg)
+    plain["run_dir"] = str(run_dir)  # the saved config names the folder it lives in
+    check_values(plain)
     train_cfg = plain["train"]
     hardware = _Hardware(train_cfg)
     world, main = hardware.world, hardware.rank == 0
@@ -232,12 +228,43 @@ def train(cfg: Any, run_dir: str | Path, registry: Registry) -> Experiment:
         # Components built below may read it (the VQ codebook sync): Lightning sets it only when it launches
         # the ranks itself, and only once it does; SLURM never does.
         os.environ["WORLD_SIZE"] = str(world)
-    L.seed_everything(plain["seed"], workers=True, verbose=False)
-    experiment = build_experiment(plain, registry)  # before the run folder is written: a component that fails leaves none
+    folder = RunFolder(run_dir)
     if main:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        OmegaConf.save(OmegaConf.create(plain), run_dir / CONFIG_FILE)
-        (run_dir / COMPONENTS_FILE).write_text(json.dumps(experiment.origins(), indent=2))
+        folder.check(plain, allow_changes)
+    L.seed_everything(plain["seed"], workers=True, verbose=False)
+    experiment = build_experiment(plain, registry)
+    if main:
+        # damaged or unfitting saved state, a foreign metrics file, or data that cannot give a first batch:
+        # all refused before anything is written
+        _check_saved_state(experiment.model, run_dir)
+        read_metrics(run_dir / METRICS_FILE)
+        first_batch(experiment.dataset, train_cfg["batch_size"], plain["seed"])
+        value_bytes = _VALUE_BYTES.get(hardware.arguments["precision"], 2)
+        check_fits(experiment.model, train_cfg["batch_size"] // world, value_bytes, hardware.device, "train.batch_size")
+    with folder.claim(plain, allow_changes) if main else nullcontext():
+        if main:
+            write_text(run_dir / COMPONENTS_FILE, json.dumps(experiment.origins(), indent=2))
+        return _train_stages(experiment, plain, run_dir, hardware, registry)
+
+
+def _check_saved_state(model: DiffusionModel, run_dir: Path) -> None:
+    """Every stage's saved weights or checkpoint is intact and fits ``model``, checked before the run writes anything."""
+    for stage_dir in sorted((run_dir / "checkpoints").glob("stage*")):
+        final, last = stage_dir / STAGE_WEIGHTS, stage_dir / "last.ckpt"
+        if final.is_file():
+            tensors = verify_weights(final)
+            check_dtypes(model, tensors, final)
+            check_shapes(model, {name: tuple(tensor.shape) for name, tensor in tensors.items()}, final)
+        elif last.is_file():
+            check_checkpoint(last)
+            state = torch.load(last, map_location="cpu", weights_only=True, mmap=True)["state_dict"]
+            # LaddModule holds the model as its attribute `model`
+            check_shapes(model, {name.removeprefix("model."): tuple(tensor.shape) for name, tensor in state.items()}, last)
+
+
+def _train_stages(experiment: Experiment, plain: dict[str, Any], run_dir: Path, hardware: _Hardware, registry: Registry) -> Experiment:
+    """Run every stage not finished yet, then save the final EMA weights (global rank 0)."""
+    train_cfg, main = plain["train"], hardware.rank == 0
     if train_cfg["compile"]:
         experiment.model.compile_backbones(train_cfg["compile_mode"])
     module = LaddModule(experiment.model, train_cfg, plain["seed"])
@@ -273,8 +300,6 @@ def train(cfg: Any, run_dir: str | Path, registry: Registry) -> Experiment:
         # A private generator keeps the loader's seed draw off the global RNG, which resuming restores.
         loader = DataLoader(stream, batch_size=None, generator=torch.Generator())
         last = stage_dir / "last.ckpt"
-        if last.is_file():
-            _check_checkpoint(last)
         with warnings.catch_warnings():
             # Lightning warns about modules left in eval mode: that is the frozen encoder, on purpose.
             warnings.filterwarnings("ignore", message=r"Found \d+ module\(s\) in eval mode")
@@ -289,34 +314,12 @@ def train(cfg: Any, run_dir: str | Path, registry: Registry) -> Experiment:
     return experiment
 
 
-def save_weights(model: torch.nn.Module, path: Path) -> None:
-    """Safetensors written to a temporary file and renamed (a kill never leaves a truncated file), with the umask's mode."""
-    partial = path.with_name(f"{path.name}.partial")
-    save_model(model, partial)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(partial, 0o666 & ~umask)  # safetensors creates its files 0600 whatever the umask
-    os.replace(partial, path)
-
-
-def _check_checkpoint(path: Path) -> None:
-    """Refuse a checkpoint that cannot be read as plain tensors and containers, before training starts."""
-    try:
-        torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except Exception as error:  # noqa: BLE001 - whatever fails to read, the file is unusable
-        raise LaddError(
-            f"cannot resume from {path}: the checkpoint is corrupt or not a ladd checkpoint "
-            f"({type(error).__name__}); delete it to restart this stage from its beginning"
-        ) from None
-
-
 class _AtomicCheckpointIO(TorchCheckpointIO):
     """Writes to a temporary file and renames it, so a kill never leaves a truncated checkpoint."""
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path: str | Path, storage_options: Any = None) -> None:
-        partial = Path(f"{path}.partial")
-        super().save_checkpoint(checkpoint, partial, storage_options)
-        os.replace(partial, path)
+        with replacing(path) as partial:
+            super().save_checkpoint(checkpoint, partial, storage_options)
 
 
 class _ResumeState(Callback):
@@ -351,7 +354,7 @@ class _MetricsFile(Callback):
     difference over their ``seconds`` difference (logging reads the loss, so the GPU has caught up then).
     """
 
-    COLUMNS = ("stage", "step", "loss", "token", "latent", "aux", "seconds")
+    COLUMNS = METRICS_COLUMNS
 
     def __init__(self, path: Path, stage: int, every: int) -> None:
         self.path, self.stage, self.every = path, stage, max(1, int(every))
@@ -360,14 +363,12 @@ class _MetricsFile(Callback):
         self.start = time.perf_counter()
         if not trainer.is_global_zero:
             return
-        kept = []
-        if self.path.is_file():
-            with self.path.open(newline="") as handle:
-                kept = [r for r in csv.DictReader(handle) if (int(r["stage"]), int(r["step"])) <= (self.stage, trainer.global_step)]
-        with self.path.open("w", newline="") as handle:
-            writer = csv.DictWriter(handle, self.COLUMNS)
-            writer.writeheader()
-            writer.writerows(kept)
+        kept = [row for position, row in read_metrics(self.path) if position <= (self.stage, trainer.global_step)]
+        text = io.StringIO(newline="")
+        writer = csv.DictWriter(text, self.COLUMNS)
+        writer.writeheader()
+        writer.writerows(kept)
+        write_text(self.path, text.getvalue())
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
         if trainer.global_step % self.every or not trainer.is_global_zero:
@@ -379,31 +380,32 @@ class _MetricsFile(Callback):
             csv.DictWriter(handle, self.COLUMNS).writerow(row)
 
 
-def load_weights(model: torch.nn.Module, path: str | Path) -> None:
-    """Load safetensors or a tensors-only torch file into ``model``; anything needing arbitrary unpickling is refused."""
-    path = Path(path)
-    if path.suffix == ".safetensors":
+def read_metrics(path: Path) -> list[tuple[tuple[int, int], dict[str, str]]]:
+    """The rows written so far with their (stage, step); a file of other columns is refused rather than overwritten."""
+    if not path.is_file():
+        return []
+    with path.open(newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        if tuple(reader.fieldnames or ()) != METRICS_COLUMNS:
+            raise LaddError(
+                f"{path} is not ladd's metrics file (columns {', '.join(reader.fieldnames or ['none'])}, expected "
+                f"{', '.join(METRICS_COLUMNS)}); move it away to continue this run"
+            )
         try:
-            load_model(model, path)
-        except (SafetensorError, RuntimeError) as error:
-            raise LaddError(f"cannot load {path} into this model (corrupt file, or weights of another configuration): {error}") from None
-        return
+            return [((int(row["stage"]), int(row["step"])), row) for row in reader]
+        except (TypeError, ValueError):
+            raise LaddError(f"{path} is damaged (a row without a whole stage and step); move it away to continue this run") from None
+
+
+def read_config(path: Path) -> dict[str, Any]:
+    """A saved run config as plain data (it was saved resolved: nothing in it is evaluated)."""
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError:
-        raise LaddError(
-            f"refusing to load {path}: it holds objects other than tensors, and unpickling them can run code. "
-            f"If you trust its author, convert it once to safetensors with: python -c \"import torch; "
-            f"from safetensors.torch import save_file; s = torch.load('{path}', weights_only=False); "
-            f"s = s.get('state_dict', s); save_file({{k: v.contiguous() for k, v in s.items()}}, "
-            f"'{path.with_suffix('.safetensors')}')\""
-        ) from None
-    model.load_state_dict(state.get("state_dict", state))
-
-
-def training_key(cfg: dict[str, Any]) -> str:
-    """What determines the trained weights: the config without labels, sampler and evaluation settings."""
-    return json.dumps({k: v for k, v in cfg.items() if k not in ("method", "run_dir", "sampler", "eval")}, sort_keys=True)
+        plain = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+    except (OSError, ValueError, yaml.YAMLError, OmegaConfBaseException) as error:
+        raise LaddError(f"cannot read {path}: it is not a ladd config ({first_line(error)})") from None
+    if not isinstance(plain, dict):
+        raise LaddError(f"cannot read {path}: it is not a ladd config (a mapping of options)")
+    return plain
 
 
 def load_run(run_dir: str | Path, registry: Registry) -> tuple[Experiment, dict[str, Any]]:
@@ -412,7 +414,8 @@ def load_run(run_dir: str | Path, registry: Registry) -> tuple[Experiment, dict[
     config_path, weights_path = run_dir / CONFIG_FILE, run_dir / WEIGHTS_FILE
     if not config_path.is_file() or not weights_path.is_file():
         raise LaddError(f"{run_dir} is not a finished ladd run (expected {CONFIG_FILE} and {WEIGHTS_FILE} inside)")
-    plain = OmegaConf.to_container(OmegaConf.load(config_path), resolve=False)  # saved resolved; never evaluate
+    plain = read_config(config_path)
+    check_values(plain)
     recorded = run_dir / COMPONENTS_FILE
     if recorded.is_file():
         check_installed(json.loads(recorded.read_text()), registry, f"run {run_dir}")

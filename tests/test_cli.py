@@ -91,9 +91,9 @@ def test_train_sample_eval_round_trip(tmp_path):
     metrics = (run / "logs" / "stage1" / "metrics.csv").read_text()
     assert "train/loss" in metrics
 
-    sampled = run_ladd("sample", str(run), "--steps", "4", "--num", "5")
+    sampled = run_ladd("sample", str(run), "--steps", "4", "--num", "5", cwd=tmp_path)
     assert sampled.returncode == 0, sampled.stderr
-    rows = (run / "samples_4steps.txt").read_text().split("\n")[:5]
+    rows = (tmp_path / "samples_4steps.txt").read_text().split("\n")[:5]
     assert all(len(r.split()) == 16 and set(r.split()) <= {"0", "1"} for r in rows)
 
     evaluated = run_ladd("eval", str(run), "--budgets", "1,2")

@@ -64,13 +64,16 @@ def test_name_clash_is_reported_and_is_an_error_only_where_the_name_is_used(plug
     assert clash_line in listed.stderr and "exponential" in listed.stdout
     plugins = run_ladd("plugins", env=env)
     assert plugins.returncode == 0 and f"CLASH: {clash_line}" in plugins.stdout
-    unclashed = run_ladd("train", "schedule=exponential", "--cfg", "job", env=env)
-    assert unclashed.returncode == 0 and "name: exponential" in unclashed.stdout
-    used = run_ladd("train", "backbone=conv", "--cfg", "job", env=env)
-    assert used.returncode == 2
+    short = [*TINY, "train.stages=[{steps:1}]"]
+    unclashed = run_ladd("train", "schedule=exponential", *short, f"run_dir={tmp_path / 'unclashed'}", env=env)
+    assert unclashed.returncode == 0, unclashed.stderr
+    assert yaml.safe_load((tmp_path / "unclashed" / "config.yaml").read_text())["schedule"]["name"] == "exponential"
+    used = run_ladd("train", "backbone=conv", *short, f"run_dir={tmp_path / 'used'}", env=env)
+    assert used.returncode == 2 and not (tmp_path / "used").exists()
     assert used.stderr.strip().splitlines()[-1] == f"ladd: error: {clash_line} (comma-separated), or uninstall or rename one"
-    chosen = run_ladd("train", "experiment=example/conv_mdlm", "--cfg", "job", env={**env, "LADD_PLUGINS_BLOCK": "clashing_plugin"})
-    assert chosen.returncode == 0 and "name: conv" in chosen.stdout
+    chosen = run_ladd("train", "experiment=example/conv_mdlm", *short, f"run_dir={tmp_path / 'chosen'}", env={**env, "LADD_PLUGINS_BLOCK": "clashing_plugin"})
+    assert chosen.returncode == 0, chosen.stderr
+    assert yaml.safe_load((tmp_path / "chosen" / "config.yaml").read_text())["backbone"]["name"] == "conv"
 
 
 def test_plugin_that_fails_to_import_is_reported_and_others_work(tmp_path):

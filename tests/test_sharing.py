@@ -44,11 +44,10 @@ def test_export_then_import_samples_identically(trained, tmp_path):
     assert torch.equal(original, again)
 
     sampled = run_ladd(
-        "sample", "--model", str(tmp_path / "model"), "--steps", "4", "--num", "32", "--batch-size", "32", "--seed", "7",
-        cwd=tmp_path,
+        "sample", "--model", str(tmp_path / "model"), "--steps", "4", "--num", "32", "--batch-size", "32", "--seed", "7", cwd=tmp_path
     )
     assert sampled.returncode == 0, sampled.stderr
-    assert not (tmp_path / "model" / "samples_4steps.txt").exists(), "an exported model's folder is left as it was"
+    assert not (tmp_path / "model" / "samples_4steps.txt").exists(), "a shared model folder is never written to"
     rows = (tmp_path / "samples_4steps.txt").read_text().split()
     assert torch.equal(torch.tensor([int(v) for v in rows]).view(32, -1), original)
 
@@ -98,6 +97,7 @@ def test_exported_model_naming_a_missing_plugin_is_refused_by_name(trained, tmp_
     assert run_ladd("export", str(run_dir), str(tmp_path)).returncode == 0
     document = json.loads((tmp_path / "config.json").read_text())
     document["components"]["backbone"].update(name="fancy", plugin="fancy_models", distribution="fancy-ladd", version="2.0")
+    document["config"]["backbone"]["name"] = "fancy"
     (tmp_path / "config.json").write_text(json.dumps(document))
     with pytest.raises(LaddError, match="backbone is backbone 'fancy' from plugin 'fancy_models'.*fancy-ladd 2.0.*not installed: pip install 'fancy-ladd==2.0'"):
         registry.from_pretrained(tmp_path)

@@ -187,7 +187,8 @@ def test_hub_sources_read_and_key_the_pinned_revision(monkeypatch):
     monkeypatch.setattr(datasets, "load_dataset", lambda *args, **kwargs: calls.append((args, kwargs)) or [])
     pinned = TextDataset(TextDatasetConfig(source="ptb", tokenizer="gpt2-bpe", revision="abc123"))
     pinned.source._load("train", streaming=False)
-    assert calls == [(("ptb-text-only/ptb_text_only", None), {"split": "train", "streaming": False, "revision": "abc123"})]
+    expected = {"split": "train", "streaming": False, "revision": "abc123", "trust_remote_code": False}
+    assert calls == [(("ptb-text-only/ptb_text_only", None), expected)]
     floating = TextDataset(TextDatasetConfig(source="ptb", tokenizer="gpt2-bpe"))
     assert pinned.fingerprint("train") != floating.fingerprint("train")
 

@@ -3,6 +3,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from registry.errors import InvalidConfigError
+from registry.ranges import check_range
+
 
 @dataclass
 class TransformerConfig:
@@ -14,6 +17,16 @@ class TransformerConfig:
     mlp_ratio: float = 4.0  # MLP hidden width = mlp_ratio * hidden
     dropout: float = 0.1  # residual dropout in training
 
+    def __post_init__(self) -> None:
+        for key in ("hidden", "layers", "heads"):
+            check_range(key, getattr(self, key), 1)
+        check_range("mlp_ratio", self.mlp_ratio, 0, low_open=True)
+        check_range("dropout", self.dropout, 0, 1, high_open=True)
+        if self.hidden % self.heads or (self.hidden // self.heads) % 2:
+            raise InvalidConfigError(
+                f"hidden={self.hidden} must split into heads={self.heads} heads of even width (for RoPE), e.g. hidden=64 heads=4"
+            )
+
 
 @dataclass
 class DiTConfig(TransformerConfig):
@@ -22,6 +35,10 @@ class DiTConfig(TransformerConfig):
     cond_dim: int = 128  # width of the adaLN conditioning vector (time embedding)
     # The paper drops explicit timestep conditioning of the token denoiser; a latent channel is always conditioned.
     token_time_conditioning: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_range("cond_dim", self.cond_dim, 1)
 
 
 @dataclass
@@ -33,3 +50,9 @@ class MLPDenoiserConfig:
     dropout: float = 0.0  # residual dropout in training
     cond_dim: int = 128  # width of the adaLN conditioning vector (time embedding)
     mlp_ratio: float = 4.0  # block hidden width = mlp_ratio * hidden
+
+    def __post_init__(self) -> None:
+        for key in ("hidden", "layers", "cond_dim"):
+            check_range(key, getattr(self, key), 1)
+        check_range("mlp_ratio", self.mlp_ratio, 0, low_open=True)
+        check_range("dropout", self.dropout, 0, 1, high_open=True)

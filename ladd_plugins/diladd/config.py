@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from registry.ranges import check_range
+
 from ..weighting import check_weighting
 
 
@@ -27,4 +29,8 @@ class DiscreteLatentConfig:
                 f"discrete latent needs length >= 1, width >= 1, codebook_size >= 2; "
                 f"got {self.length}, {self.width}, {self.codebook_size}"
             )
+        check_range("decay", self.decay, 0, 1)
+        check_range("commitment", self.commitment, 0)
+        check_range("dead_code_threshold", self.dead_code_threshold, 0)
+        check_range("horizon", self.horizon, 1)
         check_weighting(self.weighting)

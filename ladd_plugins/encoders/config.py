@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from registry.errors import InvalidConfigError
+from registry.ranges import check_range
 
 from ..backbones.config import TransformerConfig
 
@@ -15,6 +16,12 @@ class DiTEncoderConfig(TransformerConfig):
     length: int = 1  # M: latent vectors, read at the M rightmost positions
     width: int = 32  # d_l: width of each latent vector
     input_dropout_max: float = 0.0  # p_r ~ U[0, input_dropout_max]; the paper uses 0.9 when enabled
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_range("length", self.length, 1)
+        check_range("width", self.width, 1)
+        check_range("input_dropout_max", self.input_dropout_max, 0, 1)
 
 
 #: Ways ``PretrainedEncoderConfig.pooling`` reduces S token states to M < S latents.

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from registry.ranges import check_range
+
 
 @dataclass
 class AncestralConfig:
@@ -18,6 +20,9 @@ class JointConfig:
     guidance: float = 1.0  # classifier-free guidance scale on the token channel; 1 turns it off
     fast: bool = True  # exact fast path: token head and draws only at the positions that reveal
 
+    def __post_init__(self) -> None:
+        check_range("guidance", self.guidance, 0)
+
 
 @dataclass
 class SequentialConfig:
@@ -26,3 +31,7 @@ class SequentialConfig:
     latent_steps: int = 100  # T^Y: reverse steps of the latent before the token steps
     guidance: float = 1.0  # classifier-free guidance scale on the token channel; 1 turns it off
     fast: bool = True  # exact fast path: token head and draws only at the positions that reveal
+
+    def __post_init__(self) -> None:
+        check_range("latent_steps", self.latent_steps, 1)
+        check_range("guidance", self.guidance, 0)

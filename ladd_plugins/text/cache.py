@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from registry.errors import LaddError
+
 FORMAT_VERSION = 1
 TOKENS, META = "tokens.bin", "meta.json"
 _WRITE_ROWS = 4096
@@ -57,8 +59,23 @@ def load_or_build(
         count = _write(folder, fingerprint, rows(), seq_len, dtype)
         if count == 0:
             return np.zeros((0, seq_len), dtype=dtype)
-    meta = json.loads((folder / META).read_text())
-    return np.memmap(folder / TOKENS, dtype=meta["dtype"], mode="r", shape=(meta["rows"], meta["seq_len"]))
+    return _open(folder, seq_len)
+
+
+def _open(folder: Path, seq_len: int) -> np.ndarray:
+    """The entry's rows, after checking its description against its token file."""
+    try:
+        meta = json.loads((folder / META).read_text(encoding="utf-8"))
+        rows, dtype = int(meta["rows"]), np.dtype(meta["dtype"])
+        expected = rows * seq_len * dtype.itemsize
+        size = (folder / TOKENS).stat().st_size
+        if meta["seq_len"] != seq_len or size != expected:
+            raise ValueError(f"{TOKENS} holds {size} bytes where {META} describes {expected}")
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise LaddError(
+            f"token cache entry {folder} is damaged ({error}); delete it to rebuild it from the source: rm -r '{folder}'"
+        ) from None
+    return np.memmap(folder / TOKENS, dtype=dtype, mode="r", shape=(rows, seq_len))
 
 
 def _write(folder: Path, fingerprint: dict[str, Any], rows: Iterable[Sequence[int]], seq_len: int, dtype: np.dtype) -> int:

@@ -150,17 +150,23 @@ class LocalFiles(Source):
 
     def _read(self, path: Path) -> list[str]:
         if path.suffix == ".txt":
-            return split_text(path.read_text(encoding="utf-8"), self.txt_documents)
+            return split_text(_utf8(path, path.read_bytes()), self.txt_documents)
         if path.suffix == ".jsonl":
             return list(self._jsonl(path))
         return self._parquet(path)
 
     def _jsonl(self, path: Path) -> Iterator[str]:
-        with path.open(encoding="utf-8") as handle:
-            for number, line in enumerate(handle, 1):
+        with path.open("rb") as handle:
+            for number, raw in enumerate(handle, 1):
+                line = _utf8(path, raw, number)
                 if not line.strip():
                     continue
-                record = json.loads(line)
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as error:
+                    raise LaddError(f"{path}:{number} is not valid JSON ({error.msg} at column {error.colno}); fix or remove that line") from None
+                if not isinstance(record, dict):
+                    raise LaddError(f"{path}:{number} is not a JSON object; each line of a .jsonl file must be one, e.g. {{\"text\": \"...\"}}")
                 if self.text_field not in record:
                     raise LaddError(
                         f"{path}:{number} has no field {self.text_field!r} (it has {', '.join(record)}); "
@@ -169,16 +175,32 @@ class LocalFiles(Source):
                 yield record[self.text_field]
 
     def _parquet(self, path: Path) -> list[str]:
+        import pyarrow
         import pyarrow.parquet as pq
 
-        names = pq.ParquetFile(path).schema_arrow.names
-        if self.text_field not in names:
-            raise LaddError(f"{path} has no column {self.text_field!r} (it has {', '.join(names)}); set dataset.text_field")
-        return pq.read_table(path, columns=[self.text_field]).column(self.text_field).to_pylist()
+        try:
+            names = pq.ParquetFile(path).schema_arrow.names
+            if self.text_field not in names:
+                raise LaddError(f"{path} has no column {self.text_field!r} (it has {', '.join(names)}); set dataset.text_field")
+            return pq.read_table(path, columns=[self.text_field]).column(self.text_field).to_pylist()
+        except (pyarrow.ArrowException, OSError) as error:
+            raise LaddError(f"{path} is not a readable parquet file; replace it or remove it from dataset.source") from error
 
     def fingerprint(self, split: SplitSpec) -> dict[str, Any]:
         files = [[str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns] for p in self.paths]
         return {"files": files, "text_field": self.text_field, "txt_documents": self.txt_documents, "split": str(split)}
+
+
+def _utf8(path: Path, data: bytes, first_line_number: int = 1) -> str:
+    """``data`` (from line ``first_line_number`` of ``path`` on) decoded as UTF-8, or an error naming the line and the fix."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = first_line_number + data[: error.start].count(b"\n")
+        raise LaddError(
+            f"{path}:{line} is not UTF-8 text (byte {data[error.start]:#04x}); convert the file, "
+            f"e.g. iconv -f latin1 -t utf-8"
+        ) from None
 
 
 def split_text(text: str, unit: str) -> list[str]:
@@ -208,7 +230,10 @@ class HubDataset(Source):
         import datasets
 
         try:
-            return datasets.load_dataset(self.path, self.subset, split=split, streaming=streaming, revision=self.revision)
+            # older versions of datasets could run a loading script shipped with the data: never
+            return datasets.load_dataset(
+                self.path, self.subset, split=split, streaming=streaming, revision=self.revision, trust_remote_code=False
+            )
         except OSError as error:  # ConnectionError when offline or unreachable, FileNotFoundError when unknown
             checked = f"{hub_cache()} and {datasets.config.HF_DATASETS_CACHE}"
             raise unavailable("dataset", self._name(), error, "dataset.source (a .txt, .jsonl or .parquet path)", checked) from None
@@ -288,9 +313,11 @@ def local_paths(spec: str) -> list[Path] | None:
     usable = [p for p in paths if p.suffix in LOCAL_SUFFIXES]
     if not usable:
         raise LaddError(f"dataset source {spec!r} names no {'/'.join(LOCAL_SUFFIXES)} file (found {len(paths)} other file(s))")
-    missing = [p for p in usable if not p.is_file()]
-    if missing:
-        raise LaddError(f"dataset source file {missing[0]} does not exist")
+    for p in usable:
+        if not p.exists():
+            raise LaddError(f"dataset source file {p} does not exist")
+        if not p.is_file():
+            raise LaddError(f"dataset source {p} is not a regular file (a device, pipe or folder); ladd reads only regular files")
     return usable
 
 

@@ -80,7 +80,7 @@ def characters(alphabet: str) -> Any:
 
 
 def from_pretrained(name: str) -> Any:
-    """``AutoTokenizer`` for a Hub id, folder or ``pkg:MODULE``, with an actionable error when it is missing."""
+    """``AutoTokenizer`` for a Hub id, folder or ``pkg:NAME``, with an actionable error when it is missing."""
     from transformers import AutoTokenizer
 
     return hub.from_pretrained(AutoTokenizer, "tokenizer", name, "dataset.tokenizer (a folder, or gpt2-bpe)")

@@ -1,0 +1,714 @@
+"""The mistakes and attacks ladd must refuse, each reproduced from the outside (the ``ladd`` command or the public API).
+
+Every case returns an :class:`Outcome` after asserting what must hold besides the message (nothing written, a
+payload not run, a file left untouched). ``tests/test_safety.py`` runs them all, checks that each refusal is one
+line with a non-zero exit code, and writes the table of ``docs/safety.md``.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import resource
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import textwrap
+import time
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import yaml
+from conftest import TINY
+from safetensors.torch import load_file, save_file
+
+import registry
+from registry.cli import main
+from registry.config import compose, to_plain
+from registry.evaluation import token_loss
+from registry.training import load_run, train
+
+ONE_STAGE = "train.stages=[{steps:2}]"
+
+
+@dataclass
+class Outcome:
+    """What the user sees: the exit code (0 for an API call that returned) and the message (or what happened instead)."""
+
+    code: int
+    message: str
+    refused: bool = True
+
+
+@dataclass
+class Case:
+    number: str
+    title: str
+    run: Callable[[Path], Outcome]
+
+
+CASES: list[Case] = []
+
+
+def case(number: str, title: str) -> Callable[[Callable[[Path], Outcome]], Callable[[Path], Outcome]]:
+    """Register a case under its number and a one-line description of the mistake or attack."""
+
+    def register(function: Callable[[Path], Outcome]) -> Callable[[Path], Outcome]:
+        CASES.append(Case(number, title, function))
+        return function
+
+    return register
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def ladd(*args: str, cwd: Path | None = None) -> Outcome:
+    """Run the ``ladd`` command in this process; the outcome holds its exit code and its standard error."""
+    out, err = io.StringIO(), io.StringIO()
+    argv, here = list(sys.argv), Path.cwd()
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(list(args))
+            except SystemExit as stop:
+                code = int(stop.code or 0)
+    finally:
+        sys.argv[:] = argv
+        os.chdir(here)
+    return Outcome(code, err.getvalue().strip())
+
+
+def ladd_process(*args: str, env: dict[str, str] | None = None, limit_file_size: int | None = None) -> Outcome:
+    """Run ``ladd`` in a fresh interpreter (for plugin discovery, concurrency and resource limits)."""
+
+    def limits() -> None:
+        if limit_file_size is not None:  # a disk that fills up: writes past the limit fail with EFBIG
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit_file_size, limit_file_size))
+
+    done = subprocess.run(
+        [sys.executable, "-m", "registry.cli", *args], capture_output=True, text=True, timeout=600,
+        env={**os.environ, **(env or {})}, preexec_fn=limits,
+    )
+    return Outcome(done.returncode, _ladd_lines(done.stderr))
+
+
+def _ladd_lines(stderr: str) -> str:
+    """ladd's own message lines of a subprocess's standard error (Lightning's progress notes left out)."""
+    return "\n".join(line for line in stderr.splitlines() if line.startswith("ladd: ") or "Traceback" in line)
+
+
+def api(call: Callable[[], object]) -> Outcome:
+    """Call the public Python API: a refusal is a LaddError with one line."""
+    try:
+        call()
+    except registry.LaddError as error:
+        return Outcome(1, f"LaddError: {error}")
+    return Outcome(0, "(no error)", refused=False)
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    """Every file's bytes (and every link's target) under ``folder``: equal snapshots mean nothing was written."""
+    found = {}
+    for path in sorted(folder.rglob("*")):
+        key = str(path.relative_to(folder))
+        found[key] = os.readlink(path).encode() if path.is_symlink() else path.read_bytes() if path.is_file() else b"<dir>"
+    return found
+
+
+_TRAINED: dict[tuple[str, ...], Path] = {}
+
+
+def trained(root: Path, name: str, *overrides: str) -> Path:
+    """A finished tiny run (the default binary sawtooth MDLM unless overridden) copied to ``root/name``; each setup trains once."""
+    if overrides not in _TRAINED:
+        reg = registry.load()
+        original = root / f".trained{len(_TRAINED)}"
+        train(compose([*TINY, ONE_STAGE, *overrides], reg), original, reg)
+        _TRAINED[overrides] = original
+    run_dir = root / name
+    shutil.copytree(_TRAINED[overrides], run_dir)
+    return run_dir
+
+
+def in_progress(root: Path, name: str) -> Path:
+    """A run interrupted in its stage: a checkpoint but no final weights."""
+    run_dir = trained(root, name, "train.checkpoint_every=1")
+    (run_dir / "checkpoints" / "stage1" / "final.safetensors").unlink()
+    (run_dir / "model.safetensors").unlink()
+    return run_dir
+
+
+def exported(root: Path, name: str) -> Path:
+    run_dir = trained(root, f"{name}_run")
+    assert ladd("export", str(run_dir), str(root / name)).code == 0
+    return root / name
+
+
+def text_overrides(root: Path) -> list[str]:
+    """A character-level text setup over a local file (offline)."""
+    corpus = root / "corpus.txt"
+    if not corpus.exists():
+        corpus.write_text("the cat sat on the mat\n\nthe dog ate the bone\n\n" * 20)
+    return [
+        "~experiment", "dataset=text", "dataset.tokenizer=text8", "dataset.seq_len=16", "dataset.progress=false",
+        f"dataset.cache_dir={root / 'cache'}", f"dataset.source={corpus}", "metric=entropy",
+        "+dataset.split_map={train: 'train', validation: 'train', test: 'train'}",
+    ]
+
+
+def text_dataset(root: Path, **options: str) -> dict:
+    """The text dataset's config node (as saved in run folders and exports), with ``options`` changed."""
+    node = to_plain(compose(text_overrides(root), registry.load()))["dataset"]
+    return {**node, **options}
+
+
+def payload(root: Path) -> tuple[str, Path]:
+    """A module on sys.path that would create a marker file when imported."""
+    marker = root / "payload_ran"
+    (root / "ladd_test_payload.py").write_text(f"import pathlib\npathlib.Path({str(marker)!r}).touch()\n")
+    sys.path.insert(0, str(root))
+    return "ladd_test_payload", marker
+
+
+def fake_distribution(root: Path, folder_name: str, metadata_name: str, entry_point: str) -> str:
+    """An installed distribution whose entry point ``entry_point`` (group ``ladd``) would replace a built-in component."""
+    root.mkdir(parents=True, exist_ok=True)
+    module = f"{folder_name}_module"
+    (root / f"{module}.py").write_text(textwrap.dedent("""
+        from registry import ComponentSpec, hookimpl
+
+        @hookimpl
+        def ladd_components():
+            return [ComponentSpec("schedule", "hijacked", "math:sqrt")]
+    """))
+    info = root / f"{folder_name}-9.9.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {metadata_name}\nVersion: 9.9\n")
+    (info / "entry_points.txt").write_text(f"[ladd]\n{entry_point} = {module}\n")
+    return str(root)
+
+
+# ---------------------------------------------------------------- code execution and file writes from shared material
+
+
+@case("1a", "an exported model's config.json names `pkg:MODULE` as its tokenizer; loaded with `registry.from_pretrained`")
+def shared_model_names_a_module(root: Path) -> Outcome:
+    module, marker = payload(root)
+    model = exported(root, "model")
+    name_a_module(model, f"pkg:{module}", root)
+    outcome = api(lambda: registry.from_pretrained(model))
+    assert not marker.exists(), "the module named by the config was imported"
+    return outcome
+
+
+def name_a_module(model: Path, tokenizer: str, root: Path) -> None:
+    """Edit an exported model into a text model whose tokenizer is ``tokenizer``, consistently in config and components."""
+    document = json.loads((model / "config.json").read_text())
+    document["config"]["dataset"] = text_dataset(root, tokenizer=tokenizer)
+    document["components"]["dataset"]["name"] = "text"
+    (model / "config.json").write_text(json.dumps(document))
+
+
+@case("1b", "the same shared model sampled with `ladd sample --model`")
+def shared_model_sampled(root: Path) -> Outcome:
+    module, marker = payload(root)
+    model = exported(root, "model")
+    name_a_module(model, f"pkg:{module}", root)
+    outcome = ladd("sample", "--model", str(model), "--steps", "2", "--num", "2", cwd=root)
+    assert not marker.exists(), "the module named by the config was imported"
+    return outcome
+
+
+@case("1c", "a shared run folder whose config.yaml says `tokenizer: pkg:this` (the Zen of Python); `ladd sample RUN`")
+def shared_run_names_a_module(root: Path) -> Outcome:
+    run_dir = trained(root, "run")
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    config["dataset"] = text_dataset(root, tokenizer="pkg:this")
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(config))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        outcome = ladd("sample", str(run_dir), "--steps", "2", "--num", "2", cwd=root)
+    assert "Zen of Python" not in out.getvalue() and "Beautiful is better" not in outcome.message
+    return outcome
+
+
+@case("1d", "`ladd train dataset.tokenizer=pkg:MODULE` (a config naming a module to import)")
+def train_names_a_module(root: Path) -> Outcome:
+    module, marker = payload(root)
+    outcome = ladd("train", *TINY, ONE_STAGE, *text_overrides(root), f"dataset.tokenizer=pkg:{module}", f"run_dir={root / 'run'}")
+    assert not marker.exists() and not (root / "run").exists()
+    return outcome
+
+
+@case("2a", "a shared model folder holds a link `samples_2steps.txt` to a file of the user's; `ladd sample --model` (default output)")
+def planted_link_default_output(root: Path) -> Outcome:
+    model = exported(root, "model")
+    victim = root / "victim.txt"
+    victim.write_text("precious")
+    (model / "samples_2steps.txt").symlink_to(victim)
+    work = root / "work"
+    work.mkdir()
+    outcome = ladd("sample", "--model", str(model), "--steps", "2", "--num", "2", cwd=work)
+    assert outcome.code == 0 and victim.read_text() == "precious" and (work / "samples_2steps.txt").is_file()
+    return Outcome(0, "samples go to the current folder (or --out); the model folder and the linked file are untouched", refused=False)
+
+
+@case("2b", "`ladd sample --out LINK` where LINK is a symbolic link to a file of the user's")
+def planted_link_as_output(root: Path) -> Outcome:
+    model = exported(root, "model")
+    victim = root / "victim.txt"
+    victim.write_text("precious")
+    (root / "out.txt").symlink_to(victim)
+    outcome = ladd("sample", "--model", str(model), "--steps", "2", "--num", "2", "--out", str(root / "out.txt"))
+    assert victim.read_text() == "precious"
+    return outcome
+
+
+@case("2c", "a shared run folder holds a link `eval_mdlm.json` to a file of the user's; `ladd eval RUN`")
+def planted_link_in_run(root: Path) -> Outcome:
+    run_dir = trained(root, "run")
+    victim = root / "victim.txt"
+    victim.write_text("precious")
+    (run_dir / "eval_mdlm.json").symlink_to(victim)
+    outcome = ladd("eval", str(run_dir), "--budgets", "1", "--num-samples", "4", "--batch-size", "4", "--loss-batches", "1")
+    assert victim.read_text() == "precious"
+    return outcome
+
+
+@case("2d", "a run folder holds a planted link (`logs/stage1/metrics.csv`) and training resumes into it")
+def planted_link_resumed(root: Path) -> Outcome:
+    run_dir = in_progress(root, "run")
+    victim = root / "victim.txt"
+    victim.write_text("precious")
+    target = run_dir / "logs" / "stage1" / "metrics.csv"
+    target.unlink()
+    target.symlink_to(victim)
+    before = snapshot(run_dir)
+    outcome = ladd("train", "experiment=binsaw/mdlm_cpu", *TINY, ONE_STAGE, "train.checkpoint_every=1", f"run_dir={run_dir}")
+    assert snapshot(run_dir) == before and victim.read_text() == "precious"
+    return outcome
+
+
+@case("3", "a preset sets Hydra's job logging to a `FileHandler` with `mode: w` on a file of the user's")
+def preset_logging_handler(root: Path) -> Outcome:
+    victim = root / "victim.txt"
+    victim.write_text("precious")
+    presets = root / "presets" / "experiment"
+    presets.mkdir(parents=True)
+    (presets / "evil.yaml").write_text(textwrap.dedent(f"""
+        # @package _global_
+        defaults:
+          - binsaw/mdlm_cpu
+        hydra:
+          job_logging:
+            version: 1
+            handlers:
+              file: {{class: logging.FileHandler, filename: {victim}, mode: w}}
+            root: {{handlers: [file], level: INFO}}
+          callbacks:
+            evil: {{_target_: os.system, command: "touch {root / 'callback_ran'}"}}
+    """))
+    outcome = ladd("train", f"hydra.searchpath=[file://{root / 'presets'}]", "experiment=evil", *TINY, ONE_STAGE, f"run_dir={root / 'run'}")
+    assert outcome.code == 0, outcome.message
+    assert victim.read_text() == "precious" and not (root / "callback_ran").exists() and not (root / "run" / ".hydra").exists()
+    return Outcome(0, "trains; ladd runs none of Hydra's runtime, so the handler and callback are never created", refused=False)
+
+
+@case("4a", "a preset reads a secret with `${oc.env:SECRET}` (it would be saved into config.yaml, config.json and the card)")
+def preset_reads_secret(root: Path) -> Outcome:
+    presets = root / "presets" / "experiment"
+    presets.mkdir(parents=True)
+    (presets / "leaky.yaml").write_text("# @package _global_\ndefaults:\n  - binsaw/mdlm_cpu\nmethod: ${oc.env:LADD_TEST_SECRET}\n")
+    os.environ["LADD_TEST_SECRET"] = "hunter2"
+    try:
+        outcome = ladd("train", f"hydra.searchpath=[file://{root / 'presets'}]", "experiment=leaky", *TINY, f"run_dir={root / 'run'}")
+    finally:
+        del os.environ["LADD_TEST_SECRET"]
+    assert not (root / "run").exists() and "hunter2" not in outcome.message
+    return outcome
+
+
+@case("4b", "`ladd export` of a run trained at an absolute `run_dir` (and with absolute data paths)")
+def export_absolute_paths(root: Path) -> Outcome:
+    run_dir = trained(root, "run")
+    outcome = ladd("export", str(run_dir), str(root / "model"))
+    assert outcome.code == 0, outcome.message
+    shared = (root / "model" / "config.json").read_text() + (root / "model" / "README.md").read_text()
+    run_dir_field = json.loads((root / "model" / "config.json").read_text())["config"]["run_dir"]
+    assert str(root) not in shared and not run_dir_field.startswith("/")
+    return Outcome(0, "exports; absolute local paths are cut to their last part (run_dir keeps only the run folder's name)", refused=False)
+
+
+@case("5a", "a third-party distribution calling itself `ladd` (METADATA `Name: ladd`) with `LADD_DISABLE_PLUGIN_AUTOLOAD=1`")
+def fake_ladd_distribution(root: Path) -> Outcome:
+    path = fake_distribution(root / "site", "evil_dist", "ladd", "evil")
+    env = {**os.environ, "PYTHONPATH": path, "LADD_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    shown = subprocess.run([sys.executable, "-m", "registry.cli", "plugins"], capture_output=True, text=True, env=env)
+    line = next(row for row in shown.stdout.splitlines() if row.startswith("evil "))
+    assert shown.returncode == 0 and "BLOCKED: autoloading disabled" in line and "builtin" in shown.stdout
+    return Outcome(0, f"not loaded: `ladd plugins` shows `{' '.join(line.split()[3:])}`", refused=False)
+
+
+@case("5b", "a third-party entry point named `builtin` (with `LADD_PLUGINS_ALLOW=other`, then with no control set)")
+def entry_point_named_builtin(root: Path) -> Outcome:
+    path = fake_distribution(root / "site", "evil_dist", "evil", "builtin")
+    env = {**os.environ, "PYTHONPATH": path}
+    allowed = subprocess.run([sys.executable, "-m", "registry.cli", "list-components", "--kind", "schedule"],
+                             capture_output=True, text=True, env={**env, "LADD_PLUGINS_ALLOW": "other"})
+    assert "hijacked" not in allowed.stdout and "linear" in allowed.stdout
+    unset = subprocess.run([sys.executable, "-m", "registry.cli", "list-components", "--kind", "schedule"],
+                           capture_output=True, text=True, env=env)
+    assert "hijacked" not in unset.stdout and "linear" in unset.stdout, "the built-ins were replaced"
+    return Outcome(0, f"built-ins stay; reported: `{unset.stderr.strip().splitlines()[-1]}`", refused=False)
+
+
+@case("5c", "`LADD_DISABLE_PLUGIN_AUTOLOAD=maybe` (a value ladd does not understand)")
+def unknown_switch_value(root: Path) -> Outcome:
+    return ladd_process("list-components", env={"LADD_DISABLE_PLUGIN_AUTOLOAD": "maybe"})
+
+
+@case("6", "a tokenizer folder with its own Python code (`auto_map`), which transformers would offer to run")
+def tokenizer_with_code(root: Path) -> Outcome:
+    folder, marker = code_folder(root)
+    outcome = ladd("train", *TINY, ONE_STAGE, *text_overrides(root), f"dataset.tokenizer={folder}", f"run_dir={root / 'run'}")
+    assert not marker.exists() and not (root / "run").exists()
+    return outcome
+
+
+def code_folder(root: Path) -> tuple[Path, Path]:
+    """A model and tokenizer folder that ships code creating a marker file when run."""
+    folder, marker = root / "remote_code", root / "remote_code_ran"
+    folder.mkdir()
+    (folder / "tokenizer_config.json").write_text(json.dumps({"auto_map": {"AutoTokenizer": ["payload.Tokenizer", None]}}))
+    (folder / "config.json").write_text(json.dumps({"model_type": "payload", "auto_map": {"AutoModel": "payload.Model", "AutoConfig": "payload.Config"}}))
+    (folder / "payload.py").write_text(f"import pathlib\npathlib.Path({str(marker)!r}).touch()\n")
+    return folder, marker
+
+
+# ---------------------------------------------------------------- run folders overwritten or mixed
+
+
+@case("7a", "training a finished run again with another lr and seed")
+def retrain_finished(root: Path) -> Outcome:
+    run_dir = trained(root, "run")
+    before = snapshot(run_dir)
+    outcome = ladd("train", "experiment=binsaw/mdlm_cpu", *TINY, ONE_STAGE, "train.lr=3e-3", "seed=7", f"run_dir={run_dir}")
+    assert snapshot(run_dir) == before
+    return outcome
+
+
+@case("7b", "training a finished run again with another architecture")
+def retrain_other_architecture(root: Path) -> Outcome:
+    run_dir = trained(root, "run")
+    before = snapshot(run_dir)
+    outcome = ladd("train", "experiment=binsaw/mdlm_cpu", *TINY, ONE_STAGE, "backbone.hidden=32", f"run_dir={run_dir}")
+    assert snapshot(run_dir) == before and ladd("sample", str(run_dir), "--steps", "2", "--num", "2", cwd=root).code == 0
+    return outcome
+
+
+@case("7c", "resuming a run in progress with another lr and batch size")
+def resume_with_changes(root: Path) -> Outcome:
+    run_dir = in_progress(root, "run")
+    before = snapshot(run_dir)
+    changed = ["experiment=binsaw/mdlm_cpu", *TINY, ONE_STAGE, "train.checkpoint_every=1", "train.lr=3e-3", "train.batch_size=8"]
+    outcome = ladd("train", *changed, f"run_dir={run_dir}")
+    assert snapshot(run_dir) == before
+    accepted = ladd("train", "--allow-changes", *changed, f"run_dir={run_dir}")
+    assert accepted.code == 0, accepted.message
+    recorded = json.loads((run_dir / "run.json").read_text())["changes"][-1]["changes"]
+    assert recorded == ["train.batch_size: 16 -> 8", "train.lr: 0.001 -> 0.003"], recorded
+    return outcome
+
+
+@case("7d", "a `run_dir` that is not a run: a folder of the user's with config.yaml, metrics.csv, model.safetensors")
+def foreign_folder(root: Path) -> Outcome:
+    folder = root / "mine"
+    folder.mkdir()
+    for name in ("config.yaml", "metrics.csv", "model.safetensors"):
+        (folder / name).write_text(f"my own {name}\n")
+    before = snapshot(folder)
+    outcome = ladd("train", *TINY, ONE_STAGE, f"run_dir={folder}")
+    assert snapshot(folder) == before
+    return outcome
+
+
+@case("7e", "two `ladd train` processes on one run folder at the same time")
+def concurrent_trainings(root: Path) -> Outcome:
+    run_dir = root / "run"
+    args = ["train", "experiment=binsaw/mdlm_cpu", *TINY, "train.stages=[{steps:60}]", f"run_dir={run_dir}"]
+    first = subprocess.Popen([sys.executable, "-m", "registry.cli", *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not (run_dir / "run.json").exists() and first.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    second = ladd(*args)
+    _, stderr = first.communicate(timeout=600)
+    assert first.returncode == 0, stderr
+    steps = [line.split(",")[:2] for line in (run_dir / "metrics.csv").read_text().splitlines()[1:]]
+    assert len(steps) == len(set(map(tuple, steps))) == 60, "a step was logged twice"
+    return second
+
+
+@case("7f", "`ladd export RUN FOLDER` into a folder that already holds files")
+def export_over_files(root: Path) -> Outcome:
+    run_dir = trained(root, "run")
+    folder = root / "mine"
+    folder.mkdir()
+    (folder / "config.json").write_text("my own config\n")
+    before = snapshot(folder)
+    outcome = ladd("export", str(run_dir), str(folder))
+    assert snapshot(folder) == before
+    assert ladd("export", "--overwrite", str(run_dir), str(folder)).code == 0
+    return outcome
+
+
+@case("7g", "a config refused at assembly (`sampler=joint` without a latent) in a new run folder")
+def refused_config_writes_nothing(root: Path) -> Outcome:
+    outcome = ladd("train", *TINY, ONE_STAGE, "sampler=joint", f"run_dir={root / 'run'}")
+    assert not (root / "run").exists()
+    return outcome
+
+
+# ---------------------------------------------------------------- corruption
+
+
+@case("8a", "64 bytes overwritten inside `last.ckpt`'s tensor data, then training resumes")
+def bit_rot_checkpoint(root: Path) -> Outcome:
+    run_dir = in_progress(root, "run")
+    last = run_dir / "checkpoints" / "stage1" / "last.ckpt"
+    overwrite_tensor_data(last)
+    before = snapshot(run_dir)
+    outcome = ladd("train", "experiment=binsaw/mdlm_cpu", *TINY, ONE_STAGE, "train.checkpoint_every=1", f"run_dir={run_dir}")
+    assert snapshot(run_dir) == before
+    return outcome
+
+
+def overwrite_tensor_data(checkpoint: Path) -> None:
+    """Flip every bit of 64 bytes in the middle of the largest tensor record of a torch checkpoint (a zip archive)."""
+    with zipfile.ZipFile(checkpoint) as archive:
+        record = max(archive.infolist(), key=lambda info: info.file_size)
+    data = bytearray(checkpoint.read_bytes())
+    name_length, extra_length = struct.unpack("<HH", data[record.header_offset + 26 : record.header_offset + 30])
+    middle = record.header_offset + 30 + name_length + extra_length + record.file_size // 2
+    data[middle : middle + 64] = bytes(b ^ 0xFF for b in data[middle : middle + 64])
+    checkpoint.write_bytes(bytes(data))
+
+
+@case("8b", "64 bytes overwritten inside a run's `model.safetensors`, then `ladd sample RUN`")
+def bit_rot_weights(root: Path) -> Outcome:
+    run_dir = trained(root, "run")
+    weights = run_dir / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-200:-136] = bytes(b ^ 0xFF for b in data[-200:-136])
+    weights.write_bytes(bytes(data))
+    return ladd("sample", str(run_dir), "--steps", "2", "--num", "2", cwd=root)
+
+
+@case("8c", "an exported model whose weights were converted to float16")
+def weights_of_another_dtype(root: Path) -> Outcome:
+    model = exported(root, "model")
+    tensors = {name: tensor.half() if tensor.is_floating_point() else tensor for name, tensor in load_file(model / "model.safetensors").items()}
+    save_file(tensors, model / "model.safetensors")
+    return api(lambda: registry.from_pretrained(model))
+
+
+@case("8d", "an exported model whose weights were converted to int64")
+def weights_of_another_integer_dtype(root: Path) -> Outcome:
+    model = exported(root, "model")
+    tensors = {name: tensor.to(torch.int64) for name, tensor in load_file(model / "model.safetensors").items()}
+    save_file(tensors, model / "model.safetensors")
+    return api(lambda: registry.from_pretrained(model))
+
+
+# ---------------------------------------------------------------- values: one clear line each
+
+
+def _refused_value(*overrides: str) -> Callable[[Path], Outcome]:
+    def run(root: Path) -> Outcome:
+        outcome = ladd("train", *TINY, ONE_STAGE, *overrides, f"run_dir={root / 'run'}")
+        assert not (root / "run").exists(), "a refused config wrote into its run folder"
+        return outcome
+
+    return run
+
+
+for _number, _title, _overrides in [
+    ("9a", "a stage of zero steps", ["train.stages=[{steps:0}]"]),
+    ("9b", "a stage of negative steps", ["train.stages=[{steps:-5}]"]),
+    ("9c", "`trainer.max_steps=-1` (Lightning: train forever)", ["trainer.max_steps=-1"]),
+    ("9d", "`train.stages=[]` (no training at all)", ["train.stages=[]"]),
+    ("9e", "`+foo=1` (an unknown key added with +)", ["+foo=1"]),
+    ("9f", "`train.batch_size=0`", ["train.batch_size=0"]),
+    ("9g", "`backbone.layers=0`", ["backbone.layers=0"]),
+    ("9h", "`backbone.hidden=0`", ["backbone.hidden=0"]),
+    ("9i", "`train.lr=-1`", ["train.lr=-1"]),
+    ("9j", "`train.lr=nan`", ["train.lr=nan"]),
+    ("9k", "`train.ema_decay=2`", ["train.ema_decay=2"]),
+    ("9l", "`train.betas=[0.9,1.5]`", ["train.betas=[0.9,1.5]"]),
+    ("9m", "`backbone.dropout=1.5`", ["backbone.dropout=1.5"]),
+    ("9n", "`backbone.heads=5` with hidden 64 (heads must divide hidden)", ["backbone.heads=5"]),
+    ("9o", "`train.precision=fp8` (an unknown precision)", ["train.precision=fp8"]),
+    ("9p", "`train.devices=0`", ["train.devices=0"]),
+    ("9q", "`train.checkpoint_every=0`", ["train.checkpoint_every=0"]),
+    ("9r", "`dataset.seq_len=1000000` (cannot fit in memory)", ["dataset.seq_len=1000000"]),
+]:
+    case(_number, _title)(_refused_value(*_overrides))
+
+
+@case("9s", "`ladd sample RUN --steps 0`")
+def sample_zero_steps(root: Path) -> Outcome:
+    return ladd("sample", str(root), "--steps", "0")
+
+
+@case("9t", "`ladd sample RUN --batch-size 0`")
+def sample_zero_batch(root: Path) -> Outcome:
+    return ladd("sample", str(root), "--batch-size", "0")
+
+
+@case("9u", "`ladd sample RUN --num -1`")
+def sample_negative_count(root: Path) -> Outcome:
+    return ladd("sample", str(root), "--num", "-1")
+
+
+# ---------------------------------------------------------------- the machine: disk, permissions
+
+
+@case("10a", "the disk fills up while training (writes past 200 kB fail)")
+def disk_full(root: Path) -> Outcome:
+    run_dir = root / "run"
+    outcome = ladd_process("train", *TINY, ONE_STAGE, f"run_dir={run_dir}", limit_file_size=200_000)
+    assert not [p for p in run_dir.rglob("*") if p.name.endswith(".partial")], "a partial file was left behind"
+    return outcome
+
+
+@case("10b", "a run folder that cannot be created (its parent is a file)")
+def unwritable_run_folder(root: Path) -> Outcome:
+    (root / "file").write_text("not a folder\n")
+    return ladd("train", *TINY, ONE_STAGE, f"run_dir={root / 'file' / 'run'}")
+
+
+# ---------------------------------------------------------------- data
+
+
+def _text_refusal(write: Callable[[Path], Path]) -> Callable[[Path], Outcome]:
+    def run(root: Path) -> Outcome:
+        source = write(root)
+        overrides = [o for o in text_overrides(root) if not o.startswith("dataset.source=")]
+        outcome = ladd("train", *TINY, ONE_STAGE, *overrides, f"dataset.source={source}", f"run_dir={root / 'run'}")
+        assert not (root / "run").exists()
+        return outcome
+
+    return run
+
+
+def _latin1(root: Path) -> Path:
+    (root / "latin1.txt").write_bytes("the cat sat\n\ncaf\u00e9 au lait\n".encode("latin-1"))
+    return root / "latin1.txt"
+
+
+def _bad_jsonl(root: Path) -> Path:
+    (root / "data.jsonl").write_text('{"text": "the cat"}\n{"text": "the dog"\n')
+    return root / "data.jsonl"
+
+
+def _bad_parquet(root: Path) -> Path:
+    (root / "data.parquet").write_bytes(b"PAR1 this is not parquet")
+    return root / "data.parquet"
+
+
+def _device(root: Path) -> Path:
+    (root / "zero.txt").symlink_to("/dev/zero")
+    return root / "zero.txt"
+
+
+case("11a", "a `.txt` corpus that is not UTF-8 (Latin-1)")(_text_refusal(_latin1))
+case("11b", "a `.jsonl` corpus with a malformed line")(_text_refusal(_bad_jsonl))
+case("11c", "a `.parquet` file that is not parquet")(_text_refusal(_bad_parquet))
+case("11d", "a `.txt` corpus that is a link to a device (`/dev/zero`)")(_text_refusal(_device))
+
+
+@case("11e", "a token cache entry whose tokens.bin was truncated; `ladd eval RUN`")
+def damaged_token_cache(root: Path) -> Outcome:
+    run_dir = trained(root, "run", *text_overrides(root))
+    for tokens in (root / "cache").rglob("tokens.bin"):
+        tokens.write_bytes(tokens.read_bytes()[:10])
+    return ladd("eval", str(run_dir), "--budgets", "1", "--num-samples", "2", "--batch-size", "2", "--loss-batches", "1")
+
+
+@case("11f", "held-out data with token ids outside the vocabulary (`evaluation.token_loss`)")
+def held_out_out_of_vocabulary(root: Path) -> Outcome:
+    experiment, _ = load_run(trained(root, "run"), registry.load())
+    batches = experiment.dataset.batches
+
+    def poisoned(batch_size: int, seed: int, split: str = "train"):
+        for batch in batches(batch_size, seed, split):
+            yield batch.fill_(7) if split == "validation" else batch
+
+    experiment.dataset.batches = poisoned
+    return api(lambda: token_loss(experiment, 1, 4, 0))
+
+
+@case("11g", "a prompt containing the mask token's text (`--prompt 'the <|mask|>'`)")
+def prompt_with_mask_text(root: Path) -> Outcome:
+    run_dir = trained(root, "run", *text_overrides(root))
+    experiment, _ = load_run(run_dir, registry.load())
+    from registry.prompts import fixed_tokens
+
+    fixed = fixed_tokens(experiment.dataset, 1, "the <|mask|>")
+    mask = experiment.dataset.vocab_size
+    prompt_length = int((fixed[0] != mask).sum())
+    assert prompt_length == len("the <|mask|>"), "the mask token's text became a mask"
+    return Outcome(0, "the text is read as plain text (each character a token), as in training data; no position becomes a mask", refused=False)
+
+
+# ---------------------------------------------------------------- damaged or edited shared files
+
+
+@case("12a", "an exported model whose `model.safetensors` header is damaged")
+def damaged_header(root: Path) -> Outcome:
+    model = exported(root, "model")
+    data = bytearray((model / "model.safetensors").read_bytes())
+    data[8:40] = b"#" * 32
+    (model / "model.safetensors").write_bytes(bytes(data))
+    return ladd("sample", "--model", str(model), "--steps", "2", "--num", "2", cwd=root)
+
+
+@case("12b", "an exported model whose `config.json` is not JSON")
+def config_not_json(root: Path) -> Outcome:
+    model = exported(root, "model")
+    (model / "config.json").write_text("{not json")
+    return ladd("sample", "--model", str(model), "--steps", "2", "--num", "2", cwd=root)
+
+
+@case("12c", "an exported model whose `config.json` lacks `components`")
+def config_without_components(root: Path) -> Outcome:
+    model = exported(root, "model")
+    document = json.loads((model / "config.json").read_text())
+    del document["components"]
+    (model / "config.json").write_text(json.dumps(document))
+    return ladd("sample", "--model", str(model), "--steps", "2", "--num", "2", cwd=root)
+
+
+@case("12d", "an exported model whose `components` contradict its `config` (another backbone)")
+def components_contradict_config(root: Path) -> Outcome:
+    model = exported(root, "model")
+    document = json.loads((model / "config.json").read_text())
+    document["components"]["backbone"]["name"] = "mmdit"
+    (model / "config.json").write_text(json.dumps(document))
+    return ladd("sample", "--model", str(model), "--steps", "2", "--num", "2", cwd=root)
+
+
+@case("12e", "a run in progress whose `metrics.csv` was replaced by a file of other columns")
+def foreign_metrics(root: Path) -> Outcome:
+    run_dir = in_progress(root, "run")
+    (run_dir / "metrics.csv").write_text("epoch,accuracy\n1,0.5\n")
+    return ladd("train", "experiment=binsaw/mdlm_cpu", *TINY, ONE_STAGE, "train.checkpoint_every=1", f"run_dir={run_dir}")
