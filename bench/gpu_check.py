@@ -28,6 +28,7 @@ from registry.assembly import build_experiment
 from registry.config import compose, to_plain
 from registry.evaluation import inference_precision
 from registry.training import METRICS_FILE, LaddModule, train
+from step import optimisation_step
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "experiment"
 QWEN3_ROWS = 151_670  # Qwen3's tokenizer with ladd's mask: K = 151,669 real tokens
@@ -171,12 +172,7 @@ def sync_rows(reg: registry.Registry, scratch: Path) -> list[dict]:
         x0 = next(iter(experiment.dataset.batches(cfg["train"]["batch_size"], 0, "train"))).to(device)
 
         def step() -> None:
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
-                loss = model.loss(x0)["loss"]
-            loss.backward()
-            module.configure_gradient_clipping(optimizer)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+            optimisation_step(model, module, optimizer, x0)
 
         step()  # the first step allocates optimiser state
         generator = torch.Generator(device=device).manual_seed(0)

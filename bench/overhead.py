@@ -23,6 +23,7 @@ import registry
 from registry.assembly import build_experiment
 from registry.config import compose, to_plain
 from registry.training import METRICS_FILE, LaddModule, train
+from step import optimisation_step
 
 #: (label, overrides): small enough that the loop, not the arithmetic, is what is measured on a CPU
 CASES = {
@@ -54,11 +55,7 @@ def bare_loop(cfg: dict, steps: int, reg: registry.Registry) -> float:
     stream = experiment.dataset.batches(cfg["train"]["batch_size"], cfg["seed"] + 1, "train")
     start = 0.0
     for step in range(1, steps + 1):
-        x0 = next(stream).to(model.device, non_blocking=True)
-        model.loss(x0)["loss"].backward()
-        module.configure_gradient_clipping(optimizer)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        optimisation_step(model, module, optimizer, next(stream).to(model.device, non_blocking=True))
         if step == WARMUP:
             if model.device.type == "cuda":
                 torch.cuda.synchronize()

@@ -29,6 +29,7 @@ from registry.flops import head_macs, transformer_macs
 from registry.interfaces import Channels
 from registry.model import DiffusionModel, Objective
 from registry.training import LaddModule
+from step import optimisation_step
 
 SIZES = {  # paper Table model_sizes_and_configs; the vocabulary is Qwen3's with the mask
     "full": {"vocab": 151_670, "seq": 128, "batch": 64, "mdlm": (1024, 13, 16, 256), "ladd": (768, 12, 12, 128), "m": 32},
@@ -95,17 +96,9 @@ def train_section(kind: str, size: dict, reg, device, peak: float, compile_model
     optimizer = module.configure_optimizers()["optimizer"]
     x0 = torch.randint(size["vocab"] - 1, (size["batch"], size["seq"]), device=device)
 
-    def step() -> None:
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
-            loss = model.loss(x0)["loss"]
-        loss.backward()
-        module.configure_gradient_clipping(optimizer)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
-    seconds = timed(step, device, 3 if tiny else 20)
+    seconds = timed(lambda: optimisation_step(model, module, optimizer, x0), device, 3 if tiny else 20)
     flops = 3 * forward_flops(model) * size["batch"]
     return {
         "model": kind, "compile": compile_model, "head_rows": "masked" if rows_only else "all", "tokens_per_s": size["batch"] * size["seq"] / seconds,
