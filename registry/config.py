@@ -14,6 +14,7 @@ from ._component import Component
 from ._registry import Registry
 from .assembly import SLOTS
 from .errors import InvalidConfigError, did_you_mean
+from .lr_schedules import SCHEDULES
 from .model import Objective
 from .ranges import check_choice, check_each, check_range
 from .safety import check_config, check_interpolations
@@ -23,6 +24,7 @@ PRIMARY_CONFIG = "train"
 #: Precisions of training (Lightning's names) and of the networks at inference; "auto" picks per device.
 TRAIN_PRECISIONS = ("auto", "32-true", "bf16-mixed", "16-mixed", "bf16-true", "16-true", "64-true")
 INFERENCE_PRECISIONS = ("auto", "bf16-mixed", "32-true")
+OPTIMIZERS = ("adamw", "adam")
 #: seeds stay within the 32-bit range Lightning and NumPy accept, with room for the per-stage offsets
 MAX_SEED = 2**31 - 1
 UNKNOWN_KEY = "no such option (misspelt, or an option of another component?)"
@@ -59,10 +61,13 @@ class TrainConfig:
 
     batch_size: int = 256  # the global batch: split evenly over all processes (devices x nodes)
     stages: list[StageConfig] = field(default_factory=lambda: [StageConfig()])
+    optimizer: str = "adamw"  # adamw (decoupled weight decay) or adam (weight decay added to the gradient)
     lr: float = 1e-3
     weight_decay: float = 0.01
     betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
-    warmup_steps: int = 500
+    warmup_steps: int = 500  # linear warm-up of every stage
+    lr_schedule: str = "constant"  # after the warm-up: constant, linear or cosine decay over the stage's steps
+    min_lr_ratio: float = 0.0  # linear and cosine decay end at min_lr_ratio * lr
     ema_decay: float = 0.99
     grad_clip: float = 1.0
     precision: str = "auto"  # auto: bf16-mixed on GPU, 32-true on CPU
@@ -79,6 +84,9 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         check_range("train.batch_size", self.batch_size, 1)
+        check_choice("train.optimizer", self.optimizer, OPTIMIZERS)
+        check_choice("train.lr_schedule", self.lr_schedule, SCHEDULES)
+        check_range("train.min_lr_ratio", self.min_lr_ratio, 0, 1)
         if not self.stages:
             raise InvalidConfigError("train.stages=[] is not valid: a run needs at least one stage, e.g. train.stages=[{steps:1000}]")
         check_range("train.lr", self.lr, 0, low_open=True)

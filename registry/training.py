@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 import logging
@@ -36,6 +37,7 @@ from .distributed import Shard, step_seed
 from .errors import InvalidConfigError, LaddError, first_line
 from .files import replacing, write_text
 from .interfaces import Dataset, batches_from
+from .lr_schedules import lr_factor
 from .memory import check_fits
 from .model import DiffusionModel
 from .runs import COMPONENTS_FILE, CONFIG_FILE, WEIGHTS_FILE, RunFolder
@@ -46,6 +48,7 @@ METRICS_FILE = "metrics.csv"
 METRICS_COLUMNS = ("stage", "step", "loss", "token", "latent", "aux", "seconds")
 #: bytes of an activation under each precision (the mixed and half ones: 2)
 _VALUE_BYTES = {"32-true": 4, "64-true": 8}
+OPTIMIZERS = {"adamw": torch.optim.AdamW, "adam": torch.optim.Adam}
 STAGE_WEIGHTS = "final.safetensors"  # a finished stage's EMA weights, the next stage's starting point
 
 
@@ -122,20 +125,22 @@ class LaddModule(L.LightningModule):
     def configure_optimizers(self) -> Any:
         cfg = self.train_cfg
         params = [p for p in self.model.parameters() if p.requires_grad]
-        optimizer = torch.optim.AdamW(
+        optimizer = OPTIMIZERS[cfg["optimizer"]](
             params,
             lr=cfg["lr"],
             betas=tuple(cfg["betas"]),
             weight_decay=cfg["weight_decay"],
             fused=_fused_adamw(cfg, params[0].device, _precision(cfg["precision"])),
         )
-        warmup = max(1, int(cfg["warmup_steps"]))
-        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / warmup))
+        # a stage's length is its Trainer's; a module used outside a Trainer (benchmarks) has none, and needs none when constant
+        total = self.trainer.max_steps if self._trainer is not None else 0
+        factor = functools.partial(lr_factor, warmup=cfg["warmup_steps"], total=total, schedule=cfg["lr_schedule"], min_ratio=cfg["min_lr_ratio"])
+        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 
 
 def _fused_adamw(cfg: dict[str, Any], device: torch.device, precision: str) -> bool:
-    """Whether AdamW runs fused: ``train.fused_adamw``, or on CUDA when unset; never with 16-mixed's gradient scaler."""
+    """Whether the optimiser (AdamW or Adam) runs fused: ``train.fused_adamw``, or on CUDA when unset; never with 16-mixed's gradient scaler."""
     wanted = cfg["fused_adamw"]
     if precision == "16-mixed":
         if wanted:
