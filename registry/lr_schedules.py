@@ -15,17 +15,26 @@ from __future__ import annotations
 
 import math
 
-SCHEDULES = ("constant", "linear", "cosine")
+def _constant(progress: float, min_ratio: float) -> float:
+    return 1.0
+
+
+def _linear(progress: float, min_ratio: float) -> float:
+    return 1.0 - (1.0 - min_ratio) * progress
+
+
+def _cosine(progress: float, min_ratio: float) -> float:
+    return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+_DECAYS = {"constant": _constant, "linear": _linear, "cosine": _cosine}
+SCHEDULES = tuple(_DECAYS)
 
 
 def lr_factor(step: int, warmup: int, total: int, schedule: str, min_ratio: float = 0.0) -> float:
     """The factor of the base learning rate at 0-based ``step`` of a stage of ``total`` steps."""
+    if schedule not in _DECAYS:
+        raise ValueError(f"unknown learning-rate schedule {schedule!r}; valid: {', '.join(SCHEDULES)}")
     warm = min(1.0, (step + 1) / max(1, warmup))
-    if schedule == "constant":
-        return warm
     progress = min(1.0, max(0.0, (step - warmup) / (total - warmup))) if total > warmup else 0.0
-    if schedule == "linear":
-        return warm * (1.0 - (1.0 - min_ratio) * progress)
-    if schedule == "cosine":
-        return warm * (min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress)))
-    raise ValueError(f"unknown learning-rate schedule {schedule!r}; valid: {', '.join(SCHEDULES)}")
+    return warm * _DECAYS[schedule](progress, min_ratio)
