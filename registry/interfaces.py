@@ -129,6 +129,9 @@ class Latent(Process, nn.Module):
 
     length: int
     width: int
+    #: False when the null latent is no valid target of ``loss`` (e.g. all mask ids): such a latent refuses
+    #: ``objective.latent_loss_on_dropped``, which would make it one
+    null_is_target: bool = True
 
     @abstractmethod
     def encode(self, features: Tensor) -> LatentCode:

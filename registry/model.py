@@ -28,7 +28,10 @@ class Objective:
     """How the latent channel is trained: ``L = L^x + lambda_latent L^y + L_aux`` (App. C)."""
 
     lambda_latent: float = 1.0
-    p_cfg: float = 0.0  # classifier-free latent dropout: y0 replaced by the null latent
+    p_cfg: float = 0.0  # classifier-free latent dropout: y0 replaced by the null latent for the token loss
+    # True: rows dropped by p_cfg stay in the latent loss with the null latent as target, so the latent
+    # denoiser learns to generate it. False (the authors' choice): the latent loss averages over the kept rows.
+    latent_loss_on_dropped: bool = False
     # tied: t_y = t_x; independent: t_y drawn independently; clean: tokens see y0 (sequential training)
     latent_time: str = "tied"
     # noise draws per clean latent for a separate latent denoiser: more latent training at almost no cost
@@ -49,6 +52,19 @@ class Objective:
 def _where_batch(condition: Tensor, a: Tensor, b: Tensor) -> Tensor:
     """Per-sample select between two batched tensors of any trailing shape."""
     return torch.where(condition.view(-1, *([1] * (a.dim() - 1))), a, b)
+
+
+def kept_row_weights(dropped: Tensor) -> Tensor:
+    """Row weights whose mean over the batch is the mean over the rows not ``dropped`` (all zero if every row is).
+
+    Computed on the global batch, so that ranks averaging their own rows' weighted means still average over all kept rows.
+    """
+    kept = (~dropped).float()
+    return kept * (kept.numel() / kept.sum().clamp(min=1.0))
+
+
+def _weighted_mean(values: Tensor, weights: Tensor | None) -> Tensor:
+    return values.mean() if weights is None else (values * weights).mean()
 
 
 class DiffusionModel(nn.Module, DenoiserModel):
@@ -141,17 +157,22 @@ class DiffusionModel(nn.Module, DenoiserModel):
 
         with own_noise(shard, device):
             code = self.latent.encode(self.encoder(x0, x_t == mask_id(self.vocab_size)))
-        y0 = code.y0
+        y0, target, weights = code.y0, code.y0, None
         if self.training and self.objective.p_cfg > 0:
-            dropped = take(shard, torch.rand(batch, generator=generator, device=device) < self.objective.p_cfg)
+            dropped_all = torch.rand(batch, generator=generator, device=device) < self.objective.p_cfg
+            dropped = take(shard, dropped_all)
             y0 = _where_batch(dropped, self.latent.null(y0.shape[0], device).to(y0.dtype), y0)
+            if self.objective.latent_loss_on_dropped:
+                target = y0
+            else:
+                weights = take(shard, kept_row_weights(dropped_all))
         tau_y, y_t = self._token_side_latent(y0, tau_all, generator, shard)
         with own_noise(shard, device):
             token, latent_prediction = self._token_loss(x0, x_t, tau_x, self.latent.backbone_input(y_t, code), tau_y)
         terms = {"token": token.mean()}
         total = terms["token"]
         if self.objective.lambda_latent > 0:
-            terms["latent"] = self._latent_loss(y0, y_t, tau_y, latent_prediction, code, generator, shard)
+            terms["latent"] = self._latent_loss(target, weights, y_t, tau_y, latent_prediction, code, generator, shard)
             total = total + self.objective.lambda_latent * terms["latent"]
         if code.aux_loss is not None and code.aux_loss.requires_grad:
             terms["aux"] = code.aux_loss
@@ -193,10 +214,19 @@ class DiffusionModel(nn.Module, DenoiserModel):
         return take(shard, tau_y), take(shard, self.latent.corrupt(spread(shard, y0), tau_y, generator))
 
     def _latent_loss(
-        self, y0: Tensor, y_t: Tensor, tau_y: Tensor, prediction: Tensor, code: LatentCode, generator: torch.Generator | None, shard: Shard | None
+        self,
+        y0: Tensor,
+        weights: Tensor | None,
+        y_t: Tensor,
+        tau_y: Tensor,
+        prediction: Tensor,
+        code: LatentCode,
+        generator: torch.Generator | None,
+        shard: Shard | None,
     ) -> Tensor:
+        """The latent term: the latent's per-row loss, averaged with ``weights`` per row (None: equal weights)."""
         if self.latent_backbone is None:
-            return self.latent.loss(prediction, y0, y_t, tau_y).mean()
+            return _weighted_mean(self.latent.loss(prediction, y0, y_t, tau_y), weights)
         repeats = self.objective.latent_repeats
         y0 = y0.repeat_interleave(repeats, dim=0)
         if code.embedding is not None:
@@ -207,4 +237,6 @@ class DiffusionModel(nn.Module, DenoiserModel):
         tau = take(shard, tau_all, repeats)
         with own_noise(shard, y0.device):
             prediction = self.latent_backbone(None, None, self.latent.backbone_input(y_noisy, code), tau).latent
-        return self.latent.loss(prediction, y0, y_noisy, tau).mean()
+        if weights is not None:
+            weights = weights.repeat_interleave(repeats, dim=0)
+        return _weighted_mean(self.latent.loss(prediction, y0, y_noisy, tau), weights)
