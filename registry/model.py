@@ -151,11 +151,11 @@ class DiffusionModel(nn.Module, DenoiserModel):
         x_t = take(shard, self.process.corrupt(x0, tau_all, generator))
         x0, tau_x = take(shard, x0), take(shard, tau_all)
         if not self.has_latent:
-            with own_noise(shard, device):
+            with own_noise(shard, device, generator):
                 token = self._token_loss(x0, x_t, tau_x, None, None)[0].mean()
             return {"loss": token, "token": token}
 
-        with own_noise(shard, device):
+        with own_noise(shard, device, generator):
             code = self.latent.encode(self.encoder(x0, x_t == mask_id(self.vocab_size)))
         y0, target, weights = code.y0, code.y0, None
         if self.training and self.objective.p_cfg > 0:
@@ -167,7 +167,7 @@ class DiffusionModel(nn.Module, DenoiserModel):
             else:
                 weights = take(shard, kept_row_weights(dropped_all))
         tau_y, y_t = self._token_side_latent(y0, tau_all, generator, shard)
-        with own_noise(shard, device):
+        with own_noise(shard, device, generator):
             token, latent_prediction = self._token_loss(x0, x_t, tau_x, self.latent.backbone_input(y_t, code), tau_y)
         terms = {"token": token.mean()}
         total = terms["token"]
@@ -185,14 +185,17 @@ class DiffusionModel(nn.Module, DenoiserModel):
         batch, device = x0.shape[0], x0.device
         tau_x = draw_times(batch, self.process.horizon, generator, device)
         x_t = self.process.corrupt(x0, tau_x, generator)
-        if not self.has_latent:
-            return self._token_loss(x0, x_t, tau_x, None, None)[0]
-        y0 = self.latent.encode(self.encoder(x0)).y0
-        if clean_latent:
-            tau_y, y_t = torch.zeros_like(tau_x), y0
-        else:
-            tau_y, y_t = tau_x, self.latent.corrupt(y0, tau_x, generator)
-        return self._token_loss(x0, x_t, tau_x, self.latent.backbone_input(y_t), tau_y)[0]
+        y_in, tau_y = None, None
+        if self.has_latent:
+            with own_noise(None, device, generator):
+                y0 = self.latent.encode(self.encoder(x0)).y0
+            if clean_latent:
+                tau_y, y_t = torch.zeros_like(tau_x), y0
+            else:
+                tau_y, y_t = tau_x, self.latent.corrupt(y0, tau_x, generator)
+            y_in = self.latent.backbone_input(y_t)
+        with own_noise(None, device, generator):
+            return self._token_loss(x0, x_t, tau_x, y_in, tau_y)[0]
 
     def _token_loss(self, x0: Tensor, x_t: Tensor, tau_x: Tensor, y_in: Tensor | None, tau_y: Tensor | None) -> tuple[Tensor, Tensor | None]:
         """Per-sample token loss and the backbone's latent prediction (the head applied at the loss rows only if asked)."""
@@ -235,7 +238,7 @@ class DiffusionModel(nn.Module, DenoiserModel):
         tau_all = draw_times(y_all.shape[0], self.latent.horizon, generator, y0.device)
         y_noisy = take(shard, self.latent.corrupt(y_all, tau_all, generator), repeats)
         tau = take(shard, tau_all, repeats)
-        with own_noise(shard, y0.device):
+        with own_noise(shard, y0.device, generator):
             prediction = self.latent_backbone(None, None, self.latent.backbone_input(y_noisy, code), tau).latent
         if weights is not None:
             weights = weights.repeat_interleave(repeats, dim=0)
