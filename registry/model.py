@@ -105,12 +105,15 @@ class DiffusionModel(nn.Module, DenoiserModel):
         return not self.backbone.token_time_conditioned
 
     def freeze_encoder(self) -> None:
-        """Stage 2: the encoder and the latent's own parameters (e.g. a VQ codebook) stop learning."""
+        """Stage 2: the encoder stops learning; the latent's own state keeps training (e.g. a VQ's codebook and mask vector).
+
+        The paper freezes the encoder and optimises the full objective, quantiser loss included; the authors'
+        code freezes the encoder module alone and keeps the quantiser (EMA codebook, learned mask vector) training.
+        """
         self.encoder_frozen = True
-        for module in (self.encoder, self.latent):
-            if module is not None:
-                module.requires_grad_(False)
-                module.eval()
+        if self.encoder is not None:
+            self.encoder.requires_grad_(False)
+            self.encoder.eval()
 
     def compile_backbones(self, mode: str | None = None) -> None:
         """``torch.compile`` the denoising backbones in place: parameter names, the EMA and checkpoints are unchanged."""
@@ -120,10 +123,8 @@ class DiffusionModel(nn.Module, DenoiserModel):
 
     def train(self, mode: bool = True) -> DiffusionModel:
         super().train(mode)
-        if self.encoder_frozen:
-            for module in (self.encoder, self.latent):
-                if module is not None:
-                    module.eval()
+        if self.encoder_frozen and self.encoder is not None:
+            self.encoder.eval()
         return self
 
     def predict(self, x_t: Tensor, tau_x: Tensor, y_t: Tensor | None, tau_y: Tensor | None) -> Denoised:

@@ -1,4 +1,4 @@
-"""The latent term of the objective: its scale against closed forms, and classifier-free dropout."""
+"""The latent term of the objective: its scale against closed forms, classifier-free dropout, Stage 2's freezing."""
 from __future__ import annotations
 
 import csv
@@ -7,12 +7,13 @@ import math
 import pytest
 import torch
 from conftest import TINY, TWO_STAGES
+from safetensors.torch import load_file
 
 import registry
 from registry.assembly import build_experiment
 from registry.config import compose, to_plain
 from registry.interfaces import Denoised
-from registry.training import train
+from registry.training import WEIGHTS_FILE, train
 
 WIDTH = 32  # d_l of the sawtooth presets
 
@@ -89,3 +90,17 @@ def test_a_null_latent_target_that_no_loss_can_take_is_refused_before_training(r
     cfg = to_plain(compose(["experiment=binsaw/diladd_joint_cpu", "objective.p_cfg=0.15", "objective.latent_loss_on_dropped=true"], reg))
     with pytest.raises(registry.IncompatibleComponentsError, match="latent_loss_on_dropped=true.*'discrete'"):
         build_experiment(cfg, reg)
+
+
+def test_stage_two_freezes_the_encoder_and_keeps_training_the_quantiser(reg, tmp_path):
+    """As the authors do: the encoder is frozen, the VQ's learned mask vector and EMA codebook keep training."""
+    experiment = train(compose(["experiment=binsaw/diladd_joint_cpu", *TINY, TWO_STAGES], reg), tmp_path, reg)
+    stage1 = load_file(tmp_path / "checkpoints" / "stage1" / "final.safetensors")
+    final = load_file(tmp_path / WEIGHTS_FILE)
+    encoder = [name for name in final if name.startswith("encoder.")]
+    assert encoder and all(torch.equal(final[name], stage1[name]) for name in encoder)
+    assert not torch.equal(final["latent.mask_vector"], stage1["latent.mask_vector"])
+    codebook = [name for name in final if name.startswith("latent.quantizer.") and "embed" in name]
+    assert codebook and any(not torch.equal(final[name], stage1[name]) for name in codebook)
+    assert experiment.model.latent.mask_vector.requires_grad
+    assert not any(p.requires_grad for p in experiment.model.encoder.parameters())
