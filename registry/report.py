@@ -67,7 +67,8 @@ def plot(results: list[EvalResult], metric: str, path: Path) -> Path:
     floor = _floor(results)
     if floor is not None:
         level, spread = floor.data_floor[metric], floor.data_floor_spread.get(metric, 0.0)
-        ax.axhline(level, color="grey", linestyle="--", label=f"data vs data ({floor.floor_draws} draws)")
+        label = f"data vs data ({floor.floor_draws} draws, mean ± std)" if spread else "data vs data"
+        ax.axhline(level, color="grey", linestyle="--", label=label)
         if spread:
             ax.axhspan(level - spread, level + spread, color="grey", alpha=0.2)
     ax.set_xscale("log", base=2)
