@@ -125,7 +125,7 @@ def spread(shard: Shard | None, local: Tensor, per_row: int = 1) -> Tensor:
 
 
 def own_noise(shard: Shard | None, device: torch.device, generator: torch.Generator | None = None) -> AbstractContextManager[None]:
-    """The stream that draws inside components (dropout, encoder noise, VQ restarts) take from torch's global RNG.
+    """Where torch's global RNG points while components draw inside it (dropout, posterior noise, VQ restarts).
 
     ``shard.own_noise`` under a shard; without one, a stream seeded from ``generator`` (so the result is a
     function of the caller's generator alone, and the global RNG is left as it was); with neither, the
