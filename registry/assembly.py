@@ -109,6 +109,13 @@ def _check_latent_side(latent: Latent, encoder: Any, objective: Objective, cfg: 
             f"encoder produces {encoder.length} x {encoder.width} features but latent {cfg['latent']['name']!r} "
             f"expects {latent.length} x {latent.width} (set encoder.length/width to match latent.length/width)"
         )
+    trains_latent = any(stage.get("lambda_latent", 0) > 0 for stage in (cfg.get("train") or {}).get("stages") or [])
+    if objective.p_cfg > 0 and objective.latent_loss_on_dropped and trains_latent and not latent.null_is_target:
+        raise IncompatibleComponentsError(
+            f"objective.latent_loss_on_dropped=true makes the null latent a target of the latent loss, but latent "
+            f"{cfg['latent']['name']!r} has a null latent that no loss can target; leave it false (rows dropped by "
+            f"objective.p_cfg then stay out of the latent loss) or set objective.p_cfg=0"
+        )
 
 
 def check_installed(components: dict[str, dict[str, Any]], registry: Registry, owner: str) -> None:

@@ -153,7 +153,7 @@ def _eval(args: argparse.Namespace, registry: Registry) -> None:
     eval_cfg = dict(cfg["eval"])
     if args.budgets:
         eval_cfg["budgets"] = args.budgets
-    for key in ("num_samples", "batch_size", "loss_batches", "precision"):
+    for key in ("num_samples", "batch_size", "loss_batches", "precision", "repeats", "floor_draws"):
         if getattr(args, key):
             eval_cfg[key] = getattr(args, key)
     if args.sampler:
@@ -332,6 +332,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=_positive, help="samples per sampler call (default: eval.batch_size)")
     p.add_argument("--loss-batches", type=_positive, help="held-out batches for L^x (default: eval.loss_batches)")
     p.add_argument("--precision", help="the networks' precision: auto, bf16-mixed or 32-true (default: eval.precision)")
+    p.add_argument("--repeats", type=int, help="sample sets per budget, each against its own reference draw (default: eval.repeats)")
+    p.add_argument("--floor-draws", type=int, help="data-vs-data pairs behind the data floor (default: eval.floor_draws)")
     p.add_argument("--sampler", help="evaluate with another registered sampler (e.g. the same model sampled sequentially)")
     p.add_argument("--sampler-option", action="append", default=[], metavar="KEY=VALUE", help="option of --sampler")
     p.add_argument("--method", help="label in tables (default: the run's method)")

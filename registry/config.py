@@ -129,6 +129,8 @@ class EvalConfig:
     loss_batches: int = 8
     seed: int = 1234
     precision: str = "auto"  # the networks at inference: auto (bf16-mixed on CUDA, 32-true elsewhere), bf16-mixed, 32-true
+    repeats: int = 1  # sample sets per budget, each from its own seeds against its own reference draw: mean and spread
+    floor_draws: int = 1  # independent data-vs-data pairs behind the metric's data floor: mean and spread
 
     def __post_init__(self) -> None:
         check_range("eval.num_samples", self.num_samples, 1)

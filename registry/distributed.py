@@ -124,9 +124,19 @@ def spread(shard: Shard | None, local: Tensor, per_row: int = 1) -> Tensor:
     return local if shard is None else shard.spread(local, per_row)
 
 
-def own_noise(shard: Shard | None, device: torch.device) -> AbstractContextManager[None]:
-    """``shard.own_noise``; nothing without a shard (one process's forward passes draw from the main stream)."""
-    return nullcontext() if shard is None else shard.own_noise(device)
+def own_noise(shard: Shard | None, device: torch.device, generator: torch.Generator | None = None) -> AbstractContextManager[None]:
+    """Where torch's global RNG points while components draw inside it (dropout, posterior noise, VQ restarts).
+
+    ``shard.own_noise`` under a shard; without one, a stream seeded from ``generator`` (so the result is a
+    function of the caller's generator alone, and the global RNG is left as it was); with neither, the
+    global stream itself (training seeds it and checkpoints restore it).
+    """
+    if shard is not None:
+        return shard.own_noise(device)
+    if generator is None:
+        return nullcontext()
+    seed = int(torch.randint(1 << 62, (), generator=generator, device=generator.device))
+    return _seeded(seed, device)
 
 
 def step_seed(seed: int, stage: int, step: int) -> int:

@@ -24,6 +24,8 @@ from .files import write_text
 
 #: Seed distance between sample chunks (and loss batches): far beyond the step budgets added to the seed.
 _CHUNK_SEED_STRIDE = 1_000_003
+#: Seed distance between evaluation repeats: far beyond the chunks of any sample set.
+_REPEAT_SEED_STRIDE = 1_000_000_007
 
 
 @contextlib.contextmanager
@@ -37,11 +39,12 @@ def inference_precision(device: torch.device, precision: str) -> Iterator[None]:
 
 @dataclass
 class BudgetScore:
-    """The metric's named scores at one token-step budget, with the network calls it took per sample."""
+    """The metric's named scores at one token-step budget (means over the repeats), their spread, the network calls per sample."""
 
     steps: int
     network_calls: int
     scores: dict[str, float]
+    spread: dict[str, float] = field(default_factory=dict)  # standard deviation over the repeats (none for one)
 
 
 @dataclass
@@ -52,9 +55,12 @@ class EvalResult:
     metric: str
     token_loss: float
     scores: list[BudgetScore] = field(default_factory=list)
-    data_floor: dict[str, float] | None = None  # the scores of a second data draw: the best reachable
+    data_floor: dict[str, float] | None = None  # mean score of independent data draws against the references
+    data_floor_spread: dict[str, float] = field(default_factory=dict)  # its standard deviation over the draws
     oracle_token_loss: float | None = None  # exact optimum when the data model is known
     lower_is_better: bool = True  # of the headline score
+    repeats: int = 1  # independent sample sets (each against its own reference draw) per budget
+    floor_draws: int = 1  # data-vs-data pairs behind data_floor
 
     @property
     def token_perplexity(self) -> float:
@@ -70,12 +76,16 @@ class EvalResult:
         """The JSON result at ``path`` and the CSV of its scores beside it."""
         return Path(path), Path(path).with_suffix(".csv")
 
+    def spreads(self) -> list[float | None]:
+        """The headline score's spread at each budget of :meth:`curve` (None with one repeat)."""
+        return [s.spread.get(self.metric) for s in self.scores]
+
     def save(self, path: str | Path) -> Path:
         """Write the result as JSON (and its scores as CSV beside it)."""
         result, scores = self.files(path)
         write_text(result, json.dumps(asdict(self), indent=2))
-        names = list(self.scores[0].scores) if self.scores else [self.metric]
-        rows = [{"steps": s.steps, "network_calls": s.network_calls, **s.scores} for s in self.scores]
+        names = score_columns(self.scores, self.metric)
+        rows = [{"steps": s.steps, "network_calls": s.network_calls, **score_cells(s)} for s in self.scores]
         write_csv(scores, ["steps", "network_calls", *names], rows)
         return result
 
@@ -91,6 +101,27 @@ class EvalResult:
             return cls(**data)
         except (ValueError, TypeError, KeyError) as error:
             raise LaddError(f"{path} is not an evaluation result written by `ladd eval` ({first_line(error)})") from None
+
+
+def score_cells(score: BudgetScore) -> dict[str, float]:
+    """A budget's scores and, as ``NAME_std``, their spreads: one CSV row's values."""
+    return {**score.scores, **{f"{name}_std": value for name, value in score.spread.items()}}
+
+
+def score_columns(scores: list[BudgetScore], metric: str) -> list[str]:
+    """The CSV columns of :func:`score_cells` for a list of budgets, in first-seen order."""
+    names = list(dict.fromkeys(name for s in scores for name in score_cells(s)))
+    return names or [metric]
+
+
+def mean_and_spread(draws: list[dict[str, float]]) -> tuple[dict[str, float], dict[str, float]]:
+    """Per-score mean over ``draws`` and sample standard deviation (left out for a single draw)."""
+    names = list(draws[0])
+    mean = {k: math.fsum(d[k] for d in draws) / len(draws) for k in names}
+    if len(draws) < 2:
+        return mean, {}
+    spread = {k: math.sqrt(math.fsum((d[k] - mean[k]) ** 2 for d in draws) / (len(draws) - 1)) for k in names}
+    return mean, spread
 
 
 def write_csv(path: Path, columns: list[str], rows: list[dict[str, Any]]) -> None:
@@ -157,18 +188,34 @@ def sample(
 
 
 def evaluate(experiment: Experiment, method: str, eval_cfg: dict[str, Any], progress: bool = True) -> EvalResult:
-    """L^x on held-out data and the metric at every budget in ``eval_cfg['budgets']``."""
-    seed, n, precision = eval_cfg["seed"], eval_cfg["num_samples"], eval_cfg.get("precision", "auto")  # runs older than the option lack it
+    """L^x on held-out data and the metric at every budget in ``eval_cfg['budgets']``.
+
+    Repeat ``r`` (of ``eval.repeats``) draws its reference set and its samples from seeds of its own; the
+    data floor compares ``eval.floor_draws`` further data draws with the references of those seeds, so
+    the floor and the scores come with their spread over independent draws.
+    """
+    n, precision = eval_cfg["num_samples"], eval_cfg.get("precision", "auto")  # runs older than the option lack it
+    repeats, floor_draws = eval_cfg.get("repeats", 1), eval_cfg.get("floor_draws", 1)
+    if repeats < 1 or floor_draws < 1:
+        raise InvalidConfigError(f"eval.repeats={repeats} and eval.floor_draws={floor_draws} must be at least 1")
+    seeds = [eval_cfg["seed"] + r * _REPEAT_SEED_STRIDE for r in range(max(repeats, floor_draws))]
     result = EvalResult(
         method,
         experiment.metric.primary,
-        token_loss(experiment, eval_cfg["loss_batches"], eval_cfg["batch_size"], seed, precision),
+        token_loss(experiment, eval_cfg["loss_batches"], eval_cfg["batch_size"], seeds[0], precision),
         oracle_token_loss=experiment.dataset.oracle_token_loss(),
         lower_is_better=experiment.metric.lower_is_better,
+        repeats=repeats,
+        floor_draws=floor_draws,
     )
-    reference = next(checked_batches(experiment.dataset, n, seed, "test"))
-    result.data_floor = experiment.metric(next(checked_batches(experiment.dataset, n, seed, "floor")), reference)
+    references = [next(checked_batches(experiment.dataset, n, seed, "test")) for seed in seeds]
+    floors = [experiment.metric(next(checked_batches(experiment.dataset, n, seed, "floor")), ref) for seed, ref in zip(seeds[:floor_draws], references)]
+    result.data_floor, result.data_floor_spread = mean_and_spread(floors)
     for steps in tqdm(eval_cfg["budgets"], desc=f"evaluating {method}", disable=not progress):
-        samples, calls = sample(experiment, n, int(steps), eval_cfg["batch_size"], seed + int(steps), precision=precision)
-        result.scores.append(BudgetScore(int(steps), calls, experiment.metric(samples, reference)))
+        draws, calls = [], 0
+        for seed, reference in zip(seeds[:repeats], references):
+            samples, calls = sample(experiment, n, int(steps), eval_cfg["batch_size"], seed + int(steps), precision=precision)
+            draws.append(experiment.metric(samples, reference))
+        scores, spread = mean_and_spread(draws)
+        result.scores.append(BudgetScore(int(steps), calls, scores, spread))
     return result

@@ -165,7 +165,7 @@ def _latent_round(latent: Latent, process: Any, registry: Registry) -> None:
         ProbeBackbone(Channels(0, 0, latent)),
     )
     _train_step(sequential, "a training step of a sequential model (separate latent denoiser)")
-    _check_frozen(joint)  # last: freezing reaches the latent module both models share
+    _check_stage2(joint)  # last: the frozen encoder is shared with the sequential model
     _sample_with(joint, registry, lambda s: s.requires_latent and not s.conditions_on_clean_latent)
     _sample_with(sequential, registry, lambda s: s.requires_latent and s.conditions_on_clean_latent)
 
@@ -197,13 +197,10 @@ def _train_step(model: DiffusionModel, what: str) -> None:
         optimizer.step()
 
 
-def _check_frozen(model: DiffusionModel) -> None:
-    """After ``freeze_encoder`` (Stage 2) a training step leaves the latent module's parameters and buffers alone."""
+def _check_stage2(model: DiffusionModel) -> None:
+    """A Stage 2 training step (``freeze_encoder``: the encoder frozen, the latent still learning) runs with finite loss terms."""
     model.freeze_encoder()
-    before = {k: v.clone() for k, v in model.latent.state_dict().items()}
-    _train_step(model, "a training step with the encoder and latent frozen (Stage 2)")
-    changed = [k for k, v in model.latent.state_dict().items() if not torch.equal(v, before[k])]
-    _expect(not changed, f"Stage 2 freezes the latent module, but a training step changed {', '.join(changed)}")
+    _train_step(model, "a Stage 2 training step (encoder frozen)")
 
 
 def _sample_with(model: DiffusionModel, registry: Registry, accept: Callable[[Sampler], bool]) -> None:

@@ -126,11 +126,16 @@ class LatentCode:
 class Latent(Process, nn.Module):
     """A latent channel: turns encoder features into ``y0`` and diffuses it with its own process.
 
-    ``length`` is M (0 means no latent channel: MDLM); ``width`` is d_l.
+    ``length`` is M (0 means no latent channel: MDLM); ``width`` is d_l. Random draws inside ``encode``
+    (and inside encoders' and backbones' forward passes) use torch's global RNG: the core seeds it from
+    the caller's generator around those calls, so a component needs no generator of its own there.
     """
 
     length: int
     width: int
+    #: False when the null latent is no valid target of ``loss`` (e.g. all mask ids): such a latent refuses
+    #: ``objective.latent_loss_on_dropped``, which would make it one
+    null_is_target: bool = True
 
     @abstractmethod
     def encode(self, features: Tensor) -> LatentCode:

@@ -28,7 +28,10 @@ class Objective:
     """How the latent channel is trained: ``L = L^x + lambda_latent L^y + L_aux`` (App. C)."""
 
     lambda_latent: float = 1.0
-    p_cfg: float = 0.0  # classifier-free latent dropout: y0 replaced by the null latent
+    p_cfg: float = 0.0  # classifier-free latent dropout: y0 replaced by the null latent for the token loss
+    # True: rows dropped by p_cfg stay in the latent loss with the null latent as target, so the latent
+    # denoiser learns to generate it. False (the authors' choice): the latent loss averages over the kept rows.
+    latent_loss_on_dropped: bool = False
     # tied: t_y = t_x; independent: t_y drawn independently; clean: tokens see y0 (sequential training)
     latent_time: str = "tied"
     # noise draws per clean latent for a separate latent denoiser: more latent training at almost no cost
@@ -49,6 +52,19 @@ class Objective:
 def _where_batch(condition: Tensor, a: Tensor, b: Tensor) -> Tensor:
     """Per-sample select between two batched tensors of any trailing shape."""
     return torch.where(condition.view(-1, *([1] * (a.dim() - 1))), a, b)
+
+
+def kept_row_weights(dropped: Tensor) -> Tensor:
+    """Row weights whose mean over the batch is the mean over the rows not ``dropped`` (all zero if every row is).
+
+    Computed on the global batch, so that ranks averaging their own rows' weighted means still average over all kept rows.
+    """
+    kept = (~dropped).float()
+    return kept * (kept.numel() / kept.sum().clamp(min=1.0))
+
+
+def _weighted_mean(values: Tensor, weights: Tensor | None) -> Tensor:
+    return values.mean() if weights is None else (values * weights).mean()
 
 
 class DiffusionModel(nn.Module, DenoiserModel):
@@ -89,12 +105,15 @@ class DiffusionModel(nn.Module, DenoiserModel):
         return not self.backbone.token_time_conditioned
 
     def freeze_encoder(self) -> None:
-        """Stage 2: the encoder and the latent's own parameters (e.g. a VQ codebook) stop learning."""
+        """Stage 2: the encoder stops learning; the latent's own state keeps training (e.g. a VQ's codebook and mask vector).
+
+        The paper freezes the encoder and optimises the full objective, quantiser loss included; the authors'
+        code freezes the encoder module alone and keeps the quantiser (EMA codebook, learned mask vector) training.
+        """
         self.encoder_frozen = True
-        for module in (self.encoder, self.latent):
-            if module is not None:
-                module.requires_grad_(False)
-                module.eval()
+        if self.encoder is not None:
+            self.encoder.requires_grad_(False)
+            self.encoder.eval()
 
     def compile_backbones(self, mode: str | None = None) -> None:
         """``torch.compile`` the denoising backbones in place: parameter names, the EMA and checkpoints are unchanged."""
@@ -104,10 +123,8 @@ class DiffusionModel(nn.Module, DenoiserModel):
 
     def train(self, mode: bool = True) -> DiffusionModel:
         super().train(mode)
-        if self.encoder_frozen:
-            for module in (self.encoder, self.latent):
-                if module is not None:
-                    module.eval()
+        if self.encoder_frozen and self.encoder is not None:
+            self.encoder.eval()
         return self
 
     def predict(self, x_t: Tensor, tau_x: Tensor, y_t: Tensor | None, tau_y: Tensor | None) -> Denoised:
@@ -135,23 +152,28 @@ class DiffusionModel(nn.Module, DenoiserModel):
         x_t = take(shard, self.process.corrupt(x0, tau_all, generator))
         x0, tau_x = take(shard, x0), take(shard, tau_all)
         if not self.has_latent:
-            with own_noise(shard, device):
+            with own_noise(shard, device, generator):
                 token = self._token_loss(x0, x_t, tau_x, None, None)[0].mean()
             return {"loss": token, "token": token}
 
-        with own_noise(shard, device):
+        with own_noise(shard, device, generator):
             code = self.latent.encode(self.encoder(x0, x_t == mask_id(self.vocab_size)))
-        y0 = code.y0
+        y0, target, weights = code.y0, code.y0, None
         if self.training and self.objective.p_cfg > 0:
-            dropped = take(shard, torch.rand(batch, generator=generator, device=device) < self.objective.p_cfg)
+            dropped_all = torch.rand(batch, generator=generator, device=device) < self.objective.p_cfg
+            dropped = take(shard, dropped_all)
             y0 = _where_batch(dropped, self.latent.null(y0.shape[0], device).to(y0.dtype), y0)
+            if self.objective.latent_loss_on_dropped:
+                target = y0
+            else:
+                weights = take(shard, kept_row_weights(dropped_all))
         tau_y, y_t = self._token_side_latent(y0, tau_all, generator, shard)
-        with own_noise(shard, device):
+        with own_noise(shard, device, generator):
             token, latent_prediction = self._token_loss(x0, x_t, tau_x, self.latent.backbone_input(y_t, code), tau_y)
         terms = {"token": token.mean()}
         total = terms["token"]
         if self.objective.lambda_latent > 0:
-            terms["latent"] = self._latent_loss(y0, y_t, tau_y, latent_prediction, code, generator, shard)
+            terms["latent"] = self._latent_loss(target, weights, y_t, tau_y, latent_prediction, code, generator, shard)
             total = total + self.objective.lambda_latent * terms["latent"]
         if code.aux_loss is not None and code.aux_loss.requires_grad:
             terms["aux"] = code.aux_loss
@@ -164,14 +186,17 @@ class DiffusionModel(nn.Module, DenoiserModel):
         batch, device = x0.shape[0], x0.device
         tau_x = draw_times(batch, self.process.horizon, generator, device)
         x_t = self.process.corrupt(x0, tau_x, generator)
-        if not self.has_latent:
-            return self._token_loss(x0, x_t, tau_x, None, None)[0]
-        y0 = self.latent.encode(self.encoder(x0)).y0
-        if clean_latent:
-            tau_y, y_t = torch.zeros_like(tau_x), y0
-        else:
-            tau_y, y_t = tau_x, self.latent.corrupt(y0, tau_x, generator)
-        return self._token_loss(x0, x_t, tau_x, self.latent.backbone_input(y_t), tau_y)[0]
+        y_in, tau_y = None, None
+        if self.has_latent:
+            with own_noise(None, device, generator):
+                y0 = self.latent.encode(self.encoder(x0)).y0
+            if clean_latent:
+                tau_y, y_t = torch.zeros_like(tau_x), y0
+            else:
+                tau_y, y_t = tau_x, self.latent.corrupt(y0, tau_x, generator)
+            y_in = self.latent.backbone_input(y_t)
+        with own_noise(None, device, generator):
+            return self._token_loss(x0, x_t, tau_x, y_in, tau_y)[0]
 
     def _token_loss(self, x0: Tensor, x_t: Tensor, tau_x: Tensor, y_in: Tensor | None, tau_y: Tensor | None) -> tuple[Tensor, Tensor | None]:
         """Per-sample token loss and the backbone's latent prediction (the head applied at the loss rows only if asked)."""
@@ -193,10 +218,19 @@ class DiffusionModel(nn.Module, DenoiserModel):
         return take(shard, tau_y), take(shard, self.latent.corrupt(spread(shard, y0), tau_y, generator))
 
     def _latent_loss(
-        self, y0: Tensor, y_t: Tensor, tau_y: Tensor, prediction: Tensor, code: LatentCode, generator: torch.Generator | None, shard: Shard | None
+        self,
+        y0: Tensor,
+        weights: Tensor | None,
+        y_t: Tensor,
+        tau_y: Tensor,
+        prediction: Tensor,
+        code: LatentCode,
+        generator: torch.Generator | None,
+        shard: Shard | None,
     ) -> Tensor:
+        """The latent term: the latent's per-row loss, averaged with ``weights`` per row (None: equal weights)."""
         if self.latent_backbone is None:
-            return self.latent.loss(prediction, y0, y_t, tau_y).mean()
+            return _weighted_mean(self.latent.loss(prediction, y0, y_t, tau_y), weights)
         repeats = self.objective.latent_repeats
         y0 = y0.repeat_interleave(repeats, dim=0)
         if code.embedding is not None:
@@ -205,6 +239,8 @@ class DiffusionModel(nn.Module, DenoiserModel):
         tau_all = draw_times(y_all.shape[0], self.latent.horizon, generator, y0.device)
         y_noisy = take(shard, self.latent.corrupt(y_all, tau_all, generator), repeats)
         tau = take(shard, tau_all, repeats)
-        with own_noise(shard, y0.device):
+        with own_noise(shard, y0.device, generator):
             prediction = self.latent_backbone(None, None, self.latent.backbone_input(y_noisy, code), tau).latent
-        return self.latent.loss(prediction, y0, y_noisy, tau).mean()
+        if weights is not None:
+            weights = weights.repeat_interleave(repeats, dim=0)
+        return _weighted_mean(self.latent.loss(prediction, y0, y_noisy, tau), weights)

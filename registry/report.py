@@ -3,12 +3,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .evaluation import EvalResult, write_csv
+from .evaluation import EvalResult, score_cells, score_columns, write_csv
 from .files import write_figure
 
 
 def write_report(results: list[EvalResult], out_dir: str | Path) -> list[Path]:
-    """Write reconstruction.csv, METRIC.csv and METRIC.png for a set of evaluated runs."""
+    """Write reconstruction.csv, METRIC.csv (with a data-vs-data row) and METRIC.png for a set of evaluated runs."""
     out_dir = Path(out_dir)
     metric, oracle = _metric(results), _oracle(results)
     rows = ([{"method": "oracle", "lx": f"{oracle:.4f}"}] if oracle is not None else []) + [
@@ -16,13 +16,24 @@ def write_report(results: list[EvalResult], out_dir: str | Path) -> list[Path]:
     ]
     write_csv(out_dir / "reconstruction.csv", ["method", "lx"], rows)
     curve = [
-        {"method": r.method, "steps": s.steps, "network_calls": s.network_calls, **{k: f"{v:.5f}" for k, v in s.scores.items()}}
+        {"method": r.method, "steps": s.steps, "network_calls": s.network_calls, "draws": r.repeats, **_cells(score_cells(s))}
         for r in results
         for s in r.scores
     ]
-    names = list(dict.fromkeys(k for r in results for s in r.scores for k in s.scores))
-    write_csv(out_dir / f"{metric}.csv", ["method", "steps", "network_calls", *names], curve)
+    floor = _floor(results)
+    if floor is not None:
+        curve.append({"method": "data", "draws": floor.floor_draws, **_cells(_floor_cells(floor))})
+    names = list(dict.fromkeys(name for r in results for name in score_columns(r.scores, metric)))
+    write_csv(out_dir / f"{metric}.csv", ["method", "steps", "network_calls", "draws", *names], curve)
     return [out_dir / "reconstruction.csv", out_dir / f"{metric}.csv", plot(results, metric, out_dir / f"{metric}.png")]
+
+
+def _cells(values: dict[str, float]) -> dict[str, str]:
+    return {k: f"{v:.5f}" for k, v in values.items()}
+
+
+def _floor_cells(result: EvalResult) -> dict[str, float]:
+    return {**(result.data_floor or {}), **{f"{k}_std": v for k, v in result.data_floor_spread.items()}}
 
 
 def _metric(results: list[EvalResult]) -> str:
@@ -36,8 +47,14 @@ def _oracle(results: list[EvalResult]) -> float | None:
     return next((r.oracle_token_loss for r in results if r.oracle_token_loss is not None), None)
 
 
+def _floor(results: list[EvalResult]) -> EvalResult | None:
+    """The result whose data floor rests on the most draws (the results of one comparison share their seeds)."""
+    with_floor = [r for r in results if r.data_floor]
+    return max(with_floor, key=lambda r: r.floor_draws) if with_floor else None
+
+
 def plot(results: list[EvalResult], metric: str, path: Path) -> Path:
-    """Metric against token denoising steps, one line per method, with the score of a second data draw."""
+    """Metric against token denoising steps, one line per method with error bars, and the data-vs-data band."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -46,10 +63,15 @@ def plot(results: list[EvalResult], metric: str, path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(6, 4))
     for r in results:
         steps, scores = zip(*r.curve()) if r.scores else ((), ())
-        ax.plot(steps, scores, marker="o", label=r.method)
-    floors = [r.data_floor[metric] for r in results if r.data_floor]
-    if floors:
-        ax.axhline(min(floors), color="grey", linestyle="--", label="data vs data")
+        spreads = [s or 0.0 for s in r.spreads()]
+        ax.errorbar(steps, scores, yerr=spreads if any(spreads) else None, marker="o", capsize=3, label=r.method)
+    floor = _floor(results)
+    if floor is not None:
+        level, spread = floor.data_floor[metric], floor.data_floor_spread.get(metric, 0.0)
+        label = f"data vs data ({floor.floor_draws} draws, mean ± std)" if spread else "data vs data"
+        ax.axhline(level, color="grey", linestyle="--", label=label)
+        if spread:
+            ax.axhspan(level - spread, level + spread, color="grey", alpha=0.2)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("token denoising steps")
     ax.set_ylabel(f"{metric} (lower is better)" if all(r.lower_is_better for r in results) else metric)
@@ -61,18 +83,28 @@ def plot(results: list[EvalResult], metric: str, path: Path) -> Path:
     return path
 
 
+def _with_spread(value: float, spread: float | None) -> str:
+    return f"{value:.4f}" + (f"±{spread:.4f}" if spread else "")
+
+
 def format_table(results: list[EvalResult]) -> str:
-    """A plain-text table: L^x per method, then the metric per step budget."""
+    """A plain-text table: L^x per method, then the metric per step budget (mean±std over the repeats)."""
     metric, oracle = _metric(results), _oracle(results)
     budgets = sorted({s.steps for r in results for s in r.scores})
     width = max([len(r.method) for r in results] + [8])
-    lines = [f"{'method':<{width}}  {'L^x':>7}  " + "  ".join(f"{b:>7}" for b in budgets)]
+    repeats = max((r.repeats for r in results), default=1)
+    cell = 14 if repeats > 1 else 7
+    lines = [f"{'method':<{width}}  {'L^x':>7}  " + "  ".join(f"{b:>{cell}}" for b in budgets)]
     if oracle is not None:
         lines.append(f"{'oracle':<{width}}  {oracle:>7.4f}")
     for r in results:
-        by_steps = dict(r.curve())
-        cells = "  ".join(f"{by_steps[b]:>7.4f}" if b in by_steps else f"{'-':>7}" for b in budgets)
+        by_steps = {steps: _with_spread(score, spread) for (steps, score), spread in zip(r.curve(), r.spreads())}
+        cells = "  ".join(f"{by_steps.get(b, '-'):>{cell}}" for b in budgets)
         lines.append(f"{r.method:<{width}}  {r.token_loss:>7.4f}  {cells}")
-    floors = [r.data_floor[metric] for r in results if r.data_floor]
-    header = f"{metric} by token steps (columns); data vs data {min(floors):.4f}" if floors else metric
+    header = f"{metric} by token steps (columns" + (f"; mean±std over {repeats} evaluation seeds)" if repeats > 1 else ")")
+    floor = _floor(results)
+    if floor is not None:
+        spread = floor.data_floor_spread.get(metric)
+        header += f"; data vs data {_with_spread(floor.data_floor[metric], spread)}"
+        header += f" ({floor.floor_draws} draws)" if floor.floor_draws > 1 else ""
     return header + "\n" + "\n".join(lines)

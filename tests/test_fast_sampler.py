@@ -36,6 +36,17 @@ def test_fast_and_plain_paths_agree_exactly_under_a_shared_random_stream(variant
     assert fast.network_calls <= plain.network_calls
 
 
+@pytest.mark.parametrize("variant", ["coladd_joint", "coladd_seq"])
+def test_fast_and_plain_paths_agree_exactly_under_guidance(variant):
+    """The guided pass's null-latent noise does not depend on how many network calls a path makes."""
+    model, make = _random_model(variant, {"guidance": 2.0, **({"latent_steps": 3} if variant.endswith("seq") else {})})
+    plain = make(False).sample(model, 4, 64, torch.Generator().manual_seed(9))
+    fast = make(True).sample(model, 4, 64, torch.Generator().manual_seed(9))
+    assert torch.equal(fast.tokens, plain.tokens)
+    if variant.endswith("seq"):  # (the joint sampler calls the network every step: its latent needs it)
+        assert fast.network_calls < plain.network_calls, "steps that reveal nothing call no network"
+
+
 def test_fast_path_skips_network_calls_when_nothing_reveals():
     model, make = _random_model("mdlm")
     # 16 positions and 256 steps: most steps reveal nothing in a batch of 2

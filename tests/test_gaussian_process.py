@@ -48,6 +48,8 @@ def test_invalid_options_are_refused() -> None:
         make(weighting="snr")
     with pytest.raises(ValueError, match="eta"):
         make(eta=1.5)
+    with pytest.raises(ValueError, match="'max'; valid: mean, sum"):
+        make(feature_reduction="max")
 
 
 def test_prior_is_standard_normal() -> None:
@@ -112,7 +114,7 @@ def test_final_step_returns_the_prediction_in_input_dtype() -> None:
 @pytest.mark.parametrize("t", [2, 3, 40, 1000, 3999, 4000])
 def test_elbo_loss_is_T_times_the_bridge_kl(name: str, t: int) -> None:
     horizon = 4000
-    process, a2 = make(name, horizon=horizon, weighting="elbo"), ABAR2[name][1]
+    process, a2 = make(name, horizon=horizon, weighting="elbo", feature_reduction="sum"), ABAR2[name][1]
     y0 = torch.randn(1, 1, 6, generator=gen(8), dtype=torch.float64)
     y0_hat = y0 + 0.1 * torch.randn(1, 1, 6, generator=gen(9), dtype=torch.float64)
     # KL between two Gaussians of equal covariance var I: ||mu1 - mu2||^2 / (2 var)
@@ -130,8 +132,16 @@ def test_elbo_weight_vanishes_at_the_first_step() -> None:
     assert process.weight(torch.tensor([2 / 4000])).item() > 0.0
 
 
-def test_constant_loss_sums_features_and_averages_positions() -> None:
+def test_constant_loss_averages_over_positions_and_features_by_default() -> None:
     y0 = torch.zeros(2, 3, 2)
     prediction = torch.tensor([[[1.0, 2.0], [0.0, 0.0], [3.0, 0.0]], [[1.0, 1.0], [1.0, 1.0], [1.0, 1.0]]])
     loss = make().loss(prediction, y0, y0, torch.tensor([0.3, 0.9]))
+    # the authors' L^y: the mean squared error over the M x d_l entries of each row
+    torch.testing.assert_close(loss, torch.tensor([(1.0 + 4.0 + 0.0 + 0.0 + 9.0 + 0.0) / 6, 1.0]))
+
+
+def test_sum_reduction_sums_features_and_averages_positions() -> None:
+    y0 = torch.zeros(2, 3, 2)
+    prediction = torch.tensor([[[1.0, 2.0], [0.0, 0.0], [3.0, 0.0]], [[1.0, 1.0], [1.0, 1.0], [1.0, 1.0]]])
+    loss = make(feature_reduction="sum").loss(prediction, y0, y0, torch.tensor([0.3, 0.9]))
     torch.testing.assert_close(loss, torch.tensor([(5.0 + 0.0 + 9.0) / 3, 2.0]))

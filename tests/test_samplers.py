@@ -118,7 +118,7 @@ def test_guidance_combines_conditional_and_unconditional_log_probabilities():
     x = torch.full((2, 4), 3)
     y = torch.tensor([[[0.6, -0.8]]]).expand(2, -1, -1)
     tau = torch.zeros(2)
-    logits, _, calls = token_logits(model, x, tau, y, tau, guidance=2.0)
+    logits, _, calls = token_logits(model, x, tau, y, tau, guidance=2.0, null_seed=0)
     assert calls == 2
     conditional, unconditional = MARGINALS.log().log_softmax(-1), torch.full((4, 3), -math.log(3))
     assert torch.allclose(logits[0], unconditional + 2 * (conditional - unconditional), atol=1e-6)

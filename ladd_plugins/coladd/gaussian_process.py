@@ -10,6 +10,7 @@ from registry.interfaces import Process, Schedule
 
 from ..schedules.closed_form import per_sample
 from ..weighting import check_weighting
+from .config import check_feature_reduction
 
 __all__ = ["VPGaussianProcess"]
 
@@ -22,9 +23,11 @@ class VPGaussianProcess(Process):
     horizon: int = 4000
     weighting: str = "constant"
     eta: float = 0.0
+    feature_reduction: str = "mean"
 
     def __post_init__(self) -> None:
         check_weighting(self.weighting)
+        check_feature_reduction(self.feature_reduction)
         if self.horizon < 1:
             raise ValueError(f"horizon={self.horizon} must be at least 1")
         if not 0.0 <= self.eta <= 1.0:
@@ -58,9 +61,10 @@ class VPGaussianProcess(Process):
         return torch.where(first_step, 0.0, elbo).to(tau.dtype)
 
     def loss(self, prediction: Tensor, x0: Tensor, x_t: Tensor, tau: Tensor) -> Tensor:
-        """Weighted squared error, summed over the feature dim and averaged over the ``M`` positions."""
-        squared = (prediction.float() - x0.float()).square().sum(dim=-1)
-        return squared.flatten(1).mean(dim=1) * self.weight(tau).float()
+        """Weighted squared error, averaged (or summed) over the features and averaged over the ``M`` positions."""
+        squared = (prediction.float() - x0.float()).square()
+        per_vector = squared.mean(dim=-1) if self.feature_reduction == "mean" else squared.sum(dim=-1)
+        return per_vector.flatten(1).mean(dim=1) * self.weight(tau).float()
 
     def step(self, x_t: Tensor, prediction: Tensor, tau_t: Tensor, tau_s: Tensor, generator: torch.Generator | None = None) -> Tensor:
         """DDIM kernel (eq. app_ddim_kernel): eta=1 is the Markovian bridge, eta=0 deterministic."""

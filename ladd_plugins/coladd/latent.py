@@ -22,7 +22,9 @@ class ContinuousLatent(DiffusedLatent):
         self.length = config.length
         self.width = config.width
         self.horizon = config.horizon
-        self.process = VPGaussianProcess(schedule, horizon=config.horizon, weighting=config.weighting, eta=config.eta)
+        self.process = VPGaussianProcess(
+            schedule, horizon=config.horizon, weighting=config.weighting, eta=config.eta, feature_reduction=config.feature_reduction
+        )
 
     def encode(self, features: Tensor) -> LatentCode:
         return LatentCode(y0=features + self.config.std * torch.randn_like(features))

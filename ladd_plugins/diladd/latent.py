@@ -19,6 +19,8 @@ __all__ = ["DiscreteLatent", "DiscreteLatentConfig"]
 class DiscreteLatent(DiffusedLatent):
     """Codes ``y0 in {0..C-1}^M`` from a cosine-distance EMA vector quantiser; code ``C`` is the mask."""
 
+    null_is_target = False  # the null latent is all mask ids, which no cross-entropy can target
+
     def __init__(self, config: DiscreteLatentConfig, schedule: Schedule) -> None:
         super().__init__()
         self.config = config

@@ -9,6 +9,7 @@ from registry.interfaces import DenoiserModel, SampleOutput, Sampler
 from .common import (
     check_fixed_kept,
     full,
+    guidance_seed,
     reveals_first,
     start_tokens,
     time_grid,
@@ -39,18 +40,19 @@ def denoise_tokens(
     x = start_tokens(model, num_samples, device, generator, fixed)
     tau_y = None if latent is None else full(num_samples, 0.0, device)
     fast = reveals_first(model, fast)
+    null_seed = guidance_seed(generator, guidance)
     logits, calls = None, 0
     for tau_t, tau_s in time_grid(steps):
         t, s = full(num_samples, tau_t, device), full(num_samples, tau_s, device)
         if fast:
             reveal = model.process.reveal(x, t, s, generator)
             if bool(reveal.any()):
-                rows, _, used = token_logits(model, x, t, latent, tau_y, guidance, rows=reveal)
+                rows, _, used = token_logits(model, x, t, latent, tau_y, guidance, null_seed, rows=reveal)
                 calls += used
                 x = model.process.fill(x, reveal, rows, generator)
             continue
         if logits is None or not model.caches_token_predictions:
-            logits, _, used = token_logits(model, x, t, latent, tau_y, guidance)
+            logits, _, used = token_logits(model, x, t, latent, tau_y, guidance, null_seed)
             calls += used
         x_next = model.process.step(x, logits, t, s, generator)
         if not torch.equal(x_next, x):

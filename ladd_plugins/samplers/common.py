@@ -62,6 +62,17 @@ def reveals_first(model: DenoiserModel, fast: bool) -> bool:
     return fast and isinstance(model.process, RevealingProcess)
 
 
+def guidance_seed(generator: torch.Generator, guidance: float) -> int | None:
+    """The seed of the guided pass's null-latent noise, drawn once per sampling call from ``generator``; None unguided.
+
+    Every step reuses it, so the noise does not depend on how many network calls a path makes: the fast
+    path stays equal to the plain one, and unguided sampling draws nothing more.
+    """
+    if guidance == 1.0:
+        return None
+    return int(torch.randint(1 << 62, (), generator=generator, device=generator.device))
+
+
 def token_logits(
     model: DenoiserModel,
     x_t: Tensor,
@@ -69,9 +80,13 @@ def token_logits(
     y_t: Tensor | None,
     tau_y: Tensor | None,
     guidance: float,
+    null_seed: int | None = None,
     rows: Tensor | None = None,
 ) -> tuple[Tensor, Tensor | None, int]:
-    """Token logits (at ``rows`` only when given; guided when ``guidance != 1``), the latent prediction, network calls."""
+    """Token logits (at ``rows`` only when given; guided when ``guidance != 1``), the latent prediction, network calls.
+
+    The guided pass's null latent is noised from a stream seeded with ``null_seed`` (see :func:`guidance_seed`).
+    """
 
     def predict(y: Tensor | None):
         if rows is None:
@@ -81,7 +96,10 @@ def token_logits(
     out = predict(y_t)
     if y_t is None or guidance == 1.0:
         return out.tokens, out.latent, 1
-    null = model.latent.corrupt(model.latent.null(x_t.shape[0], x_t.device).to(y_t.dtype), tau_y)
+    if null_seed is None:
+        raise ValueError("a guided prediction needs the null_seed that guidance_seed drew")
+    noise = torch.Generator(device=x_t.device).manual_seed(null_seed)
+    null = model.latent.corrupt(model.latent.null(x_t.shape[0], x_t.device).to(y_t.dtype), tau_y, noise)
     unconditional = predict(null).tokens
     logits = model.process.guide(out.tokens.log_softmax(-1), unconditional.log_softmax(-1), guidance)
     return logits, out.latent, 2

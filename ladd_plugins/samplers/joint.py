@@ -9,6 +9,7 @@ from registry.interfaces import DenoiserModel, SampleOutput, Sampler
 from .common import (
     check_fixed_kept,
     full,
+    guidance_seed,
     reveals_first,
     start_tokens,
     time_grid,
@@ -33,14 +34,15 @@ class JointSampler(Sampler):
         x = start_tokens(model, num_samples, device, generator, fixed)
         y = model.latent.sample_prior(num_samples, device, generator)
         fast, calls = reveals_first(model, self.config.fast), 0
+        null_seed = guidance_seed(generator, self.config.guidance)
         for tau_t, tau_s in time_grid(steps):
             t, s = full(num_samples, tau_t, device), full(num_samples, tau_s, device)
             if fast:  # the latent needs the network every step; the token head runs at revealed positions only
                 reveal = model.process.reveal(x, t, s, generator)
-                rows, latent_prediction, used = token_logits(model, x, t, y, t, self.config.guidance, rows=reveal)
+                rows, latent_prediction, used = token_logits(model, x, t, y, t, self.config.guidance, null_seed, rows=reveal)
                 x = model.process.fill(x, reveal, rows, generator)
             else:
-                logits, latent_prediction, used = token_logits(model, x, t, y, t, self.config.guidance)
+                logits, latent_prediction, used = token_logits(model, x, t, y, t, self.config.guidance, null_seed)
                 x = model.process.step(x, logits, t, s, generator)
             calls += used
             y = model.latent.step(y, latent_prediction, t, s, generator)

@@ -1,0 +1,106 @@
+"""The latent term of the objective: its scale against closed forms, classifier-free dropout, Stage 2's freezing."""
+from __future__ import annotations
+
+import csv
+import math
+
+import pytest
+import torch
+from conftest import TINY, TWO_STAGES
+from safetensors.torch import load_file
+
+import registry
+from registry.assembly import build_experiment
+from registry.config import compose, to_plain
+from registry.interfaces import Denoised
+from registry.training import WEIGHTS_FILE, train
+
+WIDTH = 32  # d_l of the sawtooth presets
+
+
+@pytest.fixture(scope="module")
+def reg():
+    return registry.load()
+
+
+def gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def zero_prediction_model(reg, variant: str, *overrides: str):
+    """A Co-LADD model whose latent prediction is 0 and whose clean latents are the encoder's unit vectors (std 0).
+
+    Each row's squared error is then ``||y0||^2 = 1`` summed over the d_l features, 1 / d_l averaged over them.
+    """
+    cfg = to_plain(compose([f"experiment=binsaw/{variant}_cpu", *TINY, "latent.std=0", *overrides], reg))
+    model = build_experiment(cfg, reg).model.train()
+    model.objective.lambda_latent = 1.0
+    predictor = model.latent_backbone if model.latent_backbone is not None else model.backbone
+    predictor.register_forward_hook(lambda module, args, out: Denoised(out.tokens, torch.zeros_like(out.latent)))
+    return model
+
+
+@pytest.mark.parametrize("variant", ["coladd_joint", "coladd_seq"])
+@pytest.mark.parametrize("reduction, expected", [("mean", 1 / WIDTH), ("sum", 1.0)])
+def test_latent_term_is_the_authors_mean_over_m_and_d_l_by_default(reg, variant, reduction, expected):
+    model = zero_prediction_model(reg, variant, f"latent.feature_reduction={reduction}")
+    terms = model.loss(torch.randint(2, (8, 16), generator=gen(0)), gen(1))
+    assert terms["latent"].item() == pytest.approx(expected, rel=1e-5)
+    assert terms["loss"].item() == pytest.approx(terms["token"].item() + terms["latent"].item(), rel=1e-6)
+
+
+@pytest.mark.parametrize("variant", ["coladd_joint", "coladd_seq"])
+def test_rows_dropped_for_classifier_free_training_stay_out_of_the_latent_term(reg, variant):
+    model = zero_prediction_model(reg, variant, "objective.p_cfg=0.5")
+    batch = 64
+    x0 = torch.randint(2, (batch, 16), generator=gen(2))
+    token_side = []
+    model.backbone.register_forward_pre_hook(lambda module, args: token_side.append(args[2].detach().clone()))
+
+    only_kept = model.loss(x0, gen(3))["latent"].item()
+    model.objective.latent_loss_on_dropped = True
+    with_dropped = model.loss(x0, gen(3))["latent"].item()  # the same generator drops the same rows
+
+    assert only_kept == pytest.approx(1 / WIDTH, rel=1e-5), "every kept row's target has norm 1; dropped rows do not count"
+    kept = with_dropped * WIDTH * batch  # dropped rows now count, with the null latent (0) as target: error 0
+    assert kept == pytest.approx(round(kept), abs=1e-3) and 10 < round(kept) < batch - 10
+    if variant == "coladd_seq":  # tokens condition on the clean latent: the dropped rows see exactly the null latent
+        null_rows = int((token_side[0].flatten(1) == 0).all(dim=1).sum())
+        assert null_rows == batch - round(kept)
+
+
+def test_kept_row_weights_average_to_the_mean_over_kept_rows():
+    from registry.model import kept_row_weights
+
+    dropped = torch.tensor([True, False, False, True, False, False, False, True])
+    values = torch.arange(8.0)
+    assert (values * kept_row_weights(dropped)).mean().item() == pytest.approx(values[~dropped].mean().item())
+    assert torch.equal(kept_row_weights(torch.ones(4, dtype=torch.bool)), torch.zeros(4))
+
+
+def test_di_ladd_trains_both_stages_with_classifier_free_dropout(reg, tmp_path):
+    train(compose(["experiment=binsaw/diladd_joint_cpu", *TINY, TWO_STAGES, "objective.p_cfg=0.5"], reg), tmp_path, reg)
+    with (tmp_path / "metrics.csv").open() as handle:
+        stage2 = [row for row in csv.DictReader(handle) if row["stage"] == "2"]
+    latent = [float(row["latent"]) for row in stage2]
+    assert latent and all(math.isfinite(value) and value >= 0 for value in latent) and max(latent) > 0
+
+
+def test_a_null_latent_target_that_no_loss_can_take_is_refused_before_training(reg):
+    cfg = to_plain(compose(["experiment=binsaw/diladd_joint_cpu", "objective.p_cfg=0.15", "objective.latent_loss_on_dropped=true"], reg))
+    with pytest.raises(registry.IncompatibleComponentsError, match="latent_loss_on_dropped=true.*'discrete'"):
+        build_experiment(cfg, reg)
+
+
+def test_stage_two_freezes_the_encoder_and_keeps_training_the_quantiser(reg, tmp_path):
+    """As the authors do: the encoder is frozen, the VQ's learned mask vector and EMA codebook keep training."""
+    experiment = train(compose(["experiment=binsaw/diladd_joint_cpu", *TINY, TWO_STAGES], reg), tmp_path, reg)
+    stage1 = load_file(tmp_path / "checkpoints" / "stage1" / "final.safetensors")
+    final = load_file(tmp_path / WEIGHTS_FILE)
+    encoder = [name for name in final if name.startswith("encoder.")]
+    assert encoder and all(torch.equal(final[name], stage1[name]) for name in encoder)
+    assert not torch.equal(final["latent.mask_vector"], stage1["latent.mask_vector"])
+    codebook = [name for name in final if name.startswith("latent.quantizer.") and "embed" in name]
+    assert codebook and any(not torch.equal(final[name], stage1[name]) for name in codebook)
+    assert experiment.model.latent.mask_vector.requires_grad
+    assert not any(p.requires_grad for p in experiment.model.encoder.parameters())
