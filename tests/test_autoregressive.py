@@ -66,16 +66,9 @@ class Recording(DenoiserModel):
     device = property(lambda self: self.inner.device)
     caches_token_predictions = property(lambda self: self.inner.caches_token_predictions)
 
-    def predict(self, x_t, tau_x, y_t, tau_y) -> Denoised:
-        self.calls.append((x_t.clone(), torch.ones_like(x_t, dtype=torch.bool)))
-        return self.inner.predict(x_t, tau_x, y_t, tau_y)
-
-    def predict_rows(self, x_t, tau_x, y_t, tau_y, rows) -> Denoised:
-        self.calls.append((x_t.clone(), rows.clone()))
-        return self.inner.predict_rows(x_t, tau_x, y_t, tau_y, rows)
-
-    def predict_latent(self, y_t, tau_y, x_t=None):
-        return self.inner.predict_latent(y_t, tau_y, x_t)
+    def predict(self, x_t, tau_x, y_t, tau_y, rows=None) -> Denoised:
+        self.calls.append((x_t.clone(), torch.ones_like(x_t, dtype=torch.bool) if rows is None else rows.clone()))
+        return self.inner.predict(x_t, tau_x, y_t, tau_y, rows)
 
 
 def test_loss_is_the_next_token_cross_entropy_of_each_prefix():

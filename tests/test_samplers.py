@@ -48,18 +48,13 @@ class ProductOracle(nn.Module, DenoiserModel):
     def caches_token_predictions(self) -> bool:
         return self._caches
 
-    def predict(self, x_t, tau_x, y_t, tau_y) -> Denoised:
+    def predict(self, x_t, tau_x, y_t, tau_y, rows=None) -> Denoised:
+        if tau_x is None:
+            return Denoised(latent=self.latent_value.expand(y_t.shape[0], -1, -1))
         self.calls.append((y_t, tau_y))
         logits = MARGINALS.log().expand(x_t.shape[0], -1, -1)
         latent = None if self.latent_value is None else self.latent_value.expand(x_t.shape[0], -1, -1)
-        return Denoised(tokens=logits, latent=latent)
-
-    def predict_rows(self, x_t, tau_x, y_t, tau_y, rows) -> Denoised:
-        out = self.predict(x_t, tau_x, y_t, tau_y)
-        return Denoised(tokens=out.tokens[rows], latent=out.latent)
-
-    def predict_latent(self, y_t, tau_y, x_t=None) -> Tensor:
-        return self.latent_value.expand(y_t.shape[0], -1, -1)
+        return Denoised(tokens=logits if rows is None else logits[rows], latent=latent)
 
 
 @pytest.mark.parametrize("fast", [True, False])
@@ -105,8 +100,8 @@ def test_joint_sampler_updates_both_channels_each_step():
 
 def test_guidance_combines_conditional_and_unconditional_log_probabilities():
     class Guided(ProductOracle):
-        def predict(self, x_t, tau_x, y_t, tau_y):
-            out = super().predict(x_t, tau_x, y_t, tau_y)
+        def predict(self, x_t, tau_x, y_t, tau_y, rows=None):
+            out = super().predict(x_t, tau_x, y_t, tau_y, rows)
             # the unconditional call sees the null latent (noised at tau 0, i.e. exactly 0): predict uniform tokens
             if float(y_t.abs().sum()) == 0:
                 out.tokens = torch.zeros_like(out.tokens)

@@ -46,8 +46,5 @@ class CausalTransformer(Backbone):
         c = self.condition.expand(batch, -1)
         return Denoised(tokens=self.final(self.trunk(h, c), c, rows))
 
-    def forward_rows(self, x_t: Tensor, tau_x: Tensor, y_t: Tensor | None, tau_y: Tensor | None, rows: Tensor) -> Denoised:
-        return self(x_t, tau_x, y_t, tau_y, rows=rows)
-
     def transformer_shape(self) -> TransformerShape:
         return self._shape

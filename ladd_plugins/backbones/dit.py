@@ -57,8 +57,5 @@ class DiT(Backbone):
         out = self.final(self.trunk(h, c), c, rows)
         return Denoised(tokens=out) if self.denoises_tokens else Denoised(latent=out)
 
-    def forward_rows(self, x_t: Tensor, tau_x: Tensor, y_t: Tensor | None, tau_y: Tensor | None, rows: Tensor) -> Denoised:
-        return self(x_t, tau_x, y_t, tau_y, rows=rows)
-
     def transformer_shape(self) -> TransformerShape:
         return self._shape

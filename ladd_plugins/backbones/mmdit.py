@@ -85,8 +85,5 @@ class MMDiT(Backbone):
             x, y = block(x, y, c, rope_x, rope_y)
         return Denoised(tokens=self.final_x(x, c, rows), latent=self.final_y(y, c))
 
-    def forward_rows(self, x_t: Tensor, tau_x: Tensor, y_t: Tensor | None, tau_y: Tensor | None, rows: Tensor) -> Denoised:
-        return self(x_t, tau_x, y_t, tau_y, rows=rows)
-
     def transformer_shape(self) -> TransformerShape:
         return self._shape

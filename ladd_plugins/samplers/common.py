@@ -88,18 +88,13 @@ def token_logits(
     The guided pass's null latent is noised from a stream seeded with ``null_seed`` (see :func:`guidance_seed`).
     """
 
-    def predict(y: Tensor | None):
-        if rows is None:
-            return model.predict(x_t, tau_x, y, tau_y)
-        return model.predict_rows(x_t, tau_x, y, tau_y, rows)
-
-    out = predict(y_t)
+    out = model.predict(x_t, tau_x, y_t, tau_y, rows)
     if y_t is None or guidance == 1.0:
         return out.tokens, out.latent, 1
     if null_seed is None:
         raise ValueError("a guided prediction needs the null_seed that guidance_seed drew")
     noise = torch.Generator(device=x_t.device).manual_seed(null_seed)
     null = model.latent.corrupt(model.latent.null(x_t.shape[0], x_t.device).to(y_t.dtype), tau_y, noise)
-    unconditional = predict(null).tokens
+    unconditional = model.predict(x_t, tau_x, null, tau_y, rows).tokens
     logits = model.process.guide(out.tokens.log_softmax(-1), unconditional.log_softmax(-1), guidance)
     return logits, out.latent, 2

@@ -35,7 +35,7 @@ class SequentialSampler(Sampler):
         y = model.latent.sample_prior(num_samples, device, generator)
         for tau_t, tau_s in time_grid(self.config.latent_steps):
             t, s = full(num_samples, tau_t, device), full(num_samples, tau_s, device)
-            y = model.latent.step(y, model.predict_latent(y, t, known), t, s, generator)
+            y = model.latent.step(y, model.predict(known, None, y, t).latent, t, s, generator)
         tokens, calls = denoise_tokens(
             model, num_samples, steps, generator, device, y, self.config.guidance, self.config.fast, fixed
         )

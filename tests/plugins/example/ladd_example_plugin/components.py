@@ -38,8 +38,11 @@ class ConvBackbone(Backbone):
         )
         self.head = nn.Linear(config.hidden, channels.vocab_size)
 
-    def forward(self, x_t: Tensor | None, tau_x: Tensor | None, y_t: Tensor | None, tau_y: Tensor | None) -> Denoised:
+    def forward(
+        self, x_t: Tensor | None, tau_x: Tensor | None, y_t: Tensor | None, tau_y: Tensor | None, rows: Tensor | None = None
+    ) -> Denoised:
         h = self.embed(x_t).transpose(1, 2)
         for conv in self.convs:
             h = h + torch.relu(conv(h))
-        return Denoised(tokens=self.head(h.transpose(1, 2)))
+        h = h.transpose(1, 2)
+        return Denoised(tokens=self.head(h if rows is None else h[rows]))
