@@ -5,6 +5,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .interfaces import Backbone, Channels, Denoised, Encoder
+from .toolkit.tokens import at_rows
 
 HIDDEN = 16
 
@@ -47,7 +48,7 @@ class ProbeBackbone(Backbone):
         if h is not None and g is not None:
             h, g = h + g.mean(dim=1, keepdim=True), g + h.mean(dim=1, keepdim=True)
         return Denoised(
-            tokens=None if h is None else self.token_head(h if rows is None else h[rows]),
+            tokens=None if h is None else self.token_head(at_rows(h, rows)),
             latent=None if g is None else self.latent_head(g),
         )
 

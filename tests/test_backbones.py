@@ -5,14 +5,14 @@ import pytest
 import torch
 from torch import nn
 
-from ladd_plugins.backbones import layers
 from ladd_plugins.backbones.causal import CausalTransformer
-from ladd_plugins.backbones.config import TransformerConfig
 from ladd_plugins.backbones.dit import DiT, DiTConfig
 from ladd_plugins.backbones.mlp import MLPDenoiser, MLPDenoiserConfig
 from ladd_plugins.backbones.mmdit import MMDiT
 from registry.errors import IncompatibleComponentsError
 from registry.interfaces import Backbone, Channels
+from registry.toolkit import layers
+from registry.toolkit.options import TransformerConfig
 
 B, S, K, M, D_L = 3, 10, 5, 2, 6
 SMALL = dict(hidden=16, layers=2, heads=2, cond_dim=8, dropout=0.1)

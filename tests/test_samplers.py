@@ -16,6 +16,7 @@ from ladd_plugins.samplers.joint import JointSampler
 from ladd_plugins.samplers.sequential import SequentialSampler
 from ladd_plugins.schedules.closed_form import LinearSchedule, ScheduleConfig
 from registry.interfaces import Denoised, DenoiserModel
+from registry.toolkit.sampling import token_logits
 
 MARGINALS = torch.tensor([[0.7, 0.2, 0.1], [0.1, 0.1, 0.8], [1 / 3, 1 / 3, 1 / 3], [0.05, 0.9, 0.05]])
 
@@ -106,8 +107,6 @@ def test_guidance_combines_conditional_and_unconditional_log_probabilities():
             if float(y_t.abs().sum()) == 0:
                 out.tokens = torch.zeros_like(out.tokens)
             return out
-
-    from ladd_plugins.samplers.common import token_logits
 
     model = Guided(latent_value=torch.tensor([[0.6, -0.8]]))
     x = torch.full((2, 4), 3)

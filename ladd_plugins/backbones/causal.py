@@ -12,9 +12,8 @@ from torch import Tensor, nn
 
 from registry.errors import IncompatibleComponentsError
 from registry.interfaces import Backbone, Channels, Denoised, TransformerShape
-
-from .config import TransformerConfig
-from .layers import DiTTrunk, FinalLayer, TokenHead, learned_condition
+from registry.toolkit.layers import DiTTrunk, FinalLayer, TokenHead, learned_condition
+from registry.toolkit.options import TransformerConfig
 
 __all__ = ["CausalTransformer"]
 

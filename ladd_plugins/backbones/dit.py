@@ -11,15 +11,9 @@ from torch import Tensor, nn
 
 from registry.errors import IncompatibleComponentsError
 from registry.interfaces import Backbone, Channels, Denoised, TransformerShape
+from registry.toolkit.layers import DiTTrunk, FinalLayer, TimestepEmbedder, TokenHead, learned_condition
 
 from .config import DiTConfig
-from .layers import (
-    DiTTrunk,
-    FinalLayer,
-    TimestepEmbedder,
-    TokenHead,
-    learned_condition,
-)
 
 __all__ = ["DiT", "DiTConfig"]
 

@@ -9,9 +9,9 @@ from torch import Tensor, nn
 
 from registry.errors import IncompatibleComponentsError
 from registry.interfaces import Backbone, Channels, Denoised
+from registry.toolkit.layers import FinalLayer, MLPBlock, TimestepEmbedder
 
 from .config import MLPDenoiserConfig
-from .layers import FinalLayer, MLPBlock, TimestepEmbedder
 
 __all__ = ["MLPDenoiser", "MLPDenoiserConfig"]
 

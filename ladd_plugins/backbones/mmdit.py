@@ -15,17 +15,9 @@ from torch import Tensor, nn
 
 from registry.errors import IncompatibleComponentsError
 from registry.interfaces import Backbone, Channels, Denoised, TransformerShape
+from registry.toolkit.layers import DiTBlock, FinalLayer, Rotary, TimestepEmbedder, TokenHead, attention, rotary
 
 from .config import DiTConfig
-from .layers import (
-    DiTBlock,
-    FinalLayer,
-    Rotary,
-    TimestepEmbedder,
-    TokenHead,
-    attention,
-    rotary,
-)
 
 __all__ = ["MMDiT"]
 
