@@ -23,9 +23,9 @@ from registry.interfaces import (
     TransformerShape,
     mask_id,
 )
+from registry.model import DiffusionModel, Objective
 from registry.toolkit.options import TransformerConfig
 from registry.toolkit.sampling import time_grid, times
-from registry.model import DiffusionModel, Objective
 from registry.training import load_run
 
 VOCAB, SEQ = 4, 8
