@@ -220,8 +220,8 @@ class Backbone(nn.Module, ABC):
         """Predict clean tokens and/or latents from the noisy channels at their times.
 
         ``rows`` (bool ``[B, S]``) asks for token logits at those positions only, as ``[N, K]`` in row-major
-        order, i.e. ``logits[rows]``, ideally with the output head applied there alone. None: logits
-        ``[B, S, K]`` at every position. A backbone without a token channel ignores it.
+        order (``registry.toolkit.tokens.at_rows``), ideally with the output head applied there alone. None:
+        logits ``[B, S, K]`` at every position. A backbone without a token channel ignores it.
         """
 
     def transformer_shape(self) -> TransformerShape | None:
