@@ -149,7 +149,7 @@ def encoder_section(size: dict, device: torch.device, assets: Path, cache: Path,
 
 def head_section(size: dict, device: torch.device, tiny: bool) -> list[dict]:
     """The output head's forward and backward over the batch's positions: the vocabulary as it is, and padded as ``TokenHead`` pads it on CUDA."""
-    from ladd_plugins.backbones.layers import TokenHead
+    from registry.toolkit.layers import TokenHead
 
     hidden = size["mdlm"][0]
     head = TokenHead(hidden, size["vocab"] - 1).to(device)

@@ -6,8 +6,9 @@ components imports no model code.
 from __future__ import annotations
 
 from registry import ComponentSpec, hookimpl
+from registry.toolkit.options import TransformerConfig
 
-from .backbones.config import DiTConfig, MLPDenoiserConfig, TransformerConfig
+from .backbones.config import DiTConfig, MLPDenoiserConfig
 from .binsaw.config import BinarySawtoothConfig, SlicedWassersteinConfig
 from .coladd.config import ContinuousLatentConfig
 from .diladd.config import DiscreteLatentConfig

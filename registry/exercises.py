@@ -288,9 +288,12 @@ def _backbone_round(backbone: Any, channels: Channels) -> None:
         expected = (BATCH, SEQ, VOCAB)
         _expect(out.tokens is not None and out.tokens.shape == expected, f"forward with {given}: token logits must be (batch, S, K) = {expected}")
         rows = x == VOCAB
-        with _during(f"forward_rows with {given}"), torch.no_grad():
-            on_rows = backbone.forward_rows(x, tau_x, y, tau_y, rows).tokens
-        _expect(torch.allclose(on_rows, out.tokens[rows], atol=1e-4), f"forward_rows with {given} differs from forward at the same rows")
+        with _during(f"forward with {given} at rows"), torch.no_grad():
+            on_rows = backbone(x, tau_x, y, tau_y, rows).tokens
+        _expect(
+            on_rows is not None and on_rows.shape == out.tokens[rows].shape and torch.allclose(on_rows, out.tokens[rows], atol=1e-4),
+            f"forward with {given} at rows differs from forward at every position, taken at the same rows",
+        )
     if y is not None:
         _expect(out.latent is not None, f"forward with {given}: a backbone given a latent channel must predict it")
     backbone.train()

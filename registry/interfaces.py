@@ -214,16 +214,15 @@ class Backbone(nn.Module, ABC):
     token_time_conditioned: bool = True
 
     @abstractmethod
-    def forward(self, x_t: Tensor | None, tau_x: Tensor | None, y_t: Tensor | None, tau_y: Tensor | None) -> Denoised:
-        """Predict clean tokens and/or latents from the noisy channels at their times."""
+    def forward(
+        self, x_t: Tensor | None, tau_x: Tensor | None, y_t: Tensor | None, tau_y: Tensor | None, rows: Tensor | None = None
+    ) -> Denoised:
+        """Predict clean tokens and/or latents from the noisy channels at their times.
 
-    def forward_rows(self, x_t: Tensor, tau_x: Tensor, y_t: Tensor | None, tau_y: Tensor | None, rows: Tensor) -> Denoised:
-        """Like ``forward`` but token logits only at ``rows`` (bool ``[B, S]``), as ``[N, K]``.
-
-        Override to apply the output head only there (the sampler's fast path); this default slices.
+        ``rows`` (bool ``[B, S]``) asks for token logits at those positions only, as ``[N, K]`` in row-major
+        order (``registry.toolkit.tokens.at_rows``), ideally with the output head applied there alone. None:
+        logits ``[B, S, K]`` at every position. A backbone without a token channel ignores it.
         """
-        out = self(x_t, tau_x, y_t, tau_y)
-        return Denoised(tokens=out.tokens[rows], latent=out.latent)
 
     def transformer_shape(self) -> TransformerShape | None:
         """The sizes that set this network's FLOPs, or None when it is not a transformer."""
@@ -239,18 +238,14 @@ class DenoiserModel(ABC):
     vocab_size: int
 
     @abstractmethod
-    def predict(self, x_t: Tensor, tau_x: Tensor, y_t: Tensor | None, tau_y: Tensor | None) -> Denoised:
-        """Predictions of the main denoiser."""
+    def predict(
+        self, x_t: Tensor | None, tau_x: Tensor | None, y_t: Tensor | None, tau_y: Tensor | None, rows: Tensor | None = None
+    ) -> Denoised:
+        """Predictions of the denoiser, with token logits only at ``rows`` when given (as ``Backbone.forward``).
 
-    @abstractmethod
-    def predict_rows(self, x_t: Tensor, tau_x: Tensor, y_t: Tensor | None, tau_y: Tensor | None, rows: Tensor) -> Denoised:
-        """Predictions of the main denoiser with token logits only at ``rows`` (``[N, K]``)."""
-
-    @abstractmethod
-    def predict_latent(self, y_t: Tensor, tau_y: Tensor, x_t: Tensor | None = None) -> Tensor:
-        """The latent prediction when the latent is generated on its own (sequential strategy).
-
-        ``x_t`` holds known tokens (mask id elsewhere) for a denoiser that reads tokens; None: all masked.
+        ``tau_x`` None: the latent is generated on its own (sequential strategy) and only its prediction is
+        returned, from the separate latent denoiser when there is one; ``x_t`` then holds known tokens (mask
+        id elsewhere) for a denoiser that reads tokens, or is None for all masked.
         """
 
     @property

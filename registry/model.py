@@ -127,19 +127,17 @@ class DiffusionModel(nn.Module, DenoiserModel):
             self.encoder.eval()
         return self
 
-    def predict(self, x_t: Tensor, tau_x: Tensor, y_t: Tensor | None, tau_y: Tensor | None) -> Denoised:
-        return self.backbone(x_t, tau_x, None if y_t is None else self.latent.backbone_input(y_t), tau_y)
-
-    def predict_rows(self, x_t: Tensor, tau_x: Tensor, y_t: Tensor | None, tau_y: Tensor | None, rows: Tensor) -> Denoised:
-        return self.backbone.forward_rows(x_t, tau_x, None if y_t is None else self.latent.backbone_input(y_t), tau_y, rows)
-
-    def predict_latent(self, y_t: Tensor, tau_y: Tensor, x_t: Tensor | None = None) -> Tensor:
-        y_in = self.latent.backbone_input(y_t)
+    def predict(
+        self, x_t: Tensor | None, tau_x: Tensor | None, y_t: Tensor | None, tau_y: Tensor | None, rows: Tensor | None = None
+    ) -> Denoised:
+        y_in = None if y_t is None else self.latent.backbone_input(y_t)
+        if tau_x is not None:
+            return self.backbone(x_t, tau_x, y_in, tau_y, rows)
         if self.latent_backbone is not None:
-            return self.latent_backbone(None, None, y_in, tau_y).latent
+            return Denoised(latent=self.latent_backbone(None, None, y_in, tau_y).latent)
         if x_t is None:
             x_t = torch.full((y_t.shape[0], self.seq_len), mask_id(self.vocab_size), dtype=torch.long, device=y_t.device)
-        return self.backbone(x_t, torch.ones_like(tau_y), y_in, tau_y).latent
+        return Denoised(latent=self.backbone(x_t, torch.ones_like(tau_y), y_in, tau_y).latent)
 
     def loss(self, x0: Tensor, generator: torch.Generator | None = None, shard: Shard | None = None) -> dict[str, Tensor]:
         """The training objective and its terms (batch means).
@@ -201,10 +199,7 @@ class DiffusionModel(nn.Module, DenoiserModel):
     def _token_loss(self, x0: Tensor, x_t: Tensor, tau_x: Tensor, y_in: Tensor | None, tau_y: Tensor | None) -> tuple[Tensor, Tensor | None]:
         """Per-sample token loss and the backbone's latent prediction (the head applied at the loss rows only if asked)."""
         rows = self.process.loss_rows(x_t) if self.objective.head_on_loss_rows else None
-        if rows is None:
-            out = self.backbone(x_t, tau_x, y_in, tau_y)
-        else:
-            out = self.backbone.forward_rows(x_t, tau_x, y_in, tau_y, rows)
+        out = self.backbone(x_t, tau_x, y_in, tau_y, rows)
         return self.process.loss(out.tokens, x0, x_t, tau_x), out.latent
 
     def _token_side_latent(self, y0: Tensor, tau_all: Tensor, generator: torch.Generator | None, shard: Shard | None) -> tuple[Tensor, Tensor]:

@@ -5,6 +5,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .interfaces import Backbone, Channels, Denoised, Encoder
+from .toolkit.tokens import at_rows
 
 HIDDEN = 16
 
@@ -39,13 +40,15 @@ class ProbeBackbone(Backbone):
             self.latent_head = channels.latent.output_layer(HIDDEN)
         self.time = nn.Linear(1, HIDDEN)
 
-    def forward(self, x_t: Tensor | None, tau_x: Tensor | None, y_t: Tensor | None, tau_y: Tensor | None) -> Denoised:
+    def forward(
+        self, x_t: Tensor | None, tau_x: Tensor | None, y_t: Tensor | None, tau_y: Tensor | None, rows: Tensor | None = None
+    ) -> Denoised:
         h = None if x_t is None else self.embed(x_t) + self._time(tau_x)
         g = None if y_t is None else self.latent_in(y_t) + self._time(tau_y)
         if h is not None and g is not None:
             h, g = h + g.mean(dim=1, keepdim=True), g + h.mean(dim=1, keepdim=True)
         return Denoised(
-            tokens=None if h is None else self.token_head(h),
+            tokens=None if h is None else self.token_head(at_rows(h, rows)),
             latent=None if g is None else self.latent_head(g),
         )
 

@@ -11,10 +11,8 @@ import registry
 from ladd_plugins.autoregressive.process import AutoregressiveProcess
 from ladd_plugins.autoregressive.sampler import AutoregressiveSampler
 from ladd_plugins.backbones.causal import CausalTransformer
-from ladd_plugins.backbones.config import TransformerConfig
 from ladd_plugins.mdlm.no_latent import NoLatent
 from ladd_plugins.samplers.ancestral import AncestralSampler
-from ladd_plugins.samplers.common import full, time_grid
 from ladd_plugins.samplers.config import AncestralConfig
 from registry.errors import InvalidConfigError
 from registry.interfaces import (
@@ -26,6 +24,8 @@ from registry.interfaces import (
     mask_id,
 )
 from registry.model import DiffusionModel, Objective
+from registry.toolkit.options import TransformerConfig
+from registry.toolkit.sampling import time_grid, times
 from registry.training import load_run
 
 VOCAB, SEQ = 4, 8
@@ -66,16 +66,9 @@ class Recording(DenoiserModel):
     device = property(lambda self: self.inner.device)
     caches_token_predictions = property(lambda self: self.inner.caches_token_predictions)
 
-    def predict(self, x_t, tau_x, y_t, tau_y) -> Denoised:
-        self.calls.append((x_t.clone(), torch.ones_like(x_t, dtype=torch.bool)))
-        return self.inner.predict(x_t, tau_x, y_t, tau_y)
-
-    def predict_rows(self, x_t, tau_x, y_t, tau_y, rows) -> Denoised:
-        self.calls.append((x_t.clone(), rows.clone()))
-        return self.inner.predict_rows(x_t, tau_x, y_t, tau_y, rows)
-
-    def predict_latent(self, y_t, tau_y, x_t=None):
-        return self.inner.predict_latent(y_t, tau_y, x_t)
+    def predict(self, x_t, tau_x, y_t, tau_y, rows=None) -> Denoised:
+        self.calls.append((x_t.clone(), torch.ones_like(x_t, dtype=torch.bool) if rows is None else rows.clone()))
+        return self.inner.predict(x_t, tau_x, y_t, tau_y, rows)
 
 
 def test_loss_is_the_next_token_cross_entropy_of_each_prefix():
@@ -166,7 +159,7 @@ def test_s_equal_steps_reveal_one_position_each_for_any_length_and_prompt(seq_le
     x[2, ::2] = 1  # every other position known
     free = (x == mask_id(2)).sum(1)
     for k, (tau_t, tau_s) in enumerate(time_grid(seq_len)):
-        reveal = process.reveal(x, full(3, tau_t, "cpu"), full(3, tau_s, "cpu"))
+        reveal = process.reveal(x, times(3, tau_t, "cpu"), times(3, tau_s, "cpu"))
         assert torch.equal(reveal.sum(1), (free > k).long()), "one position per step while any is free"
         assert torch.equal(reveal.long().argmax(1)[free > k], (x == mask_id(2)).long().argmax(1)[free > k]), "the leftmost"
         x = torch.where(reveal, 0, x)

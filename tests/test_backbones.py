@@ -5,12 +5,14 @@ import pytest
 import torch
 from torch import nn
 
-from ladd_plugins.backbones import layers
+from ladd_plugins.backbones.causal import CausalTransformer
 from ladd_plugins.backbones.dit import DiT, DiTConfig
 from ladd_plugins.backbones.mlp import MLPDenoiser, MLPDenoiserConfig
 from ladd_plugins.backbones.mmdit import MMDiT
 from registry.errors import IncompatibleComponentsError
 from registry.interfaces import Backbone, Channels
+from registry.toolkit import layers
+from registry.toolkit.options import TransformerConfig
 
 B, S, K, M, D_L = 3, 10, 5, 2, 6
 SMALL = dict(hidden=16, layers=2, heads=2, cond_dim=8, dropout=0.1)
@@ -206,3 +208,23 @@ def test_models_run_in_float64():
     out = perturb(mmdit()).double()(x_t, tau_x.double(), y_t.double(), tau_y.double())
     assert out.tokens.dtype == torch.float64 and out.latent.dtype == torch.float64
     assert perturb(mlp()).double()(None, None, y_t.double(), tau_y.double()).latent.dtype == torch.float64
+
+
+def causal() -> CausalTransformer:
+    torch.manual_seed(0)
+    return CausalTransformer(TransformerConfig(hidden=16, layers=2, heads=2, dropout=0.1), channels=TOKENS)
+
+
+@pytest.mark.parametrize("build", [lambda: dit(TOKENS), lambda: mmdit(), causal])
+def test_forward_at_rows_equals_the_full_forward_at_those_rows_bitwise(build):
+    model = perturb(build())
+    x_t, tau_x, y_t, tau_y = inputs()
+    y_t, tau_y = (y_t, tau_y) if isinstance(model, MMDiT) else (None, None)
+    rows = x_t == K
+    rows[0] = True  # one full row and the masked positions of the others, as the samplers ask
+    full, on_rows = model(x_t, tau_x, y_t, tau_y), model(x_t, tau_x, y_t, tau_y, rows)
+    assert on_rows.tokens.shape == (int(rows.sum()), K)
+    assert torch.equal(on_rows.tokens, full.tokens[rows])
+    assert (on_rows.latent is None) == (full.latent is None)
+    if full.latent is not None:
+        assert torch.equal(on_rows.latent, full.latent)

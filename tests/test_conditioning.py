@@ -183,16 +183,13 @@ class SawtoothOracle(nn.Module, DenoiserModel):
         evidence = per_token.cumsum(1) - per_token if self.causal else per_token.sum(1, keepdim=True)
         return (evidence.softmax(-1) * self.omega).sum(-1)
 
-    def predict(self, x_t, tau_x, y_t, tau_y) -> Denoised:
+    def predict(self, x_t, tau_x, y_t, tau_y, rows=None) -> Denoised:
+        if tau_x is None:
+            raise AssertionError("the sawtooth oracle has no latent channel")
         self.calls += 1
         p = self.probability_of_one(x_t)
-        return Denoised(tokens=torch.stack([(1 - p).log(), p.log()], -1).float())
-
-    def predict_rows(self, x_t, tau_x, y_t, tau_y, rows) -> Denoised:
-        return Denoised(tokens=self.predict(x_t, tau_x, y_t, tau_y).tokens[rows])
-
-    def predict_latent(self, y_t, tau_y, x_t=None):
-        raise AssertionError("the sawtooth oracle has no latent channel")
+        logits = torch.stack([(1 - p).log(), p.log()], -1).float()
+        return Denoised(tokens=logits if rows is None else logits[rows])
 
 
 def _fixed(pattern: list[int], n: int) -> Tensor:

@@ -5,8 +5,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from ladd_plugins.mdlm import cross_entropy as module
-from ladd_plugins.mdlm.cross_entropy import cross_entropy
+from registry.toolkit import tokens as module
+from registry.toolkit.tokens import cross_entropy
 
 N, K = 64, 50
 

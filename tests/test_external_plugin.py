@@ -28,7 +28,7 @@ def test_installed_plugin_is_listed_with_its_origin(plugin_path):
     out = run_ladd("list-components", "--json", env={"PYTHONPATH": plugin_path})
     assert out.returncode == 0, out.stderr
     rows = {(r["kind"], r["name"]): r for r in json.loads(out.stdout)}
-    for key in [("schedule", "exponential"), ("backbone", "conv")]:
+    for key in [("schedule", "exponential"), ("backbone", "conv"), ("sampler", "temperature")]:
         assert rows[key]["plugin"] == "example"
         assert rows[key]["distribution"] == "ladd-example-plugin" and rows[key]["version"] == "0.3.0"
     assert rows[("schedule", "linear")]["plugin"] == "builtin"
@@ -103,7 +103,7 @@ def test_blocked_and_non_autoloaded_plugins_are_absent_and_reported(plugin_path)
 def test_plugin_check_passes_good_plugins(plugin_path):
     example = run_ladd("plugins", "check", "example", env={"PYTHONPATH": plugin_path})
     assert example.returncode == 0, example.stderr
-    assert "plugin 'example': 2 components import and match their configs; 2 built and ran" in example.stdout
+    assert "plugin 'example': 3 components import and match their configs; 3 built and ran" in example.stdout
     builtin = run_ladd("plugins", "check", "builtin", env={"PYTHONPATH": plugin_path})
     assert builtin.returncode == 0, builtin.stderr
     # offline, the pretrained encoder's default model is missing and Gen PPL needs a text tokenizer: noted, not failed
@@ -399,3 +399,28 @@ def test_plugin_check_rejects_int32_codes_and_a_head_one_code_short(tmp_path):
         "latent 'short_head': fails in a tiny model: with process 'autoregressive', a training step of a joint model: "
         "IncompatibleComponentsError: the masked process over 2048 values got predictions over 2047"
     ) in out.stderr
+
+
+def test_a_sampler_written_with_the_toolkit_alone_matches_the_builtin_chain(monkeypatch):
+    monkeypatch.syspath_prepend(str(EXAMPLE))
+    import torch
+    from ladd_example_plugin.components import TemperatureSampler
+    from ladd_example_plugin.options import TemperatureConfig
+
+    import registry
+    from registry.assembly import build_experiment
+    from registry.config import compose, to_plain
+
+    reg = registry.load()
+    torch.manual_seed(0)
+    model = build_experiment(to_plain(compose(["experiment=binsaw/mdlm_cpu", *TINY], reg)), reg).model.eval()
+    with torch.no_grad():  # away from the zero-initialised head, whose uniform logits no temperature changes
+        for parameter in model.parameters():
+            parameter.add_(0.3 * torch.randn_like(parameter))
+    builtin = reg.build("sampler", "ancestral").sample(model, 64, 4, torch.Generator().manual_seed(1))
+    plain, cold = (
+        TemperatureSampler(TemperatureConfig(temperature)).sample(model, 64, 4, torch.Generator().manual_seed(1))
+        for temperature in (1.0, 0.05)
+    )
+    assert torch.equal(plain.tokens, builtin.tokens) and plain.network_calls == builtin.network_calls
+    assert not torch.equal(cold.tokens, builtin.tokens)

@@ -15,7 +15,7 @@ import registry
 from registry import KINDS
 
 ROOT = Path(__file__).parents[1]
-SOURCE_SUFFIXES = {".py", ".yaml", ".txt", ".md"}
+SOURCE_SUFFIXES = {".py", ".yaml", ".txt", ".md", ".typed"}
 
 
 @pytest.fixture(scope="module")
@@ -43,6 +43,7 @@ def test_wheel_contains_every_source_file_the_config_tree_and_the_entry_points(w
     names = set(archive.namelist())
     assert sorted(_source_files() - names) == []
     assert "ladd_plugins/schedules/closed_form.py" in names and "ladd_configs/train.yaml" in names
+    assert {"registry/py.typed", "registry/toolkit/sampling.py"} <= names, "the typed marker and the toolkit ship"
     entry_points = archive.read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
     assert "[ladd]" in entry_points and "builtin = ladd_plugins" in entry_points and "ladd = registry.cli:main" in entry_points
 

@@ -16,6 +16,7 @@ from ladd_plugins.samplers.joint import JointSampler
 from ladd_plugins.samplers.sequential import SequentialSampler
 from ladd_plugins.schedules.closed_form import LinearSchedule, ScheduleConfig
 from registry.interfaces import Denoised, DenoiserModel
+from registry.toolkit.sampling import token_logits
 
 MARGINALS = torch.tensor([[0.7, 0.2, 0.1], [0.1, 0.1, 0.8], [1 / 3, 1 / 3, 1 / 3], [0.05, 0.9, 0.05]])
 
@@ -48,18 +49,13 @@ class ProductOracle(nn.Module, DenoiserModel):
     def caches_token_predictions(self) -> bool:
         return self._caches
 
-    def predict(self, x_t, tau_x, y_t, tau_y) -> Denoised:
+    def predict(self, x_t, tau_x, y_t, tau_y, rows=None) -> Denoised:
+        if tau_x is None:
+            return Denoised(latent=self.latent_value.expand(y_t.shape[0], -1, -1))
         self.calls.append((y_t, tau_y))
         logits = MARGINALS.log().expand(x_t.shape[0], -1, -1)
         latent = None if self.latent_value is None else self.latent_value.expand(x_t.shape[0], -1, -1)
-        return Denoised(tokens=logits, latent=latent)
-
-    def predict_rows(self, x_t, tau_x, y_t, tau_y, rows) -> Denoised:
-        out = self.predict(x_t, tau_x, y_t, tau_y)
-        return Denoised(tokens=out.tokens[rows], latent=out.latent)
-
-    def predict_latent(self, y_t, tau_y, x_t=None) -> Tensor:
-        return self.latent_value.expand(y_t.shape[0], -1, -1)
+        return Denoised(tokens=logits if rows is None else logits[rows], latent=latent)
 
 
 @pytest.mark.parametrize("fast", [True, False])
@@ -105,14 +101,12 @@ def test_joint_sampler_updates_both_channels_each_step():
 
 def test_guidance_combines_conditional_and_unconditional_log_probabilities():
     class Guided(ProductOracle):
-        def predict(self, x_t, tau_x, y_t, tau_y):
-            out = super().predict(x_t, tau_x, y_t, tau_y)
+        def predict(self, x_t, tau_x, y_t, tau_y, rows=None):
+            out = super().predict(x_t, tau_x, y_t, tau_y, rows)
             # the unconditional call sees the null latent (noised at tau 0, i.e. exactly 0): predict uniform tokens
             if float(y_t.abs().sum()) == 0:
                 out.tokens = torch.zeros_like(out.tokens)
             return out
-
-    from ladd_plugins.samplers.common import token_logits
 
     model = Guided(latent_value=torch.tensor([[0.6, -0.8]]))
     x = torch.full((2, 4), 3)

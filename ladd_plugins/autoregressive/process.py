@@ -12,10 +12,8 @@ import torch
 from torch import Tensor
 
 from registry.errors import InvalidConfigError
-from registry.interfaces import RevealingProcess, Schedule, mask_id
-
-from ..mdlm.cross_entropy import cross_entropy
-from ..mdlm.masked_process import draw_tokens
+from registry.interfaces import RevealingProcess, Schedule
+from registry.toolkit.tokens import cross_entropy, draw_tokens, mask_id
 
 __all__ = ["AutoregressiveProcess"]
 
@@ -42,7 +40,7 @@ class AutoregressiveProcess(RevealingProcess):
         return torch.full(shape, self.mask, dtype=torch.long, device=device)
 
     def fill(self, x_t: Tensor, reveal: Tensor, prediction: Tensor, generator: torch.Generator | None = None) -> Tensor:
-        """The masked process's float64 categorical draw at the revealed rows."""
+        """The float64 categorical draw at the revealed rows, as the masked process makes it."""
         return draw_tokens(x_t, reveal, prediction, generator)
 
     def corrupt(self, x0: Tensor, tau: Tensor, generator: torch.Generator | None = None) -> Tensor:

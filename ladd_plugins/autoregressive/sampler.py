@@ -5,8 +5,7 @@ import torch
 from torch import Tensor
 
 from registry.interfaces import DenoiserModel, SampleOutput, Sampler
-
-from ..samplers.ancestral import denoise_tokens
+from registry.toolkit.sampling import denoise_tokens
 
 __all__ = ["AutoregressiveSampler"]
 

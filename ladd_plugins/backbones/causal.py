@@ -12,9 +12,8 @@ from torch import Tensor, nn
 
 from registry.errors import IncompatibleComponentsError
 from registry.interfaces import Backbone, Channels, Denoised, TransformerShape
-
-from .config import TransformerConfig
-from .layers import DiTTrunk, FinalLayer, TokenHead, learned_condition
+from registry.toolkit.layers import DiTTrunk, FinalLayer, TokenHead, learned_condition
+from registry.toolkit.options import TransformerConfig
 
 __all__ = ["CausalTransformer"]
 
@@ -45,9 +44,6 @@ class CausalTransformer(Backbone):
         h = torch.cat([self.start.expand(batch, 1, -1), self.embed(x_t[:, :-1])], dim=1)
         c = self.condition.expand(batch, -1)
         return Denoised(tokens=self.final(self.trunk(h, c), c, rows))
-
-    def forward_rows(self, x_t: Tensor, tau_x: Tensor, y_t: Tensor | None, tau_y: Tensor | None, rows: Tensor) -> Denoised:
-        return self(x_t, tau_x, y_t, tau_y, rows=rows)
 
     def transformer_shape(self) -> TransformerShape:
         return self._shape

@@ -11,15 +11,9 @@ from torch import Tensor, nn
 
 from registry.errors import IncompatibleComponentsError
 from registry.interfaces import Backbone, Channels, Denoised, TransformerShape
+from registry.toolkit.layers import DiTTrunk, FinalLayer, TimestepEmbedder, TokenHead, learned_condition
 
 from .config import DiTConfig
-from .layers import (
-    DiTTrunk,
-    FinalLayer,
-    TimestepEmbedder,
-    TokenHead,
-    learned_condition,
-)
 
 __all__ = ["DiT", "DiTConfig"]
 
@@ -56,9 +50,6 @@ class DiT(Backbone):
         c = self.condition.expand(h.shape[0], -1) if self.time_embed is None else self.time_embed(tau)
         out = self.final(self.trunk(h, c), c, rows)
         return Denoised(tokens=out) if self.denoises_tokens else Denoised(latent=out)
-
-    def forward_rows(self, x_t: Tensor, tau_x: Tensor, y_t: Tensor | None, tau_y: Tensor | None, rows: Tensor) -> Denoised:
-        return self(x_t, tau_x, y_t, tau_y, rows=rows)
 
     def transformer_shape(self) -> TransformerShape:
         return self._shape

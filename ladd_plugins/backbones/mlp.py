@@ -9,9 +9,9 @@ from torch import Tensor, nn
 
 from registry.errors import IncompatibleComponentsError
 from registry.interfaces import Backbone, Channels, Denoised
+from registry.toolkit.layers import FinalLayer, MLPBlock, TimestepEmbedder
 
 from .config import MLPDenoiserConfig
-from .layers import FinalLayer, MLPBlock, TimestepEmbedder
 
 __all__ = ["MLPDenoiser", "MLPDenoiserConfig"]
 
@@ -33,7 +33,7 @@ class MLPDenoiser(Backbone):
         self.final = FinalLayer(hidden, config.cond_dim, nn.Linear(hidden, self.length * hidden))
         self.head = channels.latent.output_layer(hidden)
 
-    def forward(self, x_t: Tensor | None, tau_x: Tensor | None, y_t: Tensor | None, tau_y: Tensor | None) -> Denoised:
+    def forward(self, x_t: Tensor | None, tau_x: Tensor | None, y_t: Tensor | None, tau_y: Tensor | None, rows: Tensor | None = None) -> Denoised:
         c = self.time_embed(tau_y)
         # one position holding all M latent vectors, the shape the shared adaLN blocks expect
         h = self.proj_in(self.embed(y_t).flatten(1)).unsqueeze(1)

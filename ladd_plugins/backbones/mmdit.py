@@ -15,17 +15,9 @@ from torch import Tensor, nn
 
 from registry.errors import IncompatibleComponentsError
 from registry.interfaces import Backbone, Channels, Denoised, TransformerShape
+from registry.toolkit.layers import DiTBlock, FinalLayer, Rotary, TimestepEmbedder, TokenHead, attention, rotary
 
 from .config import DiTConfig
-from .layers import (
-    DiTBlock,
-    FinalLayer,
-    Rotary,
-    TimestepEmbedder,
-    TokenHead,
-    attention,
-    rotary,
-)
 
 __all__ = ["MMDiT"]
 
@@ -84,9 +76,6 @@ class MMDiT(Backbone):
         for block in self.blocks:
             x, y = block(x, y, c, rope_x, rope_y)
         return Denoised(tokens=self.final_x(x, c, rows), latent=self.final_y(y, c))
-
-    def forward_rows(self, x_t: Tensor, tau_x: Tensor, y_t: Tensor | None, tau_y: Tensor | None, rows: Tensor) -> Denoised:
-        return self(x_t, tau_x, y_t, tau_y, rows=rows)
 
     def transformer_shape(self) -> TransformerShape:
         return self._shape

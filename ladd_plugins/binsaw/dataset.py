@@ -9,9 +9,9 @@ from torch import Tensor
 
 from registry.interfaces import Dataset
 
-from ..mersenne import skip_doubles
 from ..seeds import stream_seed
 from .config import BinarySawtoothConfig
+from .mersenne import skip_doubles
 
 __all__ = ["BinarySawtooth", "BinarySawtoothConfig"]
 

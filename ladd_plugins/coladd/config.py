@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..weighting import check_weighting
+from registry.toolkit.options import check_weighting
 
 #: How the squared error is reduced over the d_l features of each latent vector (the M vectors are always averaged).
 FEATURE_REDUCTIONS = ("mean", "sum")

@@ -7,9 +7,9 @@ import torch
 from torch import Tensor
 
 from registry.interfaces import Process, Schedule
+from registry.toolkit.options import check_weighting
+from registry.toolkit.tokens import per_sample
 
-from ..schedules.closed_form import per_sample
-from ..weighting import check_weighting
 from .config import check_feature_reduction
 
 __all__ = ["VPGaussianProcess"]

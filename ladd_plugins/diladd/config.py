@@ -4,8 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from registry.ranges import check_range
-
-from ..weighting import check_weighting
+from registry.toolkit.options import check_weighting
 
 
 @dataclass

@@ -5,8 +5,7 @@ from dataclasses import dataclass
 
 from registry.errors import InvalidConfigError
 from registry.ranges import check_range
-
-from ..backbones.config import TransformerConfig
+from registry.toolkit.options import TransformerConfig
 
 
 @dataclass

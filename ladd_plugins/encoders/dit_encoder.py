@@ -10,8 +10,8 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ladd_plugins.backbones.layers import DiTTrunk, FinalLayer, learned_condition
 from registry.interfaces import Encoder
+from registry.toolkit.layers import DiTTrunk, FinalLayer, learned_condition
 
 from .config import DiTEncoderConfig
 from .input_dropout import input_dropout

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..weighting import check_weighting
+from registry.toolkit.options import check_weighting
 
 
 @dataclass

@@ -5,22 +5,12 @@ import torch
 from torch import Tensor
 
 from registry.errors import IncompatibleComponentsError
-from registry.interfaces import RevealingProcess, Schedule, mask_id
+from registry.interfaces import RevealingProcess, Schedule
+from registry.toolkit.tokens import IGNORE, cross_entropy, draw_tokens, mask_id, per_sample
 
-from ..schedules.closed_form import per_sample
 from .config import MaskedProcessConfig
-from .cross_entropy import cross_entropy
 
-__all__ = ["MaskedProcess", "MaskedProcessConfig", "draw_tokens"]
-
-
-def draw_tokens(x_t: Tensor, reveal: Tensor, logits: Tensor, generator: torch.Generator | None = None) -> Tensor:
-    """``x_t`` with tokens drawn in float64 from ``softmax(logits)`` (``[N, K]``, real tokens only) at ``reveal``."""
-    x_s = x_t.clone()
-    if logits.shape[0]:
-        probs = torch.softmax(logits.double(), dim=-1)
-        x_s[reveal] = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
-    return x_s
+__all__ = ["MaskedProcess", "MaskedProcessConfig"]
 
 
 class MaskedProcess(RevealingProcess):
@@ -63,7 +53,7 @@ class MaskedProcess(RevealingProcess):
             ce = torch.zeros(x0.shape, dtype=torch.float32, device=x0.device).masked_scatter(masked, cross_entropy(prediction, x0[masked]))
         else:
             # ignore_index keeps the logits un-copied: unmasked positions contribute exactly 0
-            ce = cross_entropy(prediction.flatten(0, -2), torch.where(masked, x0, -100).flatten()).view(x0.shape)
+            ce = cross_entropy(prediction.flatten(0, -2), torch.where(masked, x0, IGNORE).flatten()).view(x0.shape)
         return ce.mean(dim=1) * self.weight(tau).float()
 
     def loss_rows(self, x_t: Tensor) -> Tensor:

@@ -5,16 +5,16 @@ import torch
 from torch import Tensor
 
 from registry.interfaces import DenoiserModel, SampleOutput, Sampler
-
-from .common import (
+from registry.toolkit.sampling import (
     check_fixed_kept,
-    full,
     guidance_seed,
     reveals_first,
     start_tokens,
     time_grid,
+    times,
     token_logits,
 )
+
 from .config import JointConfig
 
 
@@ -36,7 +36,7 @@ class JointSampler(Sampler):
         fast, calls = reveals_first(model, self.config.fast), 0
         null_seed = guidance_seed(generator, self.config.guidance)
         for tau_t, tau_s in time_grid(steps):
-            t, s = full(num_samples, tau_t, device), full(num_samples, tau_s, device)
+            t, s = times(num_samples, tau_t, device), times(num_samples, tau_s, device)
             if fast:  # the latent needs the network every step; the token head runs at revealed positions only
                 reveal = model.process.reveal(x, t, s, generator)
                 rows, latent_prediction, used = token_logits(model, x, t, y, t, self.config.guidance, null_seed, rows=reveal)

@@ -5,9 +5,8 @@ import torch
 from torch import Tensor
 
 from registry.interfaces import DenoiserModel, SampleOutput, Sampler
+from registry.toolkit.sampling import denoise_tokens, known_tokens, time_grid, times
 
-from .ancestral import denoise_tokens
-from .common import full, known_tokens, time_grid
 from .config import SequentialConfig
 
 
@@ -34,8 +33,8 @@ class SequentialSampler(Sampler):
         known = known_tokens(model, num_samples, fixed, device)  # checked before the latent steps read it
         y = model.latent.sample_prior(num_samples, device, generator)
         for tau_t, tau_s in time_grid(self.config.latent_steps):
-            t, s = full(num_samples, tau_t, device), full(num_samples, tau_s, device)
-            y = model.latent.step(y, model.predict_latent(y, t, known), t, s, generator)
+            t, s = times(num_samples, tau_t, device), times(num_samples, tau_s, device)
+            y = model.latent.step(y, model.predict(known, None, y, t).latent, t, s, generator)
         tokens, calls = denoise_tokens(
             model, num_samples, steps, generator, device, y, self.config.guidance, self.config.fast, fixed
         )

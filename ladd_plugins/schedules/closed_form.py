@@ -33,13 +33,7 @@ __all__ = [
     "VPCosineSchedule",
     "VPCosineScheduleConfig",
     "VPSqrtSchedule",
-    "per_sample",
 ]
-
-
-def per_sample(values: Tensor, like: Tensor) -> Tensor:
-    """Reshape per-sample values ``[B]`` (times, signal levels) to broadcast against ``like`` ``[B, ...]``."""
-    return values.view(-1, *([1] * (like.dim() - 1)))
 
 
 def _unit(signal: Tensor) -> Tensor:

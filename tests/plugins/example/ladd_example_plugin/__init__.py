@@ -1,11 +1,11 @@
-"""Example third-party plugin: an exponential token schedule and a convolutional token denoiser."""
+"""Example third-party plugin: an exponential token schedule, a convolutional token denoiser and a tempered sampler."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from registry import ComponentSpec, hookimpl
 
-from .options import ConvConfig, ExponentialConfig
+from .options import ConvConfig, ExponentialConfig, TemperatureConfig
 
 
 @hookimpl
@@ -24,6 +24,13 @@ def ladd_components():
             factory="ladd_example_plugin.components:ConvBackbone",
             config=ConvConfig,
             description="bidirectional 1-D convolutional token denoiser",
+        ),
+        ComponentSpec(
+            kind="sampler",
+            name="temperature",
+            factory="ladd_example_plugin.components:TemperatureSampler",
+            config=TemperatureConfig,
+            description="ancestral token sampling from logits divided by a temperature",
         ),
     ]
 

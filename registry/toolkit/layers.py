@@ -1,8 +1,8 @@
-"""Building blocks shared by the DiT, MM-DiT, MLP denoisers and the DiT encoder.
+"""Transformer building blocks for backbones and encoders (ladd's DiT, MM-DiT, MLP denoisers and DiT encoder use them).
 
-DiT blocks (Peebles & Xie, 2023) with adaLN-Zero conditioning, bidirectional (or, for the
-autoregressive baseline, causal) attention and rotary position embeddings (RoPE) whose positions the
-caller passes in.
+DiT blocks (Peebles & Xie, 2023) with adaLN-Zero conditioning, bidirectional (or causal) attention and
+rotary position embeddings (RoPE) whose positions the caller passes in; the timestep embedding, the
+zero-initialised vocabulary head and the adaLN-modulated final layer (which applies its head at rows only).
 """
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from .tokens import at_rows
 
 try:
     from flash_attn import flash_attn_func
@@ -210,7 +212,7 @@ class FinalLayer(nn.Module):
         """Head outputs ``[B, L, out]``, or ``[N, out]`` at the positions ``rows`` (bool ``[B, L]``) only."""
         shift, scale = self.adaln(c)
         features = modulate(self.norm(x), shift, scale)
-        return self.head(features if rows is None else features[rows])
+        return self.head(at_rows(features, rows))
 
 
 def learned_condition(cond_dim: int) -> nn.Parameter:

@@ -1,12 +1,36 @@
-"""Cross-entropy over a large vocabulary without keeping float32 log-probabilities of every position."""
+"""Token-channel helpers: mask id, per-sample broadcast, logits at rows, float64 categorical draw, chunked cross-entropy."""
 from __future__ import annotations
 
 import torch
 from torch import Tensor
 
+from ..interfaces import mask_id
+
+__all__ = ["CHUNK_ELEMENTS", "IGNORE", "at_rows", "cross_entropy", "draw_tokens", "mask_id", "per_sample"]
+
+
+def per_sample(values: Tensor, like: Tensor) -> Tensor:
+    """Reshape per-sample values ``[B]`` (times, signal levels) to broadcast against ``like`` ``[B, ...]``."""
+    return values.view(-1, *([1] * (like.dim() - 1)))
+
+
+def at_rows(values: Tensor, rows: Tensor | None) -> Tensor:
+    """``values [B, S, ...]`` at the positions ``rows`` (bool ``[B, S]``) as ``[N, ...]`` in row-major order; all if None."""
+    return values if rows is None else values[rows]
+
+
+def draw_tokens(x_t: Tensor, reveal: Tensor, logits: Tensor, generator: torch.Generator | None = None) -> Tensor:
+    """``x_t`` with tokens drawn in float64 from ``softmax(logits)`` (``[N, K]``, real tokens only) at ``reveal``."""
+    x_s = x_t.clone()
+    if logits.shape[0]:
+        probs = torch.softmax(logits.double(), dim=-1)
+        x_s[reveal] = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+    return x_s
+
+
 #: float32 elements of log-probabilities alive at once (256 MiB); larger inputs are cut into row chunks
 CHUNK_ELEMENTS = 1 << 26
-IGNORE = -100
+IGNORE = -100  # a target ignored by ``cross_entropy`` (loss 0), as in torch
 
 
 def _chunk_rows(logits: Tensor) -> int:

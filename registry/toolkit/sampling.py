@@ -1,11 +1,23 @@
-"""Pieces every sampler shares: the reverse time grid, the conditioned start, guided token predictions."""
+"""Sampler helpers: the reverse time grid, known tokens, guided token predictions and the token denoising chain."""
 from __future__ import annotations
 
 import torch
 from torch import Tensor
 
-from registry.errors import InvalidConfigError, LaddError
-from registry.interfaces import DenoiserModel, RevealingProcess, mask_id
+from ..errors import InvalidConfigError, LaddError
+from ..interfaces import DenoiserModel, RevealingProcess, mask_id
+
+__all__ = [
+    "check_fixed_kept",
+    "denoise_tokens",
+    "guidance_seed",
+    "known_tokens",
+    "reveals_first",
+    "start_tokens",
+    "time_grid",
+    "times",
+    "token_logits",
+]
 
 
 def time_grid(steps: int) -> list[tuple[float, float]]:
@@ -15,9 +27,9 @@ def time_grid(steps: int) -> list[tuple[float, float]]:
     return [(k / steps, (k - 1) / steps) for k in range(steps, 0, -1)]
 
 
-def full(batch: int, value: float, device: torch.device) -> Tensor:
-    """A time tensor [batch] filled with ``value``."""
-    return torch.full((batch,), value, device=device)
+def times(batch: int, tau: float, device: torch.device) -> Tensor:
+    """A time tensor ``[batch]`` filled with ``tau``."""
+    return torch.full((batch,), tau, device=device)
 
 
 def known_tokens(model: DenoiserModel, num_samples: int, fixed: Tensor | None, device: torch.device) -> Tensor | None:
@@ -87,19 +99,56 @@ def token_logits(
 
     The guided pass's null latent is noised from a stream seeded with ``null_seed`` (see :func:`guidance_seed`).
     """
-
-    def predict(y: Tensor | None):
-        if rows is None:
-            return model.predict(x_t, tau_x, y, tau_y)
-        return model.predict_rows(x_t, tau_x, y, tau_y, rows)
-
-    out = predict(y_t)
+    out = model.predict(x_t, tau_x, y_t, tau_y, rows)
     if y_t is None or guidance == 1.0:
         return out.tokens, out.latent, 1
     if null_seed is None:
         raise ValueError("a guided prediction needs the null_seed that guidance_seed drew")
     noise = torch.Generator(device=x_t.device).manual_seed(null_seed)
     null = model.latent.corrupt(model.latent.null(x_t.shape[0], x_t.device).to(y_t.dtype), tau_y, noise)
-    unconditional = predict(null).tokens
+    unconditional = model.predict(x_t, tau_x, null, tau_y, rows).tokens
     logits = model.process.guide(out.tokens.log_softmax(-1), unconditional.log_softmax(-1), guidance)
     return logits, out.latent, 2
+
+
+def denoise_tokens(
+    model: DenoiserModel,
+    num_samples: int,
+    steps: int,
+    generator: torch.Generator,
+    device: torch.device,
+    latent: Tensor | None = None,
+    guidance: float = 1.0,
+    fast: bool = True,
+    fixed: Tensor | None = None,
+) -> tuple[Tensor, int]:
+    """Run the token chain from all-mask to clean, optionally conditioned on a fixed clean latent and known tokens.
+
+    Fast path (exact): draw the positions that reveal first, then compute the output head and the
+    categorical draw there only; a step that reveals nothing calls no network. Plain path: predict
+    every position, and reuse the last prediction while nothing changes and the denoiser ignores
+    the token time (it would be recomputed from identical inputs). Known tokens (``fixed``) start
+    unmasked, so a masked process never changes them and the chain only fills the free positions.
+    """
+    x = start_tokens(model, num_samples, device, generator, fixed)
+    tau_y = None if latent is None else times(num_samples, 0.0, device)
+    fast = reveals_first(model, fast)
+    null_seed = guidance_seed(generator, guidance)
+    logits, calls = None, 0
+    for tau_t, tau_s in time_grid(steps):
+        t, s = times(num_samples, tau_t, device), times(num_samples, tau_s, device)
+        if fast:
+            reveal = model.process.reveal(x, t, s, generator)
+            if bool(reveal.any()):
+                rows, _, used = token_logits(model, x, t, latent, tau_y, guidance, null_seed, rows=reveal)
+                calls += used
+                x = model.process.fill(x, reveal, rows, generator)
+            continue
+        if logits is None or not model.caches_token_predictions:
+            logits, _, used = token_logits(model, x, t, latent, tau_y, guidance, null_seed)
+            calls += used
+        x_next = model.process.step(x, logits, t, s, generator)
+        if not torch.equal(x_next, x):
+            logits = None
+        x = x_next
+    return check_fixed_kept(x, fixed, model), calls

@@ -1,0 +1,39 @@
+"""Options shared by components' config dataclasses (torch-free, so listing components imports no model code)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import InvalidConfigError
+from ..ranges import check_range
+
+__all__ = ["WEIGHTINGS", "TransformerConfig", "check_weighting"]
+
+#: Loss weightings of a process: "elbo", T times the discrete-time ELBO weight of the step; "constant", 1.
+WEIGHTINGS = ("elbo", "constant")
+
+
+def check_weighting(weighting: str) -> None:
+    """Raise ValueError naming the valid choices for an unknown weighting."""
+    if weighting not in WEIGHTINGS:
+        raise ValueError(f"weighting={weighting!r}; valid choices: {', '.join(WEIGHTINGS)}")
+
+
+@dataclass
+class TransformerConfig:
+    """Width, depth, heads, MLP expansion and residual dropout of a stack of DiT blocks."""
+
+    hidden: int = 64  # width d of every block
+    layers: int = 4  # number of blocks
+    heads: int = 4  # attention heads (hidden must divide by it)
+    mlp_ratio: float = 4.0  # MLP hidden width = mlp_ratio * hidden
+    dropout: float = 0.1  # residual dropout in training
+
+    def __post_init__(self) -> None:
+        for key in ("hidden", "layers", "heads"):
+            check_range(key, getattr(self, key), 1)
+        check_range("mlp_ratio", self.mlp_ratio, 0, low_open=True)
+        check_range("dropout", self.dropout, 0, 1, high_open=True)
+        if self.hidden % self.heads or (self.hidden // self.heads) % 2:
+            raise InvalidConfigError(
+                f"hidden={self.hidden} must split into heads={self.heads} heads of even width (for RoPE), e.g. hidden=64 heads=4"
+            )
