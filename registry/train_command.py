@@ -14,7 +14,7 @@ from pathlib import Path
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override
 from hydra.errors import HydraException
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig
 
 from ._registry import Registry
 from .config import compose, composition_error
@@ -95,9 +95,7 @@ class TrainCommand:
             if self.sweep_dir is None:
                 self.sweep_dir = f"multirun/{datetime.datetime.now():%Y-%m-%d_%H-%M-%S}"
             job = [*_without_run_dir(job), f"{RUN_DIR}={Path(self.sweep_dir) / str(number)}"]
-        cfg = compose(job, registry, self.searchpath)
-        with open_dict(cfg):
-            cfg[RUN_DIR] = str(cfg[RUN_DIR])  # resolve ${now:...} once: the folder and the saved config agree
+        cfg = compose(job, registry, self.searchpath)  # resolved: ${now:...} once, so the folder and the saved config agree
         return cfg, Path(cfg[RUN_DIR])
 
     def relaunch(self, job: list[str], run_dir: Path) -> list[str]:
