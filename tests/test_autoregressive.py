@@ -178,6 +178,7 @@ def test_too_few_steps_for_one_token_per_call_is_refused():
         AncestralSampler(AncestralConfig()).sample(_model(), 2, SEQ // 2, torch.Generator().manual_seed(0))
 
 
+@pytest.mark.slow
 def test_preset_trains_through_the_cli_and_samples(ladd, tmp_path):
     out = ladd("train", "experiment=binsaw/ar_cpu", *TINY, "train.stages=[{steps:2}]", f"run_dir={tmp_path}")
     assert out.returncode == 0, out.stderr

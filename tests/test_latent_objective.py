@@ -78,6 +78,7 @@ def test_kept_row_weights_average_to_the_mean_over_kept_rows():
     assert torch.equal(kept_row_weights(torch.ones(4, dtype=torch.bool)), torch.zeros(4))
 
 
+@pytest.mark.slow
 def test_di_ladd_trains_both_stages_with_classifier_free_dropout(reg, tmp_path):
     train(compose(["experiment=binsaw/diladd_joint_cpu", *TINY, TWO_STAGES, "objective.p_cfg=0.5"], reg), tmp_path, reg)
     with (tmp_path / "metrics.csv").open() as handle:

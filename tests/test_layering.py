@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import registry
 
 CORE = Path(registry.__file__).parent
@@ -37,6 +39,7 @@ def test_no_core_module_imports_the_components_in_its_source():
     assert {"ladd_plugins.mdlm", "ladd_plugins.text"} <= _imported(planted), "the check must see planted imports"
 
 
+@pytest.mark.slow
 def test_importing_every_core_module_loads_no_component_module():
     modules = sorted(f"registry.{path.stem}" for path in CORE.glob("*.py"))
     code = (
