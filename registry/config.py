@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
 from hydra.core.config_store import ConfigStore
+from hydra.core.override_parser.types import Override
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
@@ -29,6 +30,7 @@ OPTIMIZERS = ("adamw", "adam")
 #: seeds stay within the 32-bit range Lightning and NumPy accept, with room for the per-stage offsets
 MAX_SEED = 2**31 - 1
 UNKNOWN_KEY = "no such option (misspelt, or an option of another component?)"
+STAGES_KEY = "train.stages"
 
 
 @dataclass
@@ -271,7 +273,7 @@ def compose(overrides: list[str], registry: Registry, searchpath: Sequence[str] 
 
     check_selections(overrides, registry)
     register_configs(registry)
-    parsed = [_parsed(override) for override in overrides]
+    parsed = [parse_override(override) for override in overrides]
     # a list replaces every stage, which Hydra cannot do to a mapping: it is set after composing
     replaces_stages = [o.key_or_group == STAGES_KEY and isinstance(o.value(), list) for o in parsed]
     stage_lists = [o.value() for o, replaces in zip(parsed, replaces_stages) if replaces]
@@ -299,7 +301,8 @@ def compose(overrides: list[str], registry: Registry, searchpath: Sequence[str] 
     return resolved
 
 
-def _parsed(override: str) -> Any:
+def parse_override(override: str) -> Override:
+    """One command-line override parsed by Hydra's grammar (a malformed one is a one-line error)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
@@ -309,7 +312,7 @@ def _parsed(override: str) -> Any:
         raise composition_error(error) from None
 
 
-def _typed_options(parsed: Sequence[Any]) -> set[str]:
+def _typed_options(parsed: Sequence[Override]) -> set[str]:
     """``slot.option`` for every component option the command line sets."""
     keys = (o.key_or_group.split(".") for o in parsed if o.package is None and not o.is_delete())
     return {f"{key[0]}.{key[1]}" for key in keys if len(key) > 1 and key[0] in SLOTS}
@@ -335,9 +338,6 @@ def _fit_options(plain: dict[str, Any], typed: set[str], registry: Registry) -> 
         if component is None:
             plain[slot.name] = None
     return left_out
-
-
-STAGES_KEY = "train.stages"
 
 
 def composition_error(error: Exception) -> InvalidConfigError:

@@ -11,13 +11,11 @@ import datetime
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.core.override_parser.types import Override
 from hydra.errors import HydraException
 from omegaconf import DictConfig
 
 from ._registry import Registry
-from .config import compose, composition_error
+from .config import compose, composition_error, parse_override
 from .errors import InvalidConfigError
 from .runs import ALLOW_CHANGES_FLAG
 
@@ -65,7 +63,7 @@ class TrainCommand:
         return command
 
     def _add(self, arg: str) -> None:
-        override = _parse(arg)
+        override = parse_override(arg)
         key = override.key_or_group
         if key == SWEEP_DIR:
             self.sweep_dir = str(override.value())
@@ -87,7 +85,7 @@ class TrainCommand:
         from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 
         try:
-            return BasicSweeper.split_arguments([_parse(o) for o in self.overrides], None)[0]
+            return BasicSweeper.split_arguments([parse_override(o) for o in self.overrides], None)[0]
         except HydraException as error:
             raise composition_error(error) from None
 
@@ -106,12 +104,5 @@ class TrainCommand:
         return [*searchpath, *_without_run_dir(job), f"{RUN_DIR}={run_dir}"]
 
 
-def _parse(arg: str) -> Override:
-    try:
-        return OverridesParser.create().parse_override(arg)
-    except HydraException as error:
-        raise composition_error(error) from None
-
-
 def _without_run_dir(job: list[str]) -> list[str]:
-    return [o for o in job if _parse(o).key_or_group != RUN_DIR]
+    return [o for o in job if parse_override(o).key_or_group != RUN_DIR]

@@ -113,6 +113,7 @@ def test_backbone_declares_its_shape_and_no_time_input():
     assert backbone.token_time_conditioned is False
 
 
+@pytest.mark.slow
 def test_training_on_cycles_reaches_the_entropy_floor_and_samples_valid_cycles():
     model = _model(perturb=False).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)

@@ -93,6 +93,7 @@ def test_a_null_latent_target_that_no_loss_can_take_is_refused_before_training(r
         build_experiment(cfg, reg)
 
 
+@pytest.mark.slow
 def test_stage_two_freezes_the_encoder_and_keeps_training_the_quantiser(reg, tmp_path):
     """As the authors do: the encoder is frozen, the VQ's learned mask vector and EMA codebook keep training."""
     experiment = train(compose(["experiment=binsaw/diladd_joint_cpu", *TINY, TWO_STAGES], reg), tmp_path, reg)

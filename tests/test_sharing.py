@@ -61,6 +61,7 @@ class _Evil:
         return (pathlib.Path.touch, (self.marker,))
 
 
+@pytest.mark.slow
 def test_a_pickle_that_would_run_code_is_refused(trained, tmp_path):
     experiment, _ = trained
     marker = tmp_path / "code_ran"
