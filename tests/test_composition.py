@@ -26,7 +26,7 @@ def reg():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("preset", PRESETS)
-def test_every_latent_can_be_selected_on_top_of_every_preset(preset, reg, capsys):
+def test_every_latent_can_be_selected_on_top_of_every_preset(preset, reg):
     for latent in reg.names("latent"):
         cfg = to_plain(compose([f"experiment={preset}", f"latent={latent}"], reg))
         assert cfg["latent"]["name"] == latent
