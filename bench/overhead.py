@@ -38,7 +38,7 @@ def ladd_loop(cfg: dict, steps: int, reg: registry.Registry) -> float:
     """Steps per second of ``train`` between step ``WARMUP`` and the last step."""
     with tempfile.TemporaryDirectory() as run_dir:
         cfg = {**cfg, "trainer": {"max_steps": steps}, "train": {**cfg["train"], "log_every": 1, "progress": False,
-                                                                    "checkpoint_every": 10**9, "stages": cfg["train"]["stages"][:1]}}
+                                                                    "checkpoint_every": 10**9, "stages": dict(list(cfg["train"]["stages"].items())[:1])}}
         train(cfg, run_dir, reg)
         with (Path(run_dir) / METRICS_FILE).open(newline="") as handle:
             rows = {int(r["step"]): float(r["seconds"]) for r in csv.DictReader(handle)}

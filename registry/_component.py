@@ -11,17 +11,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from .errors import ComponentError, InvalidConfigError, LaddError, did_you_mean
-
-KINDS: tuple[str, ...] = (
-    "process",
-    "latent",
-    "encoder",
-    "schedule",
-    "backbone",
-    "sampler",
-    "dataset",
-    "metric",
-)
+from .kinds import KINDS
 
 
 @dataclass(frozen=True)
@@ -116,15 +106,22 @@ class Component:
         except Exception as error:
             raise self._error(f"failed to build: {type(error).__name__}: {error}") from error
 
+    def option_names(self) -> list[str]:
+        """The options of this component's config, in declaration order."""
+        return [] if self.spec.config is None else [f.name for f in dataclasses.fields(self.spec.config)]
+
+    def unknown_option(self, key: str) -> str:
+        """Why ``key`` is not an option of this component, with the closest and the valid ones."""
+        known = self.option_names()
+        if not known:
+            return f"{self.kind} {self.name!r} takes no options"
+        return f"{self.kind} {self.name!r} has no option {key!r}{did_you_mean(key, known)} valid options: {', '.join(known)}"
+
     def _config(self, options: dict[str, Any]) -> Any:
         """The config dataclass filled from ``options``, checked and converted as a Hydra config would be."""
-        known = [f.name for f in dataclasses.fields(self.spec.config)]
         for key in options:
-            if key not in known:
-                raise InvalidConfigError(
-                    f"{self.kind} {self.name!r} has no option {key!r}{did_you_mean(key, known)} "
-                    f"valid options: {', '.join(known)}"
-                )
+            if key not in self.option_names():
+                raise InvalidConfigError(self.unknown_option(key))
         try:
             return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(self.spec.config), options))
         except OmegaConfBaseException as error:

@@ -8,24 +8,10 @@ from typing import Any, Mapping
 from ._component import Component
 from ._registry import Registry
 from .errors import IncompatibleComponentsError, LaddError, UnknownComponentError
-from .interfaces import Channels, Dataset, Latent, Metric, Sampler
+from .interfaces import Dataset, Latent, Metric, Sampler
+from .kinds import SLOTS
 from .model import DiffusionModel, Objective
 from .safety import check_config
-
-#: Config slots and the component kind each one selects. Optional slots may be null.
-SLOTS: dict[str, str] = {
-    "dataset": "dataset",
-    "process": "process",
-    "schedule": "schedule",
-    "latent": "latent",
-    "latent_schedule": "schedule",
-    "encoder": "encoder",
-    "backbone": "backbone",
-    "latent_backbone": "backbone",
-    "sampler": "sampler",
-    "metric": "metric",
-}
-OPTIONAL_SLOTS = ("latent_schedule", "encoder", "latent_backbone")
 
 
 @dataclass
@@ -47,7 +33,7 @@ def selection(cfg: Mapping[str, Any], slot: str) -> tuple[str, dict[str, Any]] |
     """The (name, options) chosen for a slot, or None for an empty optional slot."""
     node = cfg.get(slot)
     if node is None:
-        if slot in OPTIONAL_SLOTS:
+        if SLOTS[slot].optional:
             return None
         raise IncompatibleComponentsError(f"config has no {slot!r}; choose one with {slot}=NAME")
     options = dict(node)
@@ -59,42 +45,36 @@ def build_experiment(cfg: Mapping[str, Any], registry: Registry) -> Experiment:
     """Build dataset, model, sampler and metric from a plain (resolved) config mapping."""
     check_config(cfg)
     components: dict[str, Component] = {}
-
-    def build(slot: str, **context: Any) -> Any:
-        chosen = selection(cfg, slot)
+    built: dict[str, Any] = {}
+    for slot in SLOTS.values():
+        chosen = selection(cfg, slot.name) if slot.wanted(built) else None
         if chosen is None:
-            return None
+            built[slot.name] = None
+            continue
         name, options = chosen
-        component = registry.get(SLOTS[slot], name)
-        components[slot] = component
-        return component.build(options, **context)
-
-    dataset: Dataset = build("dataset")
-    process = build("process", schedule=build("schedule"), vocab_size=dataset.vocab_size)
-    latent: Latent = build("latent", schedule=build("latent_schedule"))
-    encoder = build("encoder", vocab_size=dataset.vocab_size, seq_len=dataset.seq_len, tokenizer=dataset.tokenizer)
+        components[slot.name] = registry.get(slot.kind, name)
+        built[slot.name] = components[slot.name].build(options, **slot.context(built))
+    dataset: Dataset = built["dataset"]
+    latent: Latent = built["latent"]
     objective = Objective(**dict(cfg.get("objective") or {}))
-    _check_latent_side(latent, encoder, objective, cfg)
-    backbone = build(
-        "backbone",
-        channels=Channels(dataset.vocab_size, dataset.seq_len, latent if latent.length > 0 else None),
-    )
-    latent_backbone = build("latent_backbone", channels=Channels(0, 0, latent)) if latent.length > 0 else None
-    if objective.latent_time == "clean" and latent.length > 0 and latent_backbone is None:
+    _check_latent_side(latent, built["encoder"], objective, cfg)
+    if objective.latent_time == "clean" and latent.length > 0 and built["latent_backbone"] is None:
         raise IncompatibleComponentsError(
             "objective.latent_time=clean trains the token denoiser on clean latents only, so the latent "
             "needs its own denoiser: set latent_backbone=NAME (e.g. one of the latent-only backbones)"
         )
-    sampler: Sampler = build("sampler")
+    sampler: Sampler = built["sampler"]
     if sampler.requires_latent and latent.length == 0:
         raise IncompatibleComponentsError(
             f"sampler {components['sampler'].name!r} generates a latent channel but latent "
             f"{components['latent'].name!r} has none; use a token-only sampler or choose a latent"
         )
     model = DiffusionModel(
-        process, latent, backbone, dataset.vocab_size, dataset.seq_len, objective, encoder, latent_backbone
+        built["process"], latent, built["backbone"], dataset.vocab_size, dataset.seq_len, objective,
+        built["encoder"], built["latent_backbone"],
     )
-    return Experiment(model, dataset, sampler, build("metric", tokenizer=dataset.tokenizer), components)
+    metric: Metric = built["metric"]
+    return Experiment(model, dataset, sampler, metric, components)
 
 
 def _check_latent_side(latent: Latent, encoder: Any, objective: Objective, cfg: Mapping[str, Any]) -> None:
@@ -109,7 +89,7 @@ def _check_latent_side(latent: Latent, encoder: Any, objective: Objective, cfg: 
             f"encoder produces {encoder.length} x {encoder.width} features but latent {cfg['latent']['name']!r} "
             f"expects {latent.length} x {latent.width} (set encoder.length/width to match latent.length/width)"
         )
-    trains_latent = any(stage.get("lambda_latent", 0) > 0 for stage in (cfg.get("train") or {}).get("stages") or [])
+    trains_latent = any(stage.get("lambda_latent", 0) > 0 for stage in ((cfg.get("train") or {}).get("stages") or {}).values())
     if objective.p_cfg > 0 and objective.latent_loss_on_dropped and trains_latent and not latent.null_is_target:
         raise IncompatibleComponentsError(
             f"objective.latent_loss_on_dropped=true makes the null latent a target of the latent loss, but latent "

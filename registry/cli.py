@@ -10,9 +10,9 @@ import warnings
 from pathlib import Path
 from typing import Any, NoReturn
 
-from ._component import KINDS
 from ._registry import Registry, load
 from .errors import LaddError
+from .kinds import KIND_SPECS, KINDS
 from .switches import debugging
 
 DEBUG_ENV = "LADD_DEBUG"
@@ -49,6 +49,7 @@ def _show(args: argparse.Namespace, registry: Registry) -> None:
         print(f"  {component.spec.description}")
     factory = component.spec.factory
     print(f"  factory: {factory if isinstance(factory, str) else f'{factory.__module__}:{factory.__qualname__}'}")
+    print(f"  implements: registry.interfaces.{KIND_SPECS[component.kind].interface}")
     print(format_options(component))
 
 

@@ -2,18 +2,20 @@
 from __future__ import annotations
 
 import dataclasses
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import DictConfig, OmegaConf
+from hydra.core.override_parser.types import Override
+from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
 from ._component import Component
 from ._registry import Registry
-from .assembly import SLOTS
 from .errors import InvalidConfigError, did_you_mean
+from .kinds import SLOTS
 from .lr_schedules import SCHEDULES
 from .model import Objective
 from .ranges import check_choice, check_each, check_range
@@ -28,6 +30,7 @@ OPTIMIZERS = ("adamw", "adam")
 #: seeds stay within the 32-bit range Lightning and NumPy accept, with room for the per-stage offsets
 MAX_SEED = 2**31 - 1
 UNKNOWN_KEY = "no such option (misspelt, or an option of another component?)"
+STAGES_KEY = "train.stages"
 
 
 @dataclass
@@ -39,10 +42,29 @@ class StageConfig:
     freeze_encoder: bool = False
     max_minutes: float | None = None  # wall-clock cap: the stage ends at `steps` or this, whichever comes first
 
-    def __post_init__(self) -> None:
-        check_range("train.stages[].steps", self.steps, 1)
-        check_range("train.stages[].lambda_latent", self.lambda_latent, 0)
-        check_range("train.stages[].max_minutes", self.max_minutes, 0, low_open=True, optional=True)
+    def check(self, name: str) -> None:
+        """Range checks, naming the stage."""
+        check_range(f"train.stages.{name}.steps", self.steps, 1)
+        check_range(f"train.stages.{name}.lambda_latent", self.lambda_latent, 0)
+        check_range(f"train.stages.{name}.max_minutes", self.max_minutes, 0, low_open=True, optional=True)
+
+
+def named_stages(stages: Any) -> Any:
+    """``train.stages`` keyed by stage name: a list (a config saved before stages had names, or typed on the
+    command line) becomes ``stage1``, ``stage2``, ... in order; stages set to null are left out."""
+    if isinstance(stages, (list, ListConfig)):
+        return {f"stage{index}": stage for index, stage in enumerate(stages, start=1)}
+    if isinstance(stages, (dict, DictConfig)):
+        return {name: stage for name, stage in stages.items() if stage is not None}
+    return stages
+
+
+def upgraded(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """A plain config as this ladd writes it, from one an earlier ladd saved (a run folder's, an export's)."""
+    plain = dict(cfg)
+    if isinstance(plain.get("train"), Mapping) and "stages" in plain["train"]:
+        plain["train"] = {**plain["train"], "stages": named_stages(plain["train"]["stages"])}
+    return plain
 
 
 @dataclass
@@ -60,7 +82,8 @@ class TrainConfig:
     """Optimisation and hardware settings."""
 
     batch_size: int = 256  # the global batch: split evenly over all processes (devices x nodes)
-    stages: list[StageConfig] = field(default_factory=lambda: [StageConfig()])
+    # by name, run in order; an overlay changes one (train.stages.stage2.steps=10) or drops it (stage2: null)
+    stages: dict[str, Optional[StageConfig]] = field(default_factory=dict)
     optimizer: str = "adamw"  # adamw (decoupled weight decay) or adam (weight decay added to the gradient)
     lr: float = 1e-3
     weight_decay: float = 0.01
@@ -87,8 +110,8 @@ class TrainConfig:
         check_choice("train.optimizer", self.optimizer, OPTIMIZERS)
         check_choice("train.lr_schedule", self.lr_schedule, SCHEDULES)
         check_range("train.min_lr_ratio", self.min_lr_ratio, 0, 1)
-        if not self.stages:
-            raise InvalidConfigError("train.stages=[] is not valid: a run needs at least one stage, e.g. train.stages=[{steps:1000}]")
+        for name, stage in named_stages(self.stages).items():
+            stage.check(name)
         check_range("train.lr", self.lr, 0, low_open=True)
         check_range("train.weight_decay", self.weight_decay, 0)
         if len(self.betas) != 2:
@@ -141,21 +164,11 @@ class EvalConfig:
 
 
 @dataclass
-class LaddSchema:
-    """Typed top level of every experiment config; component slots are filled by config groups."""
+class Settings:
+    """Every top-level option that is not a component slot."""
 
     method: str = "mdlm"  # label of the run in tables and plots
     seed: int = 0
-    dataset: Any = None
-    process: Any = None
-    schedule: Any = None
-    latent: Any = None
-    latent_schedule: Any = None
-    encoder: Any = None
-    backbone: Any = None
-    latent_backbone: Any = None
-    sampler: Any = None
-    metric: Any = None
     run_dir: str = "runs/${now:%Y-%m-%d_%H-%M-%S}"
     objective: Objective = field(default_factory=Objective)
     train: TrainConfig = field(default_factory=TrainConfig)
@@ -166,16 +179,23 @@ class LaddSchema:
         check_range("seed", self.seed, 0, MAX_SEED - len(self.train.stages))
 
 
+def schema() -> type:
+    """The typed top level of every experiment config: the settings, and one slot per row of the slot table, filled by its config group."""
+    return dataclasses.make_dataclass("LaddSchema", [(slot, Any, None) for slot in SLOTS], bases=(Settings,))
+
+
 def check_values(cfg: Mapping[str, Any]) -> None:
     """Refuse expressions and import paths anywhere, then unknown keys, wrong types and out-of-range values of ladd's options."""
     check_config(cfg)
     try:
-        OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(LaddSchema), dict(cfg)))
+        checked = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema()), dict(cfg)))
     except ConfigKeyError as error:
         raise InvalidConfigError(f"{error.full_key}: {UNKNOWN_KEY}") from None
     except OmegaConfBaseException as error:
         key = getattr(error, "full_key", None) or "config"
         raise InvalidConfigError(f"{key}: {str(error).splitlines()[0]}") from None
+    if not named_stages(checked.train.stages):
+        raise InvalidConfigError("train.stages is empty: a run needs at least one stage, e.g. train.stages=[{steps:1000}]")
 
 
 def resolve_precision(requested: str, device_type: str) -> str:
@@ -185,22 +205,35 @@ def resolve_precision(requested: str, device_type: str) -> str:
     return "bf16-mixed" if device_type == "cuda" else "32-true"
 
 
-def _option_node(component: Component) -> Any:
-    """The structured config node for one component: its config dataclass plus its registry name."""
+def _option_node(component: Component) -> DictConfig:
+    """The config node for one component: its config dataclass plus its registry name.
+
+    Typed, so overrides are converted and checked, but open: a preset's options for the component it
+    selected merge in even when the command line selects another one, and compose() sorts them out.
+    """
     name_field = ("name", str, dataclasses.field(default=component.name))
-    if component.spec.config is None:
-        return dataclasses.make_dataclass(f"{component.name}_option", [name_field])
-    return dataclasses.make_dataclass(f"{component.name}_option", [name_field], bases=(component.spec.config,))
+    bases = () if component.spec.config is None else (component.spec.config,)
+    node = OmegaConf.structured(dataclasses.make_dataclass(f"{component.name}_option", [name_field], bases=bases))
+    OmegaConf.set_struct(node, False)
+    return node
+
+
+def _schema_node() -> DictConfig:
+    """The schema, with every optional slot empty unless a preset or the command line fills it."""
+    node = OmegaConf.structured(schema())
+    with open_dict(node):
+        node.defaults = ["_self_", *({slot.name: None} for slot in SLOTS.values() if slot.optional)]
+    return node
 
 
 def register_configs(registry: Registry) -> None:
     """Store the schema and one option per (slot, component) in Hydra's ConfigStore."""
     store = ConfigStore.instance()
-    store.store(name="ladd_schema", node=LaddSchema)
-    for slot, kind in SLOTS.items():
+    store.store(name="ladd_schema", node=_schema_node())
+    for slot in SLOTS.values():
         # every component, a clashing name too: it fails with the clash where it is built, not here
-        for component in (c for c in registry if c.kind == kind):
-            store.store(group=slot, name=component.name, node=_option_node(component))
+        for component in (c for c in registry if c.kind == slot.kind):
+            store.store(group=slot.name, name=component.name, node=_option_node(component))
 
 
 def search_path_override(registry: Registry, extra: Sequence[str] = ()) -> list[str]:
@@ -220,19 +253,19 @@ def check_selections(overrides: list[str], registry: Registry) -> None:
     except HydraException:
         return  # Hydra reports malformed overrides itself
     for override in parsed:
-        kind = SLOTS.get(override.key_or_group)
-        if kind is None or override.package is not None or override.is_delete():
+        slot = SLOTS.get(override.key_or_group)
+        if slot is None or override.package is not None or override.is_delete():
             continue
         value = override.value()
         if isinstance(value, Glob) or override.is_interval_sweep():
             continue  # a glob matches registered names only; an interval names none
         for name in override.sweep_string_iterator() if override.is_sweep_override() else [value]:
             if name is not None:
-                registry.get(kind, str(name))
+                registry.get(slot.kind, str(name))
 
 
 def compose(overrides: list[str], registry: Registry, searchpath: Sequence[str] = ()) -> DictConfig:
-    """Compose and check an experiment config; Hydra's own runtime settings (``hydra:``) are dropped, never used."""
+    """Compose, resolve and check an experiment config; Hydra's own runtime settings (``hydra:``) are dropped, never used."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
@@ -240,15 +273,71 @@ def compose(overrides: list[str], registry: Registry, searchpath: Sequence[str] 
 
     check_selections(overrides, registry)
     register_configs(registry)
+    parsed = [parse_override(override) for override in overrides]
+    # a list replaces every stage, which Hydra cannot do to a mapping: it is set after composing
+    replaces_stages = [o.key_or_group == STAGES_KEY and isinstance(o.value(), list) for o in parsed]
+    stage_lists = [o.value() for o, replaces in zip(parsed, replaces_stages) if replaces]
+    hydra_overrides = [text for text, replaces in zip(overrides, replaces_stages) if not replaces]
     GlobalHydra.instance().clear()
     try:
         with initialize_config_module(CONFIG_MODULE, version_base=None):
-            cfg = hydra_compose(PRIMARY_CONFIG, overrides=[*search_path_override(registry, searchpath), *overrides])
+            cfg = hydra_compose(PRIMARY_CONFIG, overrides=[*search_path_override(registry, searchpath), *hydra_overrides])
+        stages = named_stages(stage_lists[-1] if stage_lists else cfg.train.stages)
+        cfg.train.stages = {name: OmegaConf.merge(OmegaConf.structured(StageConfig), stage) for name, stage in stages.items()}
     except (HydraException, OmegaConfBaseException) as error:
         raise composition_error(error) from None
     check_interpolations(cfg)
-    check_values(to_plain(cfg))
-    return cfg
+    try:
+        plain = to_plain(cfg)
+    except OmegaConfBaseException as error:
+        raise InvalidConfigError(f"{error.full_key}: {str(error).splitlines()[0]}") from None
+    check_config(plain)  # an import-path key is refused as such, not taken for an unknown option
+    left_out = _fit_options(plain, _typed_options(parsed), registry)
+    if left_out:
+        print(f"ladd: note: left out options that presets set for other components than the ones selected: {', '.join(left_out)}", file=sys.stderr)
+    check_values(plain)
+    resolved = OmegaConf.create(plain)
+    OmegaConf.set_struct(resolved, True)
+    return resolved
+
+
+def parse_override(override: str) -> Override:
+    """One command-line override parsed by Hydra's grammar (a malformed one is a one-line error)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    try:
+        return OverridesParser.create().parse_override(override)
+    except HydraException as error:
+        raise composition_error(error) from None
+
+
+def _typed_options(parsed: Sequence[Override]) -> set[str]:
+    """``slot.option`` for every component option the command line sets."""
+    keys = (o.key_or_group.split(".") for o in parsed if o.package is None and not o.is_delete())
+    return {f"{key[0]}.{key[1]}" for key in keys if len(key) > 1 and key[0] in SLOTS}
+
+
+def _fit_options(plain: dict[str, Any], typed: set[str], registry: Registry) -> list[str]:
+    """Leave out of each slot the options its component lacks, which presets set for the component they selected
+    there; such an option typed on the command line is an error. Returns the keys left out."""
+    left_out = []
+    for slot in SLOTS.values():
+        node = plain.get(slot.name)
+        if node is None:
+            continue
+        component = registry.get(slot.kind, node["name"]) if "name" in node else None
+        known = set() if component is None else set(component.option_names())
+        for key in [k for k in node if k != "name" and k not in known]:
+            if f"{slot.name}.{key}" in typed:
+                if component is None:
+                    raise InvalidConfigError(f"{slot.name}.{key}: no {slot.name} is selected; choose one with {slot.name}=NAME")
+                raise InvalidConfigError(f"{slot.name}.{key}: {component.unknown_option(key)}")
+            del node[key]
+            left_out.append(f"{slot.name}.{key}")
+        if component is None:
+            plain[slot.name] = None
+    return left_out
 
 
 def composition_error(error: Exception) -> InvalidConfigError:

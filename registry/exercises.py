@@ -334,14 +334,3 @@ def _without_text(component: Component, **context: Any) -> Any:
     except IncompatibleComponentsError as error:
         raise MissingResourceError(f"needs a text dataset's tokenizer, which a tiny check cannot supply ({error})") from None
 
-
-EXERCISES: dict[str, Callable[[Component, Registry], None]] = {
-    "schedule": exercise_schedule,
-    "process": exercise_process,
-    "latent": exercise_latent,
-    "encoder": exercise_encoder,
-    "backbone": exercise_backbone,
-    "sampler": exercise_sampler,
-    "dataset": exercise_dataset,
-    "metric": exercise_metric,
-}

@@ -6,10 +6,11 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
 from ._registry import Registry, load
-from .assembly import SLOTS, Experiment, build_experiment, check_installed
-from .config import check_values
+from .assembly import Experiment, build_experiment, check_installed
+from .config import check_values, upgraded
 from .errors import LaddError
 from .files import write_text
+from .kinds import SLOTS
 from .runs import COMPONENTS_FILE
 from .training import load_run
 from .weights import load_weights, save_weights
@@ -82,6 +83,7 @@ def read_document(path: Path) -> dict[str, Any]:
     config, components = document.get("config"), document.get("components")
     if not isinstance(config, dict) or not isinstance(components, dict):
         raise LaddError(f"{path} lacks its 'config' or 'components' section; the export is damaged")
+    config = document["config"] = upgraded(config)
     check_values(config)
     _check_agreement(config, components, path)
     return document
@@ -89,7 +91,7 @@ def read_document(path: Path) -> dict[str, Any]:
 
 def _check_agreement(config: dict[str, Any], components: dict[str, Any], path: Path) -> None:
     """Every slot the config fills is recorded in ``components`` under the same kind and name, and nothing else is."""
-    for slot, kind in SLOTS.items():
+    for slot, kind in ((s.name, s.kind) for s in SLOTS.values()):
         node = config.get(slot)
         chosen = node.get("name") if isinstance(node, dict) else node
         recorded = components.get(slot)

@@ -19,8 +19,9 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from ._registry import Registry
-from .assembly import SLOTS, selection
+from .assembly import selection
 from .interfaces import Backbone, Channels, Latent, TransformerShape
+from .kinds import SLOTS
 from .safety import check_config
 
 __all__ = ["CONVENTION", "FlopsReport", "NetworkFlops", "flops_report", "head_macs", "measure_flops", "transformer_macs"]
@@ -187,7 +188,7 @@ def _build(cfg: Mapping[str, Any], registry: Registry, slot: str, **context: Any
     if chosen is None:
         return None
     name, options = chosen
-    return registry.build(SLOTS[slot], name, options, **context)
+    return registry.build(SLOTS[slot].kind, name, options, **context)
 
 
 def _network(cfg: Mapping[str, Any], registry: Registry, slot: str, channels: Channels) -> NetworkFlops:

@@ -20,6 +20,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from .config import upgraded
 from .errors import LaddError
 from .files import is_partial, remove_partials, write_text
 
@@ -95,7 +96,7 @@ class RunFolder:
                 f"{self.path} holds a symbolic link ({links[0]}); ladd writes no links and never writes through one: "
                 f"remove it, or train into a new run_dir"
             )
-        found = differences(record["settings"], json.loads(json.dumps(training_settings(cfg))))
+        found = differences(upgraded(record["settings"]), json.loads(json.dumps(training_settings(cfg))))
         if not found:
             return []
         listed = "; ".join(found)

@@ -11,13 +11,11 @@ import datetime
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.core.override_parser.types import Override
 from hydra.errors import HydraException
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig
 
 from ._registry import Registry
-from .config import compose, composition_error
+from .config import compose, composition_error, parse_override
 from .errors import InvalidConfigError
 from .runs import ALLOW_CHANGES_FLAG
 
@@ -28,7 +26,9 @@ SEARCHPATH = "hydra.searchpath"
 RUN_DIR = "run_dir"
 USAGE = (
     f"usage: ladd train [-m] [{ALLOW_CHANGES_FLAG}] [experiment=NAME] [KEY=VALUE ...]\n"
-    "  KEY=VALUE        Hydra overrides: components by registry name (backbone=mmdit), options (train.lr=3e-4)\n"
+    "  KEY=VALUE        Hydra overrides: components by registry name (backbone=mmdit), options (train.lr=3e-4);\n"
+    "                   any component may replace a preset's (its options for the one it replaces are left out)\n"
+    "  train.stages.NAME.KEY=VALUE  one stage's setting (stage1, stage2, ...); train.stages=[{steps:N},...] replaces them all\n"
     "  -m, --multirun   one run per combination of comma-separated values (schedule=linear,cosine)\n"
     f"  {ALLOW_CHANGES_FLAG}  continue a run in progress with changed settings (recorded in its run.json)\n"
     f"  {SWEEP_DIR}=DIR  folder of a sweep's runs (DIR/0, DIR/1, ...; default multirun/TIME)\n"
@@ -63,7 +63,7 @@ class TrainCommand:
         return command
 
     def _add(self, arg: str) -> None:
-        override = _parse(arg)
+        override = parse_override(arg)
         key = override.key_or_group
         if key == SWEEP_DIR:
             self.sweep_dir = str(override.value())
@@ -85,7 +85,7 @@ class TrainCommand:
         from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 
         try:
-            return BasicSweeper.split_arguments([_parse(o) for o in self.overrides], None)[0]
+            return BasicSweeper.split_arguments([parse_override(o) for o in self.overrides], None)[0]
         except HydraException as error:
             raise composition_error(error) from None
 
@@ -95,9 +95,7 @@ class TrainCommand:
             if self.sweep_dir is None:
                 self.sweep_dir = f"multirun/{datetime.datetime.now():%Y-%m-%d_%H-%M-%S}"
             job = [*_without_run_dir(job), f"{RUN_DIR}={Path(self.sweep_dir) / str(number)}"]
-        cfg = compose(job, registry, self.searchpath)
-        with open_dict(cfg):
-            cfg[RUN_DIR] = str(cfg[RUN_DIR])  # resolve ${now:...} once: the folder and the saved config agree
+        cfg = compose(job, registry, self.searchpath)  # resolved: ${now:...} once, so the folder and the saved config agree
         return cfg, Path(cfg[RUN_DIR])
 
     def relaunch(self, job: list[str], run_dir: Path) -> list[str]:
@@ -106,12 +104,5 @@ class TrainCommand:
         return [*searchpath, *_without_run_dir(job), f"{RUN_DIR}={run_dir}"]
 
 
-def _parse(arg: str) -> Override:
-    try:
-        return OverridesParser.create().parse_override(arg)
-    except HydraException as error:
-        raise composition_error(error) from None
-
-
 def _without_run_dir(job: list[str]) -> list[str]:
-    return [o for o in job if _parse(o).key_or_group != RUN_DIR]
+    return [o for o in job if parse_override(o).key_or_group != RUN_DIR]

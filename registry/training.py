@@ -31,7 +31,7 @@ from torch.utils.data import DataLoader, IterableDataset
 from ._registry import Registry
 from .assembly import Experiment, build_experiment, check_installed
 from .batches import check_batch, first_batch, stream_ended
-from .config import check_values, resolve_precision
+from .config import check_values, resolve_precision, upgraded
 from .console import StepProgressBar, drop_lightning_tips
 from .distributed import Shard, step_seed
 from .errors import InvalidConfigError, LaddError, first_line
@@ -218,7 +218,7 @@ def train(cfg: Any, run_dir: str | Path, registry: Registry, allow_changes: bool
     """
     run_dir = Path(run_dir)
     drop_lightning_tips()
-    plain = OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else dict(cfg)
+    plain = upgraded(OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else cfg)
     plain["run_dir"] = str(run_dir)  # the saved config names the folder it lives in
     check_values(plain)
     train_cfg = plain["train"]
@@ -273,7 +273,7 @@ def _train_stages(experiment: Experiment, plain: dict[str, Any], run_dir: Path, 
     if train_cfg["compile"]:
         experiment.model.compile_backbones(train_cfg["compile_mode"])
     module = LaddModule(experiment.model, train_cfg, plain["seed"])
-    for index, stage in enumerate(train_cfg["stages"], start=1):
+    for index, stage in enumerate(train_cfg["stages"].values(), start=1):
         if stage["freeze_encoder"]:
             experiment.model.freeze_encoder()
         experiment.model.objective.lambda_latent = stage["lambda_latent"]
@@ -403,14 +403,14 @@ def read_metrics(path: Path) -> list[tuple[tuple[int, int], dict[str, str]]]:
 
 
 def read_config(path: Path) -> dict[str, Any]:
-    """A saved run config as plain data (it was saved resolved: nothing in it is evaluated)."""
+    """A saved run config as plain data (it was saved resolved: nothing in it is evaluated), in this ladd's form."""
     try:
         plain = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
     except (OSError, ValueError, yaml.YAMLError, OmegaConfBaseException) as error:
         raise LaddError(f"cannot read {path}: it is not a ladd config ({first_line(error)})") from None
     if not isinstance(plain, dict):
         raise LaddError(f"cannot read {path}: it is not a ladd config (a mapping of options)")
-    return plain
+    return upgraded(plain)
 
 
 def load_run(run_dir: str | Path, registry: Registry) -> tuple[Experiment, dict[str, Any]]:

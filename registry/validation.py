@@ -9,16 +9,8 @@ from typing import Any
 from ._component import Component
 from ._registry import Registry
 from .errors import ComponentError, MissingResourceError
-from .exercises import EXERCISES, ExerciseFailure
-
-#: The keyword context the core passes to each kind's factory (see docs/plugins.md).
-CONTEXT: dict[str, tuple[str, ...]] = {
-    "process": ("schedule", "vocab_size"),
-    "latent": ("schedule",),
-    "encoder": ("vocab_size", "seq_len", "tokenizer"),
-    "backbone": ("channels",),
-    "metric": ("tokenizer",),
-}
+from .exercises import ExerciseFailure
+from .kinds import KIND_SPECS
 
 
 def check_plugin(name: str, registry: Registry) -> list[str]:
@@ -43,7 +35,7 @@ def _problems(component: Component, registry: Registry) -> list[str]:
     if signature_problem:
         return [f"{label}: {signature_problem}"]
     try:
-        EXERCISES[component.kind](component, registry)
+        KIND_SPECS[component.kind].exercise_function()(component, registry)
     except MissingResourceError as error:
         # The defaults name a download (a pretrained model, a corpus): the plugin is fine, this machine lacks it.
         warnings.warn(f"{label}: not exercised: {error}", stacklevel=2)
@@ -66,7 +58,8 @@ def _signature_problem(component: Component, factory: Callable[..., Any]) -> str
     else:
         keywords = {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
     positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    required = [p for p in positional if p.default is p.empty and p.name not in CONTEXT.get(component.kind, ())]
+    context = KIND_SPECS[component.kind].context
+    required = [p for p in positional if p.default is p.empty and p.name not in context]
     config = component.spec.config
     if config is not None and not positional:
         return f"has config {config.__name__} but its factory takes no positional config argument"
@@ -79,7 +72,7 @@ def _signature_problem(component: Component, factory: Callable[..., Any]) -> str
             config()
         except TypeError as error:
             return f"config {config.__name__} cannot be built from its defaults ({error}); every field needs a default"
-    missing = [k for k in CONTEXT.get(component.kind, ()) if keywords is not None and k not in keywords]
+    missing = [k for k in context if keywords is not None and k not in keywords]
     if missing:
         return f"its factory does not accept the keyword(s) {', '.join(missing)} that ladd passes to every {component.kind}"
     return None

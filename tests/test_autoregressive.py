@@ -106,6 +106,7 @@ def test_backbone_declares_its_shape_and_no_time_input():
     assert backbone.token_time_conditioned is False
 
 
+@pytest.mark.slow
 def test_training_on_cycles_reaches_the_entropy_floor_and_samples_valid_cycles():
     model = _model(perturb=False).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
@@ -171,6 +172,7 @@ def test_too_few_steps_for_one_token_per_call_is_refused():
         AncestralSampler(AncestralConfig()).sample(_model(), 2, SEQ // 2, torch.Generator().manual_seed(0))
 
 
+@pytest.mark.slow
 def test_preset_trains_through_the_cli_and_samples(ladd, tmp_path):
     out = ladd("train", "experiment=binsaw/ar_cpu", *TINY, "train.stages=[{steps:2}]", f"run_dir={tmp_path}")
     assert out.returncode == 0, out.stderr

@@ -5,10 +5,13 @@ import json
 import os
 import stat
 
+import pytest
 import yaml
 from conftest import TINY, run_ladd
 
 from registry import KINDS
+
+pytestmark = pytest.mark.slow  # every test runs the ladd command in a subprocess
 
 
 def test_list_components_table_shows_the_distribution():
@@ -25,6 +28,7 @@ def test_show_prints_every_option_with_type_default_and_help():
     lines = out.stdout.splitlines()
     assert lines[0] == "latent 'discrete' of plugin 'builtin' (ladd 0.1.0)"
     assert "factory: ladd_plugins.diladd.latent:DiscreteLatent" in out.stdout
+    assert "implements: registry.interfaces.Latent" in out.stdout
     commitment = next(line.split(maxsplit=3) for line in lines if line.split()[:1] == ["commitment"])
     assert commitment == ["commitment", "float", "0.1", "beta: the auxiliary loss is beta * L_VQ"]
     sync = next(line.split(maxsplit=4) for line in lines if line.split()[:1] == ["sync_codebook"])

@@ -118,6 +118,7 @@ def _assert_trained_alike(runs, name, one):
     return weights_two
 
 
+@pytest.mark.slow
 def test_two_ddp_processes_train_diladd_as_one_process(two_process_runs, reg, tmp_path, one_thread):
     """Lightning's launcher (``train.devices=2``) over gloo; both stages, 3 steps each (``trainer.max_steps``).
 
@@ -129,6 +130,7 @@ def test_two_ddp_processes_train_diladd_as_one_process(two_process_runs, reg, tm
     assert {"latent.quantizer._codebook.embed", "latent.quantizer._codebook.cluster_size"} <= weights.keys()
 
 
+@pytest.mark.slow
 def test_two_ddp_processes_train_sequential_coladd_as_one_process(two_process_runs, reg, tmp_path, one_thread, monkeypatch):
     """Stage 1 leaves the latent denoiser without gradient, both stages the token network's latent outputs.
 
@@ -155,6 +157,7 @@ def test_plain_ddp_does_not_search_for_unused_parameters(reg):
         assert trainer.strategy._ddp_kwargs.get("find_unused_parameters", False) is False, strategy
 
 
+@pytest.mark.slow
 def test_two_torchrun_processes_train_mdlm_as_one_process(two_process_runs, reg, tmp_path, one_thread):
     train(compose([*COMMON, *MDLM], reg), tmp_path, reg)
     _assert_trained_alike(two_process_runs, "mdlm", tmp_path)
@@ -261,6 +264,7 @@ def test_gather_rows_collects_uneven_shares_in_order(tmp_path):
     assert list(share(5)) == list(range(5)) and torch.equal(gather_rows(torch.ones(2)), torch.ones(2)), "one process"
 
 
+@pytest.mark.slow
 def test_ladd_eval_under_torchrun_shards_and_gathers_the_one_process_result(two_process_runs, tmp_path):
     """Two ranks split the loss batches and the sample chunks; the gathered result is the one-process result."""
     process, run_dir, log = two_process_runs["mdlm"]

@@ -23,6 +23,7 @@ def reg():
     return registry.load()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_variant_trains_both_stages_samples_and_scores(variant, reg, tmp_path):
     cfg = compose([f"experiment=binsaw/{variant}_cpu", *TINY, TWO_STAGES], reg)
@@ -37,6 +38,7 @@ def test_variant_trains_both_stages_samples_and_scores(variant, reg, tmp_path):
         assert torch.equal(a, b)
 
 
+@pytest.mark.slow
 def test_stage_two_freezes_the_encoder(reg, tmp_path):
     cfg = compose(["experiment=binsaw/coladd_joint_cpu", *TINY, "train.stages=[{steps:2},{steps:3,lambda_latent:1.0,freeze_encoder:true}]"], reg)
     experiment = train(cfg, tmp_path, reg)
@@ -46,6 +48,7 @@ def test_stage_two_freezes_the_encoder(reg, tmp_path):
     assert not any(p.requires_grad for p in experiment.model.encoder.parameters())
 
 
+@pytest.mark.slow
 def test_one_diladd_model_serves_joint_and_sequential_sampling(reg, tmp_path):
     cfg = compose(["experiment=binsaw/diladd_joint_cpu", *TINY, TWO_STAGES], reg)
     experiment = train(cfg, tmp_path, reg)

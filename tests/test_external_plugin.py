@@ -10,6 +10,8 @@ import pytest
 import yaml
 from conftest import TINY, fake_distribution, run_ladd
 
+pytestmark = pytest.mark.slow  # pip installs a plugin package and runs the ladd command in subprocesses
+
 EXAMPLE = Path(__file__).parent / "plugins" / "example"
 
 

@@ -54,6 +54,7 @@ def test_fast_path_skips_network_calls_when_nothing_reveals():
     assert fast.network_calls <= 2 * 16
 
 
+@pytest.mark.slow
 def test_fast_and_plain_paths_have_the_same_distribution(tmp_path):
     from registry.training import train
 

@@ -13,6 +13,8 @@ from registry.errors import LaddError
 from registry.evaluation import sample
 from registry.training import NonFiniteLossError, load_run, train
 
+pytestmark = pytest.mark.slow  # every test trains
+
 ONE_STAGE = "train.stages=[{steps:4}]"
 
 

@@ -106,6 +106,7 @@ def test_latent_only_dit_covers_no_token_head(registry):
     assert latent.gflops_per_step == pytest.approx(12 * (12 * 32 * 768**2 + 2 * 32**2 * 768) / 1e9, rel=1e-15)
 
 
+@pytest.mark.slow
 def test_cli_reports_a_binsaw_experiment_as_json_and_as_a_table():
     out = run_ladd("flops", "experiment=binsaw/mdlm_cpu", "--json")
     assert out.returncode == 0, out.stderr

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # runs the GPU check script on CPU in a subprocess
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -78,6 +78,7 @@ def test_kept_row_weights_average_to_the_mean_over_kept_rows():
     assert torch.equal(kept_row_weights(torch.ones(4, dtype=torch.bool)), torch.zeros(4))
 
 
+@pytest.mark.slow
 def test_di_ladd_trains_both_stages_with_classifier_free_dropout(reg, tmp_path):
     train(compose(["experiment=binsaw/diladd_joint_cpu", *TINY, TWO_STAGES, "objective.p_cfg=0.5"], reg), tmp_path, reg)
     with (tmp_path / "metrics.csv").open() as handle:
@@ -92,6 +93,7 @@ def test_a_null_latent_target_that_no_loss_can_take_is_refused_before_training(r
         build_experiment(cfg, reg)
 
 
+@pytest.mark.slow
 def test_stage_two_freezes_the_encoder_and_keeps_training_the_quantiser(reg, tmp_path):
     """As the authors do: the encoder is frozen, the VQ's learned mask vector and EMA codebook keep training."""
     experiment = train(compose(["experiment=binsaw/diladd_joint_cpu", *TINY, TWO_STAGES], reg), tmp_path, reg)

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import ladd_plugins
 import registry
 
@@ -55,6 +57,7 @@ def test_no_core_module_imports_the_components_in_its_source():
     assert {"ladd_plugins.mdlm", "ladd_plugins.text"} <= _imported(planted), "the check must see planted imports"
 
 
+@pytest.mark.slow
 def test_importing_every_core_module_loads_no_component_module():
     modules = sorted(_module_name(path, CORE) for path in CORE.rglob("*.py"))
     code = (

@@ -41,6 +41,7 @@ def test_a_stage_no_longer_than_its_warm_up_never_decays() -> None:
     assert [lr_factor(k, 10, 5, "cosine", 0.0) for k in range(5)] == pytest.approx([0.1, 0.2, 0.3, 0.4, 0.5])
 
 
+@pytest.mark.slow
 def test_a_trained_stage_ends_at_the_scheduled_rate(tmp_path) -> None:
     """A linear decay over a 6-step stage with 2 warm-up steps ends, after 6 scheduler steps, at m * lr."""
     reg = registry.load()

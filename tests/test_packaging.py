@@ -14,6 +14,8 @@ from conftest import run_ladd
 import registry
 from registry import KINDS
 
+pytestmark = pytest.mark.slow  # builds the wheel and installs it
+
 ROOT = Path(__file__).parents[1]
 SOURCE_SUFFIXES = {".py", ".yaml", ".txt", ".md", ".typed"}
 

@@ -342,6 +342,7 @@ def test_bad_options_are_refused_with_the_option_named(qwen_dir, tmp_path):
         PretrainedEncoder(PretrainedEncoderConfig(model=str(qwen_dir)), vocab_size=100, seq_len=S)
 
 
+@pytest.mark.slow
 def test_a_missing_model_offline_names_the_model_the_cache_and_the_fixes(tmp_path):
     script = (
         "from ladd_plugins.encoders.pretrained import PretrainedEncoder, PretrainedEncoderConfig\n"

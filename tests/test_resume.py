@@ -13,6 +13,8 @@ import pytest
 import torch
 from conftest import TINY, run_ladd
 
+pytestmark = pytest.mark.slow  # kills and restarts training subprocesses
+
 STEPS = 8
 ARGS = [
     "train",

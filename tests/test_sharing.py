@@ -27,6 +27,7 @@ def trained(tmp_path_factory):
     return train(cfg, run_dir, reg), run_dir
 
 
+@pytest.mark.slow
 def test_export_then_import_samples_identically(trained, tmp_path):
     experiment, run_dir = trained
     out = run_ladd("export", str(run_dir), str(tmp_path / "model"))
@@ -60,6 +61,7 @@ class _Evil:
         return (pathlib.Path.touch, (self.marker,))
 
 
+@pytest.mark.slow
 def test_a_pickle_that_would_run_code_is_refused(trained, tmp_path):
     experiment, _ = trained
     marker = tmp_path / "code_ran"
@@ -72,6 +74,7 @@ def test_a_pickle_that_would_run_code_is_refused(trained, tmp_path):
     load_weights(experiment.model, tmp_path / "plain.pt")
 
 
+@pytest.mark.slow
 def test_configs_that_import_by_path_or_evaluate_are_refused(trained, tmp_path):
     _, run_dir = trained
     cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
@@ -92,6 +95,7 @@ def test_configs_that_import_by_path_or_evaluate_are_refused(trained, tmp_path):
     assert out.returncode == 2 and "_target_" in out.stderr and "registry name" in out.stderr
 
 
+@pytest.mark.slow
 def test_exported_model_naming_a_missing_plugin_is_refused_by_name(trained, tmp_path):
     _, run_dir = trained
     assert run_ladd("export", str(run_dir), str(tmp_path)).returncode == 0

@@ -76,6 +76,7 @@ def offline_overrides(assets: dict[str, str], preset: str) -> list[str]:
     return overrides
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("preset", PRESETS)
 def test_every_text_preset_trains_two_steps_and_samples_offline(preset, assets, reg, tmp_path):
     cfg = compose(offline_overrides(assets, preset), reg)
@@ -104,6 +105,7 @@ def test_the_paper_presets_keep_the_paper_sizes(reg):
         assert cfg["schedule"]["name"] == "linear", "the token channel's schedule of App. E"
 
 
+@pytest.mark.slow
 def test_text_path_end_to_end_offline(assets, reg, tmp_path):
     """MDLM and Co-LADD: train, sample, Gen PPL + both entropies, validation PPL, zero-shot table, prompts."""
     other = tmp_path / "other.txt"

@@ -24,7 +24,7 @@ def _stages(reg, preset):
     torch.manual_seed(0)
     cfg = to_plain(compose([f"experiment={preset}", "dataset.seq_len=16"], reg))
     experiment = build_experiment(cfg, reg)
-    for stage in cfg["train"]["stages"]:
+    for stage in cfg["train"]["stages"].values():
         if stage["freeze_encoder"]:
             experiment.model.freeze_encoder()
         experiment.model.objective.lambda_latent = stage["lambda_latent"]
@@ -65,6 +65,7 @@ def test_the_probe_leaves_weights_buffers_and_random_streams_alone(reg):
         assert torch.equal(value, before[name]), name
 
 
+@pytest.mark.slow
 def test_each_stage_optimises_its_own_trainable_set_and_training_restores_the_flags(reg, tmp_path):
     cfg = compose(["experiment=binsaw/coladd_seq_cpu", *TINY, TWO_STAGES], reg)
     experiment = train(cfg, tmp_path, reg)

@@ -58,6 +58,7 @@ def _train_weights(reg, tmp_path, name: str, *overrides: str) -> dict[str, torch
     return load_file(run / WEIGHTS_FILE)
 
 
+@pytest.mark.slow
 def test_fused_adamw_with_clipping_matches_the_plain_optimiser(reg, tmp_path):
     start = {k: v.clone() for k, v in _model(reg, "binsaw/mdlm_cpu").state_dict().items()}
     plain = _train_weights(reg, tmp_path, "plain", "train.fused_adamw=false", "train.grad_clip=0.01")
@@ -81,6 +82,7 @@ def test_fused_adamw_choice():
         _fused_adamw({"fused_adamw": True}, cuda, "16-mixed")
 
 
+@pytest.mark.slow
 def test_compiled_training_matches_eager(reg, tmp_path):
     # Without dropout no random draw happens inside the compiled backbone, so both runs see the same noise.
     eager = _train_weights(reg, tmp_path, "eager", "backbone.dropout=0")
@@ -138,6 +140,7 @@ def test_inference_precision_runs_the_networks_in_bf16_only_when_asked():
         pass
 
 
+@pytest.mark.slow
 def test_bf16_sampling_and_token_loss_stay_close_to_full_precision(reg, tmp_path):
     experiment = train(compose(["experiment=binsaw/mdlm_cpu", *TINY, *SMALL, "train.stages=[{steps:2}]"], reg), tmp_path, reg)
     full, _ = sample(experiment, 32, 4, 32, seed=0, precision="32-true")

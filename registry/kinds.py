@@ -1,0 +1,116 @@
+"""Every component kind and every config slot in one table, which the registry, the config schema,
+assembly and ``ladd plugins check`` read.
+
+A new kind is one ``KindSpec`` (plus its interface in ``interfaces.py`` and its exercise in
+``exercises.py``); a new slot is one ``Slot``. This module imports no torch: listing components
+reads it, and the interface and the exercise are named, then looked up where they are used.
+"""
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+#: What a slot's build context is made from: every slot built before it (None for an empty optional slot).
+Built = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class KindSpec:
+    """A component kind: its interface, the keywords its factories receive and its smoke exercise."""
+
+    name: str
+    interface: str  # a class of registry.interfaces
+    exercise: str  # a function of registry.exercises: one tiny real use, for `ladd plugins check`
+    context: tuple[str, ...] = ()  # keyword arguments ladd passes to every factory of this kind
+
+    def interface_class(self) -> type:
+        """The interface every component of this kind implements."""
+        return getattr(importlib.import_module("registry.interfaces"), self.interface)
+
+    def exercise_function(self) -> Callable[..., None]:
+        """The exercise ``ladd plugins check`` runs on each component of this kind."""
+        return getattr(importlib.import_module("registry.exercises"), self.exercise)
+
+
+def _no_context(built: Built) -> dict[str, Any]:
+    return {}
+
+
+def _dataset_sizes(built: Built) -> dict[str, Any]:
+    dataset = built["dataset"]
+    return {"vocab_size": dataset.vocab_size, "seq_len": dataset.seq_len, "tokenizer": dataset.tokenizer}
+
+
+def _token_process(built: Built) -> dict[str, Any]:
+    return {"schedule": built["schedule"], "vocab_size": built["dataset"].vocab_size}
+
+
+def _latent(built: Built) -> dict[str, Any]:
+    return {"schedule": built["latent_schedule"]}
+
+
+def _token_backbone(built: Built) -> dict[str, Any]:
+    from .interfaces import Channels  # torch: only when an experiment is built
+
+    latent, dataset = built["latent"], built["dataset"]
+    return {"channels": Channels(dataset.vocab_size, dataset.seq_len, latent if latent.length > 0 else None)}
+
+
+def _latent_backbone(built: Built) -> dict[str, Any]:
+    from .interfaces import Channels
+
+    return {"channels": Channels(0, 0, built["latent"])}
+
+
+def _has_latent_channel(built: Built) -> bool:
+    return built["latent"].length > 0
+
+
+def _tokenizer(built: Built) -> dict[str, Any]:
+    return {"tokenizer": built["dataset"].tokenizer}
+
+
+@dataclass(frozen=True)
+class Slot:
+    """A config key that selects one component of ``kind``, built with ``context`` from the slots before it."""
+
+    name: str
+    kind: str
+    optional: bool = False  # may be null (no component)
+    context: Callable[[Built], dict[str, Any]] = field(default=_no_context, compare=False)
+    wanted: Callable[[Built], bool] = field(default=lambda built: True, compare=False)  # built at all, given the others
+
+
+KIND_SPECS: dict[str, KindSpec] = {
+    spec.name: spec
+    for spec in (
+        KindSpec("process", "Process", "exercise_process", ("schedule", "vocab_size")),
+        KindSpec("latent", "Latent", "exercise_latent", ("schedule",)),
+        KindSpec("encoder", "Encoder", "exercise_encoder", ("vocab_size", "seq_len", "tokenizer")),
+        KindSpec("schedule", "Schedule", "exercise_schedule"),
+        KindSpec("backbone", "Backbone", "exercise_backbone", ("channels",)),
+        KindSpec("sampler", "Sampler", "exercise_sampler"),
+        KindSpec("dataset", "Dataset", "exercise_dataset"),
+        KindSpec("metric", "Metric", "exercise_metric", ("tokenizer",)),
+    )
+}
+KINDS: tuple[str, ...] = tuple(KIND_SPECS)
+
+#: Config slots in build order: each slot's context reads only the slots above it.
+SLOTS: dict[str, Slot] = {
+    slot.name: slot
+    for slot in (
+        Slot("dataset", "dataset"),
+        Slot("schedule", "schedule"),
+        Slot("process", "process", context=_token_process),
+        Slot("latent_schedule", "schedule", optional=True),
+        Slot("latent", "latent", context=_latent),
+        Slot("encoder", "encoder", optional=True, context=_dataset_sizes),
+        Slot("backbone", "backbone", context=_token_backbone),
+        Slot("latent_backbone", "backbone", optional=True, context=_latent_backbone, wanted=_has_latent_channel),
+        Slot("sampler", "sampler"),
+        Slot("metric", "metric", context=_tokenizer),
+    )
+}

@@ -1,0 +1,110 @@
+"""Presets that compose: another component selected on top of any preset, stages keyed by name, run folders of list stages."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import TINY, run_ladd
+
+import ladd_configs
+import registry
+from registry.config import compose, to_plain
+from registry.errors import InvalidConfigError
+from registry.runs import RECORD_FILE, RunFolder
+from registry.training import load_run, train
+
+EXPERIMENTS = Path(ladd_configs.__file__).parent / "experiment"
+PRESETS = sorted(str(path.relative_to(EXPERIMENTS).with_suffix("")) for path in EXPERIMENTS.rglob("*.yaml"))
+
+
+@pytest.fixture(scope="module")
+def reg():
+    return registry.load()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("preset", PRESETS)
+def test_every_latent_can_be_selected_on_top_of_every_preset(preset, reg):
+    for latent in reg.names("latent"):
+        cfg = to_plain(compose([f"experiment={preset}", f"latent={latent}"], reg))
+        assert cfg["latent"]["name"] == latent
+        assert set(cfg["latent"]) - {"name"} <= set(reg.get("latent", latent).option_names())
+
+
+def test_options_of_the_replaced_component_drop_out_with_a_note(reg, capsys):
+    kept = to_plain(compose(["experiment=binsaw/diladd_joint_cpu", "latent=continuous", "latent_schedule=vp_sqrt"], reg))
+    assert kept["latent"]["name"] == "continuous" and "codebook_size" not in kept["latent"]
+    assert (kept["latent"]["length"], kept["latent"]["width"]) == (1, 32), "options both latents have stay as the preset set them"
+    note = capsys.readouterr().err
+    assert note.count("\n") == 1 and "latent.codebook_size" in note and "latent.length" not in note
+    to_plain(compose(["experiment=binsaw/diladd_joint_cpu"], reg))
+    assert capsys.readouterr().err == "", "a preset used as it is drops nothing"
+    swapped = to_plain(compose(["experiment=binsaw/coladd_joint", "latent=discrete", "latent_schedule=linear"], reg))
+    assert swapped["latent"]["name"] == "discrete" and "std" not in swapped["latent"] and "latent.std" in capsys.readouterr().err
+
+
+def test_an_option_typed_for_a_component_that_lacks_it_is_an_error_naming_it(reg):
+    with pytest.raises(InvalidConfigError, match=r"^latent\.codebook_size: latent 'continuous' has no option 'codebook_size'.* valid options: length, width"):
+        compose(["experiment=binsaw/diladd_joint_cpu", "latent=continuous", "latent.codebook_size=8"], reg)
+    with pytest.raises(InvalidConfigError, match=r"^latent\.std: latent 'discrete' has no option 'std'"):
+        compose(["experiment=binsaw/diladd_joint_cpu", "latent.std=0.1"], reg)
+    with pytest.raises(InvalidConfigError, match=r"^encoder\.hidden: no encoder is selected; choose one with encoder=NAME"):
+        compose(["experiment=binsaw/coladd_joint_cpu", "~encoder", "encoder.hidden=8"], reg)
+
+
+def test_an_emptied_optional_slot_drops_what_presets_set_in_it(reg):
+    cfg = to_plain(compose(["experiment=binsaw/coladd_joint_cpu", "~encoder", "latent=none", "backbone=dit", "sampler=ancestral"], reg))
+    assert cfg["encoder"] is None
+
+
+def test_stages_are_keyed_by_name_so_overlays_change_one(reg):
+    stages = to_plain(compose(["experiment=binsaw/diladd_joint_cpu", "train.stages.stage2.steps=7"], reg))["train"]["stages"]
+    assert list(stages) == ["stage1", "stage2"]
+    assert (stages["stage1"]["steps"], stages["stage2"]["steps"], stages["stage2"]["freeze_encoder"]) == (500, 7, True)
+    one = to_plain(compose(["experiment=binsaw/diladd_joint_cpu", "train.stages.stage2=null"], reg))["train"]["stages"]
+    assert list(one) == ["stage1"]
+    mdlm = to_plain(compose(["experiment=binsaw/mdlm_cpu"], reg))["train"]["stages"]
+    assert list(mdlm) == ["stage1"] and mdlm["stage1"]["steps"] == 1000
+    replaced = to_plain(compose(["experiment=binsaw/diladd_joint_cpu", "train.stages=[{steps:2},{steps:3,lambda_latent:1.0}]"], reg))
+    assert replaced["train"]["stages"] == {
+        "stage1": {"steps": 2, "lambda_latent": 0.0, "freeze_encoder": False, "max_minutes": None},
+        "stage2": {"steps": 3, "lambda_latent": 1.0, "freeze_encoder": False, "max_minutes": None},
+    }
+    with pytest.raises(InvalidConfigError, match=r"^train\.stages\.stage2\.steps=0 is out of range"):
+        compose(["experiment=binsaw/diladd_joint_cpu", "train.stages.stage2.steps=0"], reg)
+
+
+@pytest.mark.slow
+def test_a_run_folder_saved_with_list_stages_loads_and_resumes(reg, tmp_path):
+    run = tmp_path / "run"
+    train(compose([*TINY, "train.stages=[{steps:2},{steps:2}]"], reg), run, reg)
+    config, record = yaml.safe_load((run / "config.yaml").read_text()), json.loads((run / RECORD_FILE).read_text())
+    assert list(config["train"]["stages"]) == ["stage1", "stage2"]
+    for saved in (config, record["settings"]):
+        saved["train"]["stages"] = list(saved["train"]["stages"].values())  # as ladd wrote them before stages had names
+    (run / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    (run / RECORD_FILE).write_text(json.dumps(record))
+    experiment, plain = load_run(run, reg)
+    assert list(plain["train"]["stages"]) == ["stage1", "stage2"]
+    assert RunFolder(run).check(plain) == [], "the same settings, whichever form recorded them"
+    train(plain, run, reg)  # the finished run, trained again into its folder: accepted, nothing retrained
+
+
+@pytest.mark.slow
+def test_ladd_train_selects_another_latent_on_top_of_a_preset(tmp_path):
+    run = tmp_path / "run"
+    out = run_ladd(
+        "train", "experiment=binsaw/diladd_joint_cpu", "latent=continuous", "latent_schedule=vp_sqrt", *TINY,
+        "train.stages.stage1.steps=2", "train.stages.stage2.steps=2", f"run_dir={run}",
+    )
+    assert out.returncode == 0, out.stderr
+    assert "left out options" in out.stderr and "latent.codebook_size" in out.stderr
+    saved = yaml.safe_load((run / "config.yaml").read_text())
+    assert saved["latent"]["name"] == "continuous" and "codebook_size" not in saved["latent"]
+    assert [s["steps"] for s in saved["train"]["stages"].values()] == [2, 2]
+    typed = run_ladd("train", "experiment=binsaw/diladd_joint_cpu", "latent=continuous", "latent.codebook_size=8", f"run_dir={tmp_path / 'no'}")
+    assert typed.returncode == 2
+    assert "latent.codebook_size: latent 'continuous' has no option 'codebook_size'" in typed.stderr
+    assert not (tmp_path / "no").exists()
