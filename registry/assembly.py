@@ -8,7 +8,7 @@ from typing import Any, Mapping
 from ._component import Component
 from ._registry import Registry
 from .errors import IncompatibleComponentsError, LaddError, UnknownComponentError
-from .interfaces import Channels, Dataset, Latent, Metric, Sampler
+from .interfaces import IDS, Channels, Dataset, Latent, Metric, Process, Sampler
 from .model import DiffusionModel, Objective
 from .safety import check_config
 
@@ -18,6 +18,7 @@ SLOTS: dict[str, str] = {
     "process": "process",
     "schedule": "schedule",
     "latent": "latent",
+    "latent_process": "process",
     "latent_schedule": "schedule",
     "encoder": "encoder",
     "backbone": "backbone",
@@ -25,7 +26,7 @@ SLOTS: dict[str, str] = {
     "sampler": "sampler",
     "metric": "metric",
 }
-OPTIONAL_SLOTS = ("latent_schedule", "encoder", "latent_backbone")
+OPTIONAL_SLOTS = ("latent", "latent_process", "latent_schedule", "encoder", "latent_backbone")
 
 
 @dataclass
@@ -51,6 +52,8 @@ def selection(cfg: Mapping[str, Any], slot: str) -> tuple[str, dict[str, Any]] |
             return None
         raise IncompatibleComponentsError(f"config has no {slot!r}; choose one with {slot}=NAME")
     options = dict(node)
+    if "name" not in options:
+        raise IncompatibleComponentsError(f"{slot} has options {sorted(options)} but no component; choose one with {slot}=NAME")
     name = options.pop("name")
     return name, options
 
@@ -69,36 +72,88 @@ def build_experiment(cfg: Mapping[str, Any], registry: Registry) -> Experiment:
         components[slot] = component
         return component.build(options, **context)
 
+    if cfg.get("latent") is not None and "latent_process" not in cfg:
+        raise IncompatibleComponentsError(
+            "this config predates the latent_process slot (a latent's process options now live there); "
+            "re-create it with the current presets"
+        )
     dataset: Dataset = build("dataset")
-    process = build("process", schedule=build("schedule"), vocab_size=dataset.vocab_size)
-    latent: Latent = build("latent", schedule=build("latent_schedule"))
+    _check_pairing(cfg, registry, "process", "the token channel", IDS)
+    process: Process = build("process", schedule=build("schedule"), vocab_size=dataset.vocab_size)
+    _check_pairing(cfg, registry, "process", "the token channel", IDS, process)
+    latent: Latent | None = build("latent")
+    latent_process: Process | None = None
+    if latent is not None:
+        holder = f"latent {cfg['latent']['name']!r}"
+        _check_pairing(cfg, registry, "latent_process", holder, latent.produces)
+        latent_process = build("latent_process", schedule=build("latent_schedule"), vocab_size=latent.values)
+        _check_pairing(cfg, registry, "latent_process", holder, latent.produces, latent_process)
+    elif cfg.get("latent_process") is not None:
+        raise IncompatibleComponentsError("latent_process is set but there is no latent channel; set latent=NAME or latent_process=null")
     encoder = build("encoder", vocab_size=dataset.vocab_size, seq_len=dataset.seq_len, tokenizer=dataset.tokenizer)
     objective = Objective(**dict(cfg.get("objective") or {}))
     _check_latent_side(latent, encoder, objective, cfg)
-    backbone = build(
-        "backbone",
-        channels=Channels(dataset.vocab_size, dataset.seq_len, latent if latent.length > 0 else None),
-    )
-    latent_backbone = build("latent_backbone", channels=Channels(0, 0, latent)) if latent.length > 0 else None
-    if objective.latent_time == "clean" and latent.length > 0 and latent_backbone is None:
+    backbone = build("backbone", channels=Channels(dataset.vocab_size, dataset.seq_len, latent))
+    latent_backbone = build("latent_backbone", channels=Channels(0, 0, latent)) if latent is not None else None
+    if objective.latent_time == "clean" and latent is not None and latent_backbone is None:
         raise IncompatibleComponentsError(
             "objective.latent_time=clean trains the token denoiser on clean latents only, so the latent "
             "needs its own denoiser: set latent_backbone=NAME (e.g. one of the latent-only backbones)"
         )
     sampler: Sampler = build("sampler")
-    if sampler.requires_latent and latent.length == 0:
+    if sampler.requires_latent and latent is None:
         raise IncompatibleComponentsError(
-            f"sampler {components['sampler'].name!r} generates a latent channel but latent "
-            f"{components['latent'].name!r} has none; use a token-only sampler or choose a latent"
+            f"sampler {components['sampler'].name!r} generates a latent channel but there is none (latent=null); "
+            "use a token-only sampler or choose a latent"
         )
     model = DiffusionModel(
-        process, latent, backbone, dataset.vocab_size, dataset.seq_len, objective, encoder, latent_backbone
+        process, latent, backbone, dataset.vocab_size, dataset.seq_len, objective, encoder, latent_backbone, latent_process
     )
     return Experiment(model, dataset, sampler, build("metric", tokenizer=dataset.tokenizer), components)
 
 
-def _check_latent_side(latent: Latent, encoder: Any, objective: Objective, cfg: Mapping[str, Any]) -> None:
-    if latent.length == 0:
+def _state(component: Component, attribute: str) -> str | None:
+    """The state kind a component's class declares (None when its factory does not import or declares none)."""
+    try:
+        return getattr(component.factory(), attribute, None)
+    except LaddError:
+        return None
+
+
+def _pairings(registry: Registry) -> str:
+    """Which latents and processes pair, by the state kind they produce and diffuse."""
+    produced: dict[str, list[str]] = {}
+    diffused: dict[str, list[str]] = {}
+    for component in registry:
+        if component.kind == SLOTS["latent"]:
+            produced.setdefault(_state(component, "produces"), []).append(component.name)
+        elif component.kind == SLOTS["latent_process"]:
+            diffused.setdefault(_state(component, "diffuses"), []).append(component.name)
+    kinds = [kind for kind in produced if kind is not None]
+    return "valid pairings: " + "; ".join(
+        f"latents producing {kind} ({', '.join(produced[kind])}) with processes {', '.join(diffused.get(kind, [])) or 'none installed'}"
+        for kind in kinds
+    )
+
+
+def _check_pairing(cfg: Mapping[str, Any], registry: Registry, slot: str, holder: str, state: str, process: Process | None = None) -> None:
+    """Refuse, before anything trains, a process in ``slot`` that cannot diffuse the ``state`` that ``holder`` holds.
+
+    Without ``process`` the check reads the class the slot selects (so a process is never built for a state
+    it cannot take); with it, the built process's own declaration.
+    """
+    chosen = selection(cfg, slot)
+    if chosen is None:
+        raise IncompatibleComponentsError(f"{holder} holds {state} and needs a process: set {slot}=NAME ({_pairings(registry)})")
+    diffuses = _state(registry.get(SLOTS[slot], chosen[0]), "diffuses") if process is None else process.diffuses
+    if diffuses is not None and diffuses != state:
+        raise IncompatibleComponentsError(
+            f"{slot} {chosen[0]!r} diffuses {diffuses} but {holder} holds {state}; {_pairings(registry)}"
+        )
+
+
+def _check_latent_side(latent: Latent | None, encoder: Any, objective: Objective, cfg: Mapping[str, Any]) -> None:
+    if latent is None:
         if encoder is not None:
             raise IncompatibleComponentsError("an encoder is set but the latent has no channel; set latent=NAME or encoder=null")
         return

@@ -150,6 +150,7 @@ class LaddSchema:
     process: Any = None
     schedule: Any = None
     latent: Any = None
+    latent_process: Any = None
     latent_schedule: Any = None
     encoder: Any = None
     backbone: Any = None

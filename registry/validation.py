@@ -14,7 +14,7 @@ from .exercises import EXERCISES, ExerciseFailure
 #: The keyword context the core passes to each kind's factory (see docs/plugins.md).
 CONTEXT: dict[str, tuple[str, ...]] = {
     "process": ("schedule", "vocab_size"),
-    "latent": ("schedule",),
+    "latent": (),
     "encoder": ("vocab_size", "seq_len", "tokenizer"),
     "backbone": ("channels",),
     "metric": ("tokenizer",),

@@ -361,20 +361,20 @@ def test_sweeps_work_with_a_plugin_that_contributes_config_folders(plugin_path, 
 FLAWED_LATENTS = """
     from torch import nn
 
-    from ladd_plugins.diladd.latent import DiscreteLatent, DiscreteLatentConfig
+    from ladd_plugins.latents.quantizers import DiscreteLatentConfig, VQLatent
     from registry import ComponentSpec, hookimpl
     from registry.interfaces import LatentCode
 
 
-    class Int32Codes(DiscreteLatent):
+    class Int32Codes(VQLatent):
         def encode(self, features):
             code = super().encode(features)
             return LatentCode(code.y0.int(), code.aux_loss, code.embedding)
 
 
-    class ShortHead(DiscreteLatent):
+    class ShortHead(VQLatent):
         def output_layer(self, width):
-            return nn.Linear(width, self.codebook_size - 1)
+            return nn.Linear(width, self.values - 1)
 
 
     @hookimpl
