@@ -8,7 +8,7 @@ from typing import Any, Mapping
 from ._component import Component
 from ._registry import Registry
 from .errors import IncompatibleComponentsError, LaddError, UnknownComponentError
-from .interfaces import IDS, Channels, Dataset, Latent, Metric, Process, Sampler
+from .interfaces import TOKEN_STATES, Channels, Dataset, Latent, Metric, Process, Sampler
 from .model import DiffusionModel, Objective
 from .safety import check_config
 
@@ -78,16 +78,16 @@ def build_experiment(cfg: Mapping[str, Any], registry: Registry) -> Experiment:
             "re-create it with the current presets"
         )
     dataset: Dataset = build("dataset")
-    _check_pairing(cfg, registry, "process", "the token channel", IDS)
+    _check_pairing(cfg, registry, "process", "the token channel", TOKEN_STATES)
     process: Process = build("process", schedule=build("schedule"), vocab_size=dataset.vocab_size)
-    _check_pairing(cfg, registry, "process", "the token channel", IDS, process)
+    _check_pairing(cfg, registry, "process", "the token channel", TOKEN_STATES, process)
     latent: Latent | None = build("latent")
     latent_process: Process | None = None
     if latent is not None:
         holder = f"latent {cfg['latent']['name']!r}"
-        _check_pairing(cfg, registry, "latent_process", holder, latent.produces)
+        _check_pairing(cfg, registry, "latent_process", holder, (latent.produces,))
         latent_process = build("latent_process", schedule=build("latent_schedule"), vocab_size=latent.values)
-        _check_pairing(cfg, registry, "latent_process", holder, latent.produces, latent_process)
+        _check_pairing(cfg, registry, "latent_process", holder, (latent.produces,), latent_process)
     elif cfg.get("latent_process") is not None:
         raise IncompatibleComponentsError("latent_process is set but there is no latent channel; set latent=NAME or latent_process=null")
     encoder = build("encoder", vocab_size=dataset.vocab_size, seq_len=dataset.seq_len, tokenizer=dataset.tokenizer)
@@ -136,19 +136,21 @@ def _pairings(registry: Registry) -> str:
     )
 
 
-def _check_pairing(cfg: Mapping[str, Any], registry: Registry, slot: str, holder: str, state: str, process: Process | None = None) -> None:
-    """Refuse, before anything trains, a process in ``slot`` that cannot diffuse the ``state`` that ``holder`` holds.
+def _check_pairing(
+    cfg: Mapping[str, Any], registry: Registry, slot: str, holder: str, states: tuple[str, ...], process: Process | None = None
+) -> None:
+    """Refuse, before anything trains, a process in ``slot`` that diffuses none of the ``states`` ``holder`` can hold.
 
     Without ``process`` the check reads the class the slot selects (so a process is never built for a state
     it cannot take); with it, the built process's own declaration.
     """
     chosen = selection(cfg, slot)
     if chosen is None:
-        raise IncompatibleComponentsError(f"{holder} holds {state} and needs a process: set {slot}=NAME ({_pairings(registry)})")
+        raise IncompatibleComponentsError(f"{holder} holds {' or '.join(states)} and needs a process: set {slot}=NAME ({_pairings(registry)})")
     diffuses = _state(registry.get(SLOTS[slot], chosen[0]), "diffuses") if process is None else process.diffuses
-    if diffuses is not None and diffuses != state:
+    if diffuses is not None and diffuses not in states:
         raise IncompatibleComponentsError(
-            f"{slot} {chosen[0]!r} diffuses {diffuses} but {holder} holds {state}; {_pairings(registry)}"
+            f"{slot} {chosen[0]!r} diffuses {diffuses} but {holder} holds {' or '.join(states)}; {_pairings(registry)}"
         )
 
 

@@ -15,7 +15,7 @@ import torch
 from ._component import Component
 from ._registry import Registry
 from .errors import IncompatibleComponentsError, MissingResourceError
-from .interfaces import IDS, Channels, Latent, Process, RevealingProcess, Sampler, batches_from
+from .interfaces import TOKEN_STATES, Channels, Latent, Process, RevealingProcess, Sampler, batches_from
 from .model import DiffusionModel, Objective
 from .probes import ProbeBackbone, ProbeEncoder
 
@@ -79,7 +79,7 @@ def _schedule(registry: Registry) -> Any:
 
 def _token_processes(registry: Registry, schedule: Any) -> list[tuple[str, Any]]:
     """Every registered process that diffuses token ids, built for the probe vocabulary."""
-    return _built(registry, "process", lambda process: process.diffuses == IDS, schedule=schedule, vocab_size=VOCAB)
+    return _built(registry, "process", lambda process: process.diffuses in TOKEN_STATES, schedule=schedule, vocab_size=VOCAB)
 
 
 def _latent_processes(registry: Registry, latent: Latent, schedule: Any) -> list[tuple[str, Any]]:
@@ -106,7 +106,7 @@ def exercise_process(component: Component, registry: Registry) -> None:
     """
     schedule = _schedule(registry)
     process = component.build(schedule=schedule, vocab_size=VOCAB)
-    if process.diffuses == IDS:
+    if process.diffuses in TOKEN_STATES:
         _token_round(process)
         return
     latents = _built(registry, "latent", lambda latent: latent.produces == process.diffuses)
@@ -169,6 +169,7 @@ def exercise_latent(component: Component, registry: Registry) -> None:
     sequential model, then sampling."""
     schedule = _schedule(registry)
     latent: Latent = component.build()
+    y0 = _check_codes(latent)
     pairs = [
         (f"{l} and {t}", (latent_process, token))
         for l, latent_process in _latent_processes(registry, latent, schedule)
@@ -177,7 +178,9 @@ def exercise_latent(component: Component, registry: Registry) -> None:
 
     def use(pair: tuple[Process, Any]) -> None:
         latent_process, token = pair
-        _check_codes(latent, latent_process)
+        with _during("the latent process's prior"):
+            prior = latent_process.prior(tuple(y0.shape), CPU, _generator())
+        _expect(prior.shape == y0.shape and prior.dtype == y0.dtype, f"the prior gives {prior.dtype} of shape {tuple(prior.shape)}, encode {y0.dtype} of {tuple(y0.shape)}")
         _latent_round(latent, latent_process, token, registry)
 
     _with_a_partner(pairs, use)
@@ -200,8 +203,8 @@ def _latent_round(latent: Latent, latent_process: Process, process: Any, registr
     _sample_with(sequential, registry, lambda s: s.requires_latent and s.conditions_on_clean_latent)
 
 
-def _check_codes(latent: Latent, latent_process: Process) -> None:
-    """Discrete codes are int64; the null latent and the prior have the clean latent's shape and dtype."""
+def _check_codes(latent: Latent) -> torch.Tensor:
+    """Discrete codes are int64 and the null latent has the clean latent's shape and dtype; returns the clean latent."""
     features = ProbeEncoder(VOCAB, latent.length, latent.width)(torch.randint(VOCAB, (BATCH, SEQ)))
     with _during("encode"):
         y0 = latent.encode(features).y0
@@ -212,9 +215,7 @@ def _check_codes(latent: Latent, latent_process: Process) -> None:
         null.shape == y0.shape and null.dtype == y0.dtype,
         f"null gives {null.dtype} of shape {tuple(null.shape)} but encode gives {y0.dtype} of shape {tuple(y0.shape)}; they must match",
     )
-    with _during("the latent process's prior"):
-        prior = latent_process.prior(tuple(null.shape), CPU, _generator())
-    _expect(prior.shape == y0.shape and prior.dtype == y0.dtype, f"the prior gives {prior.dtype} of shape {tuple(prior.shape)}, encode {y0.dtype} of {tuple(y0.shape)}")
+    return y0
 
 
 def _train_step(model: DiffusionModel, what: str) -> None:

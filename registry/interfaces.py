@@ -35,12 +35,17 @@ __all__ = [
     "batches_from",
     "IDS",
     "VECTORS",
+    "SEQUENCES",
+    "TOKEN_STATES",
 ]
 
 #: The state kinds the built-in processes diffuse and the built-in latents produce. A plugin may name
 #: another (e.g. points on a sphere): a latent pairs with a process when ``produces == diffuses``.
 IDS = "ids"  # integer ids over ``values`` real values, plus the mask id ``values``
 VECTORS = "vectors"  # real vectors ``[B, M, d_l]``
+SEQUENCES = "sequences"  # ids read left to right by a causal network: a token channel only
+#: the states a token process may diffuse
+TOKEN_STATES = (IDS, SEQUENCES)
 
 
 def mask_id(vocab_size: int) -> int:

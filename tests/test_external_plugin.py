@@ -396,6 +396,6 @@ def test_plugin_check_rejects_int32_codes_and_a_head_one_code_short(tmp_path):
         "discrete codes must be torch.long (int64)"
     ) in out.stderr
     assert (
-        "latent 'short_head': fails in a tiny model: with process 'autoregressive', a training step of a joint model: "
+        "latent 'short_head': fails in a tiny model: with process 'masked' and process 'autoregressive', a training step of a joint model: "
         "IncompatibleComponentsError: the masked process over 2048 values got predictions over 2047"
     ) in out.stderr

@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 
 from registry.errors import InvalidConfigError
-from registry.interfaces import RevealingProcess, Schedule, mask_id
+from registry.interfaces import SEQUENCES, RevealingProcess, Schedule, mask_id
 
 from ..mdlm.cross_entropy import cross_entropy
 from ..mdlm.masked_process import draw_tokens
@@ -29,6 +29,8 @@ class AutoregressiveProcess(RevealingProcess):
 
     #: one training time: the objective does not depend on it
     horizon = 1
+    #: left to right under a causal network: tokens only, never a latent channel
+    diffuses = SEQUENCES
 
     def __init__(self, vocab_size: int, schedule: Schedule | None = None) -> None:
         # schedule is accepted (and unused) so every token process is built the same way
