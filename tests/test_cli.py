@@ -74,6 +74,13 @@ def test_incompatible_components_are_rejected_before_training(tmp_path):
     assert not (tmp_path / "model.safetensors").exists()
 
 
+def test_a_latent_process_that_cannot_diffuse_the_latent_is_one_line_before_training(tmp_path):
+    out = run_ladd("train", "experiment=binsaw/diladd_joint_cpu", "latent=fsq", "latent_process=vp", f"run_dir={tmp_path / 'run'}")
+    assert out.returncode == 2 and out.stderr.count("\n") == 1
+    assert out.stderr.startswith("ladd: error: latent_process 'vp' diffuses vectors but latent 'fsq' holds ids; valid pairings: ")
+    assert not (tmp_path / "run").exists()
+
+
 def test_train_sample_eval_round_trip(tmp_path):
     run = tmp_path / "run"
     out = run_ladd("train", *TINY, "train.progress=true", "train.stages=[{steps:4}]", f"run_dir={run}")
