@@ -12,7 +12,7 @@ from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
 from ._component import Component
 from ._registry import Registry
-from .assembly import SLOTS
+from .assembly import OPTIONAL_SLOTS, SLOTS
 from .errors import InvalidConfigError, did_you_mean
 from .lr_schedules import SCHEDULES
 from .model import Objective
@@ -232,6 +232,24 @@ def check_selections(overrides: list[str], registry: Registry) -> None:
                 registry.get(kind, str(name))
 
 
+def empty_slots_as_deletions(overrides: list[str]) -> list[str]:
+    """``SLOT=null`` for an optional slot as Hydra's ``~SLOT`` (Hydra cannot set a config group to null from the command line)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except HydraException:
+        return overrides  # Hydra reports malformed overrides itself
+    return [
+        f"~{override.key_or_group}"
+        if override.key_or_group in OPTIONAL_SLOTS and override.package is None and not override.is_delete()
+        and not override.is_sweep_override() and override.value() is None
+        else text
+        for text, override in zip(overrides, parsed)
+    ]
+
+
 def compose(overrides: list[str], registry: Registry, searchpath: Sequence[str] = ()) -> DictConfig:
     """Compose and check an experiment config; Hydra's own runtime settings (``hydra:``) are dropped, never used."""
     from hydra import compose as hydra_compose
@@ -240,6 +258,7 @@ def compose(overrides: list[str], registry: Registry, searchpath: Sequence[str] 
     from hydra.errors import HydraException
 
     check_selections(overrides, registry)
+    overrides = empty_slots_as_deletions(overrides)
     register_configs(registry)
     GlobalHydra.instance().clear()
     try:

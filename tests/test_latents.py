@@ -263,3 +263,10 @@ def test_a_config_from_before_the_latent_process_slot_is_refused_not_misread() -
     old["latent"].update(horizon=4000, weighting="constant", eta=0.0)
     with pytest.raises(IncompatibleComponentsError, match="^this config predates the latent_process slot"):
         build_experiment(old, reg)
+
+
+def test_latent_null_on_the_command_line_removes_the_latent_channel() -> None:
+    reg = registry.load()
+    cfg = to_plain(compose(["experiment=binsaw/mdlm_cpu", "latent=continuous", "latent_process=vp", "latent=null", "latent_process=null"], reg))
+    assert cfg["latent"] is None and cfg["latent_process"] is None
+    assert build_experiment(cfg, reg).model.latent is None
