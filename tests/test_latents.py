@@ -19,7 +19,9 @@ from ladd_plugins.vp.process import VPGaussianProcess, VPProcessConfig
 from registry.assembly import build_experiment
 from registry.config import compose, to_plain
 from registry.errors import IncompatibleComponentsError
+from registry.export import export, from_pretrained
 from registry.interfaces import IDS, VECTORS, Latent
+from registry.training import train
 
 CPU = torch.device("cpu")
 
@@ -270,3 +272,17 @@ def test_latent_null_on_the_command_line_removes_the_latent_channel() -> None:
     cfg = to_plain(compose(["experiment=binsaw/mdlm_cpu", "latent=continuous", "latent_process=vp", "latent=null", "latent_process=null"], reg))
     assert cfg["latent"] is None and cfg["latent_process"] is None
     assert build_experiment(cfg, reg).model.latent is None
+
+
+@pytest.mark.parametrize("name", ["fsq", "lfq", "rvq"])
+def test_a_code_latent_trains_exports_and_loads_back_to_the_same_samples(name, tmp_path) -> None:
+    reg = registry.load()
+    overrides = [
+        "experiment=binsaw/diladd_joint_cpu", f"latent={name}", "dataset.seq_len=16", "train.batch_size=8", "train.warmup_steps=1",
+        "train.progress=false", "train.stages=[{steps:2},{steps:2,lambda_latent:1.0,freeze_encoder:true}]",
+    ]
+    trained = train(compose(overrides, reg), tmp_path / "run", reg)
+    loaded = from_pretrained(export(tmp_path / "run", tmp_path / "export", reg), reg)
+    samples = [e.sampler.sample(e.model.eval(), 4, 4, torch.Generator().manual_seed(1)) for e in (trained, loaded)]
+    assert torch.equal(samples[0].tokens, samples[1].tokens) and torch.equal(samples[0].latent, samples[1].latent)
+    assert int(samples[0].latent.max()) < trained.model.latent.values
