@@ -85,6 +85,11 @@ def build_experiment(cfg: Mapping[str, Any], registry: Registry) -> Experiment:
     latent_process: Process | None = None
     if latent is not None:
         holder = f"latent {cfg['latent']['name']!r}"
+        if getattr(latent, "produces", None) is None:
+            raise IncompatibleComponentsError(
+                f"{holder} does not declare the state it produces: set its class attribute `produces` "
+                "(registry.interfaces.IDS, VECTORS or a kind of your own)"
+            )
         _check_pairing(cfg, registry, "latent_process", holder, (latent.produces,))
         latent_process = build("latent_process", schedule=build("latent_schedule"), vocab_size=latent.values)
         _check_pairing(cfg, registry, "latent_process", holder, (latent.produces,), latent_process)

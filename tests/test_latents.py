@@ -16,6 +16,9 @@ from ladd_plugins.schedules.closed_form import (
     VPSqrtSchedule,
 )
 from ladd_plugins.vp.process import VPGaussianProcess, VPProcessConfig
+from registry import ComponentSpec
+from registry._component import Component, Origin
+from registry._registry import Registry
 from registry.assembly import build_experiment
 from registry.config import compose, to_plain
 from registry.errors import IncompatibleComponentsError
@@ -286,3 +289,17 @@ def test_a_code_latent_trains_exports_and_loads_back_to_the_same_samples(name, t
     samples = [e.sampler.sample(e.model.eval(), 4, 4, torch.Generator().manual_seed(1)) for e in (trained, loaded)]
     assert torch.equal(samples[0].tokens, samples[1].tokens) and torch.equal(samples[0].latent, samples[1].latent)
     assert int(samples[0].latent.max()) < trained.model.latent.values
+
+
+class Undeclared(ContinuousLatent):
+    produces = None
+
+
+def test_a_latent_that_declares_no_state_is_refused_in_one_line() -> None:
+    builtin = registry.load()
+    spec = ComponentSpec("latent", "undeclared", Undeclared, ContinuousLatentConfig)
+    reg = Registry([*builtin, Component(spec, Origin("tests"))], config_dirs=builtin.config_dirs)
+    cfg = to_plain(compose(["experiment=binsaw/coladd_joint_cpu"], reg))
+    cfg["latent"]["name"] = "undeclared"
+    with pytest.raises(IncompatibleComponentsError, match="^latent 'undeclared' does not declare the state it produces"):
+        build_experiment(cfg, reg)
