@@ -63,14 +63,15 @@ def build(kind: str, size: dict, reg: registry.Registry, device: torch.device, e
     hidden, layers, heads, cond = size["mdlm" if kind == "mdlm" else "ladd"]
     schedule = reg.build("schedule", "linear")
     process = reg.build("process", "masked", {}, schedule=schedule, vocab_size=size["vocab"])
-    if kind == "mdlm":
-        latent = reg.build("latent", "none", schedule=None)
-    else:
+    latent, latent_process = None, None
+    if kind != "mdlm":
         options = {"length": size["m"], "width": 32} | ({"codebook_size": 512} if kind == "diladd" else {})
-        latent = reg.build("latent", "continuous" if kind == "coladd" else "discrete", options, schedule=reg.build("schedule", "vp_sqrt" if kind == "coladd" else "linear"))
-    channels = Channels(size["vocab"], size["seq"], latent if latent.length else None)
+        latent = reg.build("latent", "continuous" if kind == "coladd" else "discrete", options)
+        latent_schedule = reg.build("schedule", "vp_sqrt" if kind == "coladd" else "linear")
+        latent_process = reg.build("process", "vp" if kind == "coladd" else "masked", {}, schedule=latent_schedule, vocab_size=latent.values)
+    channels = Channels(size["vocab"], size["seq"], latent)
     backbone = reg.build("backbone", "dit" if kind == "mdlm" else "mmdit", {"hidden": hidden, "layers": layers, "heads": heads, "cond_dim": cond}, channels=channels)
-    return DiffusionModel(process, latent, backbone, size["vocab"], size["seq"], Objective(), encoder=encoder).to(device)
+    return DiffusionModel(process, latent, backbone, size["vocab"], size["seq"], Objective(), encoder=encoder, latent_process=latent_process).to(device)
 
 
 def forward_flops(model: DiffusionModel) -> float:

@@ -10,8 +10,13 @@ from registry.toolkit.options import TransformerConfig
 
 from .backbones.config import DiTConfig, MLPDenoiserConfig
 from .binsaw.config import BinarySawtoothConfig, SlicedWassersteinConfig
-from .coladd.config import ContinuousLatentConfig
-from .diladd.config import DiscreteLatentConfig
+from .latents.config import (
+    ContinuousLatentConfig,
+    DiscreteLatentConfig,
+    FSQLatentConfig,
+    LFQLatentConfig,
+    ResidualVQLatentConfig,
+)
 from .encoders.config import DiTEncoderConfig, PretrainedEncoderConfig
 from .mdlm.config import MaskedProcessConfig
 from .samplers.config import AncestralConfig, JointConfig, SequentialConfig
@@ -24,15 +29,19 @@ from .schedules.config import (
 )
 from .text.config import TextDatasetConfig
 from .text_metrics.config import GenPPLConfig
+from .vp.config import VPProcessConfig
 
 _SCHEDULES = "ladd_plugins.schedules.closed_form"
+_QUANTIZERS = "ladd_plugins.latents.quantizers"
 
 
 @hookimpl
 def ladd_components() -> list[ComponentSpec]:
     return [
         ComponentSpec("process", "masked", "ladd_plugins.mdlm.masked_process:MaskedProcess", MaskedProcessConfig,
-                      "absorbing-mask token process, SUBS parameterisation, ELBO or constant weights"),
+                      "absorbing-mask process on ids (tokens or codes), SUBS parameterisation, ELBO or constant weights"),
+        ComponentSpec("process", "vp", "ladd_plugins.vp.process:VPGaussianProcess", VPProcessConfig,
+                      "variance-preserving Gaussian process on vectors, y0-prediction, DDIM(eta)"),
         ComponentSpec("schedule", "linear", f"{_SCHEDULES}:LinearSchedule", ScheduleConfig,
                       "1 - tau (discrete linear; as a VP schedule abar^2 = 1 - tau)"),
         ComponentSpec("schedule", "vp_linear", f"{_SCHEDULES}:LinearSchedule", ScheduleConfig,
@@ -49,12 +58,16 @@ def ladd_components() -> list[ComponentSpec]:
                       "VP-cosine: abar^2 = cos^2(((tau + s)/(1 + s)) pi/2)"),
         ComponentSpec("schedule", "vp_sqrt", f"{_SCHEDULES}:VPSqrtSchedule", ScheduleConfig,
                       "VP-sqrt: abar^2 = sqrt(1 - tau)"),
-        ComponentSpec("latent", "none", "ladd_plugins.mdlm.no_latent:NoLatent", None,
-                      "no latent channel (MDLM)"),
-        ComponentSpec("latent", "continuous", "ladd_plugins.coladd.latent:ContinuousLatent", ContinuousLatentConfig,
-                      "Co-LADD: Gaussian latent, VP diffusion, y0-prediction, DDIM"),
-        ComponentSpec("latent", "discrete", "ladd_plugins.diladd.latent:DiscreteLatent", DiscreteLatentConfig,
-                      "Di-LADD: VQ codes (cosine, EMA codebook) with a masked process on codes"),
+        ComponentSpec("latent", "continuous", "ladd_plugins.latents.continuous:ContinuousLatent", ContinuousLatentConfig,
+                      "vectors: the encoder's Gaussian posterior (Co-LADD; pair with process vp)"),
+        ComponentSpec("latent", "discrete", f"{_QUANTIZERS}:VQLatent", DiscreteLatentConfig,
+                      "ids: VQ codes, cosine distance, EMA codebook (Di-LADD; pair with process masked)"),
+        ComponentSpec("latent", "rvq", f"{_QUANTIZERS}:ResidualVQLatent", ResidualVQLatentConfig,
+                      "ids: residual VQ, Q stages of C codes packed into C^Q values (pair with process masked)"),
+        ComponentSpec("latent", "fsq", f"{_QUANTIZERS}:FSQLatent", FSQLatentConfig,
+                      "ids: finite scalar quantisation, prod(levels) codes (pair with process masked)"),
+        ComponentSpec("latent", "lfq", f"{_QUANTIZERS}:LFQLatent", LFQLatentConfig,
+                      "ids: lookup-free quantisation, binary codes (pair with process masked)"),
         ComponentSpec("encoder", "dit", "ladd_plugins.encoders.dit_encoder:DiTEncoder", DiTEncoderConfig,
                       "learned DiT encoder read at the M rightmost positions, L2-normalised"),
         ComponentSpec("encoder", "pretrained", "ladd_plugins.encoders.pretrained:PretrainedEncoder", PretrainedEncoderConfig,

@@ -37,6 +37,8 @@ def selection(cfg: Mapping[str, Any], slot: str) -> tuple[str, dict[str, Any]] |
             return None
         raise IncompatibleComponentsError(f"config has no {slot!r}; choose one with {slot}=NAME")
     options = dict(node)
+    if "name" not in options:
+        raise IncompatibleComponentsError(f"{slot} has options {sorted(options)} but no component; choose one with {slot}=NAME")
     name = options.pop("name")
     return name, options
 
@@ -44,41 +46,91 @@ def selection(cfg: Mapping[str, Any], slot: str) -> tuple[str, dict[str, Any]] |
 def build_experiment(cfg: Mapping[str, Any], registry: Registry) -> Experiment:
     """Build dataset, model, sampler and metric from a plain (resolved) config mapping."""
     check_config(cfg)
+    if cfg.get("latent") is not None and "latent_process" not in cfg:
+        raise IncompatibleComponentsError(
+            "this config predates the latent_process slot (a latent's process options now live there); "
+            "re-create it with the current presets"
+        )
     components: dict[str, Component] = {}
     built: dict[str, Any] = {}
     for slot in SLOTS.values():
-        chosen = selection(cfg, slot.name) if slot.wanted(built) else None
+        chosen = selection(cfg, slot.name)
+        if slot.needs_latent and built["latent"] is None:
+            if chosen is not None:
+                raise IncompatibleComponentsError(f"{slot.name} is set but there is no latent channel; set latent=NAME or {slot.name}=null")
+            built[slot.name] = None
+            continue
+        pairing = slot.pairing(built, components) if slot.pairing is not None else None
         if chosen is None:
+            if pairing is not None:
+                raise IncompatibleComponentsError(
+                    f"{pairing[0]} holds {' or '.join(pairing[1])} and needs a process: set {slot.name}=NAME ({_pairings(registry)})"
+                )
             built[slot.name] = None
             continue
         name, options = chosen
-        components[slot.name] = registry.get(slot.kind, name)
-        built[slot.name] = components[slot.name].build(options, **slot.context(built))
+        component = components[slot.name] = registry.get(slot.kind, name)
+        if pairing is not None:  # before building: a process is never built for a state it cannot take
+            _check_pairing(registry, slot.name, name, pairing, _state(component, "diffuses"))
+        built[slot.name] = component.build(options, **slot.context(built))
+        if pairing is not None:
+            _check_pairing(registry, slot.name, name, pairing, built[slot.name].diffuses)
     dataset: Dataset = built["dataset"]
-    latent: Latent = built["latent"]
+    latent: Latent | None = built["latent"]
     objective = Objective(**dict(cfg.get("objective") or {}))
     _check_latent_side(latent, built["encoder"], objective, cfg)
-    if objective.latent_time == "clean" and latent.length > 0 and built["latent_backbone"] is None:
+    if objective.latent_time == "clean" and latent is not None and built["latent_backbone"] is None:
         raise IncompatibleComponentsError(
             "objective.latent_time=clean trains the token denoiser on clean latents only, so the latent "
             "needs its own denoiser: set latent_backbone=NAME (e.g. one of the latent-only backbones)"
         )
     sampler: Sampler = built["sampler"]
-    if sampler.requires_latent and latent.length == 0:
+    if sampler.requires_latent and latent is None:
         raise IncompatibleComponentsError(
-            f"sampler {components['sampler'].name!r} generates a latent channel but latent "
-            f"{components['latent'].name!r} has none; use a token-only sampler or choose a latent"
+            f"sampler {components['sampler'].name!r} generates a latent channel but there is none (latent=null); "
+            "use a token-only sampler or choose a latent"
         )
     model = DiffusionModel(
         built["process"], latent, built["backbone"], dataset.vocab_size, dataset.seq_len, objective,
-        built["encoder"], built["latent_backbone"],
+        built["encoder"], built["latent_backbone"], built["latent_process"],
     )
     metric: Metric = built["metric"]
     return Experiment(model, dataset, sampler, metric, components)
 
 
-def _check_latent_side(latent: Latent, encoder: Any, objective: Objective, cfg: Mapping[str, Any]) -> None:
-    if latent.length == 0:
+def _state(component: Component, attribute: str) -> str | None:
+    """The state kind a component's class declares (None when its factory does not import or declares none)."""
+    try:
+        return getattr(component.factory(), attribute, None)
+    except LaddError:
+        return None
+
+
+def _pairings(registry: Registry) -> str:
+    """Which latents and processes pair, by the state kind they produce and diffuse."""
+    produced: dict[str | None, list[str]] = {}
+    diffused: dict[str | None, list[str]] = {}
+    for component in registry:
+        if component.kind == SLOTS["latent"].kind:
+            produced.setdefault(_state(component, "produces"), []).append(component.name)
+        elif component.kind == SLOTS["latent_process"].kind:
+            diffused.setdefault(_state(component, "diffuses"), []).append(component.name)
+    return "valid pairings: " + "; ".join(
+        f"latents producing {kind} ({', '.join(names)}) with processes {', '.join(diffused.get(kind, [])) or 'none installed'}"
+        for kind, names in produced.items()
+        if kind is not None
+    )
+
+
+def _check_pairing(registry: Registry, slot: str, name: str, pairing: tuple[str, tuple[str, ...]], diffuses: str | None) -> None:
+    """Refuse, before anything trains, a process in ``slot`` that diffuses none of the states its channel holds."""
+    holder, states = pairing
+    if diffuses is not None and diffuses not in states:
+        raise IncompatibleComponentsError(f"{slot} {name!r} diffuses {diffuses} but {holder} holds {' or '.join(states)}; {_pairings(registry)}")
+
+
+def _check_latent_side(latent: Latent | None, encoder: Any, objective: Objective, cfg: Mapping[str, Any]) -> None:
+    if latent is None:
         if encoder is not None:
             raise IncompatibleComponentsError("an encoder is set but the latent has no channel; set latent=NAME or encoder=null")
         return

@@ -264,6 +264,24 @@ def check_selections(overrides: list[str], registry: Registry) -> None:
                 registry.get(slot.kind, str(name))
 
 
+def empty_slots_as_deletions(overrides: list[str]) -> list[str]:
+    """``SLOT=null`` for an optional slot as Hydra's ``~SLOT`` (Hydra cannot set a config group to null from the command line)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except HydraException:
+        return overrides  # Hydra reports malformed overrides itself
+    return [
+        f"~{override.key_or_group}"
+        if override.key_or_group in SLOTS and SLOTS[override.key_or_group].optional and override.package is None and not override.is_delete()
+        and not override.is_sweep_override() and override.value() is None
+        else text
+        for text, override in zip(overrides, parsed)
+    ]
+
+
 def compose(overrides: list[str], registry: Registry, searchpath: Sequence[str] = ()) -> DictConfig:
     """Compose, resolve and check an experiment config; Hydra's own runtime settings (``hydra:``) are dropped, never used."""
     from hydra import compose as hydra_compose
@@ -272,6 +290,7 @@ def compose(overrides: list[str], registry: Registry, searchpath: Sequence[str] 
     from hydra.errors import HydraException
 
     check_selections(overrides, registry)
+    overrides = empty_slots_as_deletions(overrides)
     register_configs(registry)
     parsed = [parse_override(override) for override in overrides]
     # a list replaces every stage, which Hydra cannot do to a mapping: it is set after composing

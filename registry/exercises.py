@@ -15,7 +15,7 @@ import torch
 from ._component import Component
 from ._registry import Registry
 from .errors import IncompatibleComponentsError, MissingResourceError
-from .interfaces import Channels, Latent, RevealingProcess, Sampler, batches_from
+from .interfaces import TOKEN_STATES, Channels, Latent, Process, RevealingProcess, Sampler, batches_from
 from .model import DiffusionModel, Objective
 from .probes import ProbeBackbone, ProbeEncoder
 
@@ -77,6 +77,16 @@ def _schedule(registry: Registry) -> Any:
     return _built(registry, "schedule")[0][1]
 
 
+def _token_processes(registry: Registry, schedule: Any) -> list[tuple[str, Any]]:
+    """Every registered process that diffuses token ids, built for the probe vocabulary."""
+    return _built(registry, "process", lambda process: process.diffuses in TOKEN_STATES, schedule=schedule, vocab_size=VOCAB)
+
+
+def _latent_processes(registry: Registry, latent: Latent, schedule: Any) -> list[tuple[str, Any]]:
+    """Every registered process that diffuses what ``latent`` produces."""
+    return _built(registry, "process", lambda process: process.diffuses == latent.produces, schedule=schedule, vocab_size=latent.values)
+
+
 def exercise_schedule(component: Component, registry: Registry) -> None:
     """Signal levels in [0, 1], falling with time; then a loss and a reverse chain of a token process using it."""
     schedule = component.build()
@@ -86,12 +96,28 @@ def exercise_schedule(component: Component, registry: Registry) -> None:
     _expect(signal.shape == tau.shape, f"signal(tau) has shape {tuple(signal.shape)} for tau of shape {tuple(tau.shape)}")
     _expect(bool(((signal >= 0) & (signal <= 1)).all()), f"signal(tau) leaves [0, 1]: {signal.tolist()}")
     _expect(bool((signal.diff() <= 1e-6).all()), f"signal(tau) must not rise with tau: {signal.tolist()}")
-    _with_a_partner(_built(registry, "process", schedule=schedule, vocab_size=VOCAB), _token_round)
+    _with_a_partner(_token_processes(registry, schedule), _token_round)
 
 
 def exercise_process(component: Component, registry: Registry) -> None:
-    """A loss whose gradient reaches the network, the rows-only loss, and a reverse chain ending in real tokens."""
-    _token_round(component.build(schedule=_schedule(registry), vocab_size=VOCAB))
+    """On tokens: a loss whose gradient reaches the network, the rows-only loss, a reverse chain ending in real tokens.
+
+    A process on another state is exercised as a latent process, with a registered latent producing that state.
+    """
+    schedule = _schedule(registry)
+    process = component.build(schedule=schedule, vocab_size=VOCAB)
+    if process.diffuses in TOKEN_STATES:
+        _token_round(process)
+        return
+    latents = _built(registry, "latent", lambda latent: latent.produces == process.diffuses)
+    tokens = _token_processes(registry, schedule)
+    pairs = [(f"{l} and {t}", (latent, token)) for l, latent in latents for t, token in tokens]
+
+    def use(pair: tuple[Latent, Any]) -> None:
+        latent, token = pair
+        _latent_round(latent, component.build(schedule=schedule, vocab_size=latent.values), token, registry)
+
+    _with_a_partner(pairs, use)
 
 
 def _token_round(process: Any) -> None:
@@ -139,30 +165,37 @@ def _check_reveal_matches_step(process: RevealingProcess, network: ProbeBackbone
 
 
 def exercise_latent(component: Component, registry: Registry) -> None:
-    """Codes and the null latent checked, a training step in a joint and in a sequential model, then sampling."""
+    """Codes and the null latent checked with a process diffusing them, a training step in a joint and in a
+    sequential model, then sampling."""
     schedule = _schedule(registry)
-    latent: Latent = component.build(schedule=schedule)
-    if latent.length > 0:
-        _check_codes(latent)
-    processes = _built(registry, "process", schedule=schedule, vocab_size=VOCAB)
-    _with_a_partner(processes, lambda process: _latent_round(latent, process, registry))
+    latent: Latent = component.build()
+    y0 = _check_codes(latent)
+    pairs = [
+        (f"{l} and {t}", (latent_process, token))
+        for l, latent_process in _latent_processes(registry, latent, schedule)
+        for t, token in _token_processes(registry, schedule)
+    ]
+
+    def use(pair: tuple[Process, Any]) -> None:
+        latent_process, token = pair
+        with _during("the latent process's prior"):
+            prior = latent_process.prior(tuple(y0.shape), CPU, _generator())
+        _expect(prior.shape == y0.shape and prior.dtype == y0.dtype, f"the prior gives {prior.dtype} of shape {tuple(prior.shape)}, encode {y0.dtype} of {tuple(y0.shape)}")
+        _latent_round(latent, latent_process, token, registry)
+
+    _with_a_partner(pairs, use)
 
 
-def _latent_round(latent: Latent, process: Any, registry: Registry) -> None:
-    if latent.length == 0:
-        model = DiffusionModel(process, latent, ProbeBackbone(Channels(VOCAB, SEQ, None)), VOCAB, SEQ, Objective())
-        _train_step(model, "a training step without a latent channel")
-        _sample_with(model, registry, lambda s: not s.requires_latent)
-        return
+def _latent_round(latent: Latent, latent_process: Process, process: Any, registry: Registry) -> None:
     joint = DiffusionModel(
         process, latent, ProbeBackbone(Channels(VOCAB, SEQ, latent)), VOCAB, SEQ,
-        Objective(lambda_latent=1.0), ProbeEncoder(VOCAB, latent.length, latent.width),
+        Objective(lambda_latent=1.0), ProbeEncoder(VOCAB, latent.length, latent.width), latent_process=latent_process,
     )
     _train_step(joint, "a training step of a joint model")
     sequential = DiffusionModel(
         process, latent, ProbeBackbone(Channels(VOCAB, SEQ, latent)), VOCAB, SEQ,
         Objective(lambda_latent=1.0, latent_time="clean"), ProbeEncoder(VOCAB, latent.length, latent.width),
-        ProbeBackbone(Channels(0, 0, latent)),
+        ProbeBackbone(Channels(0, 0, latent)), latent_process,
     )
     _train_step(sequential, "a training step of a sequential model (separate latent denoiser)")
     _check_stage2(joint)  # last: the frozen encoder is shared with the sequential model
@@ -170,8 +203,8 @@ def _latent_round(latent: Latent, process: Any, registry: Registry) -> None:
     _sample_with(sequential, registry, lambda s: s.requires_latent and s.conditions_on_clean_latent)
 
 
-def _check_codes(latent: Latent) -> None:
-    """Discrete codes are int64; the null latent and the prior have the clean latent's shape and dtype."""
+def _check_codes(latent: Latent) -> torch.Tensor:
+    """Discrete codes are int64 and the null latent has the clean latent's shape and dtype; returns the clean latent."""
     features = ProbeEncoder(VOCAB, latent.length, latent.width)(torch.randint(VOCAB, (BATCH, SEQ)))
     with _during("encode"):
         y0 = latent.encode(features).y0
@@ -182,9 +215,7 @@ def _check_codes(latent: Latent) -> None:
         null.shape == y0.shape and null.dtype == y0.dtype,
         f"null gives {null.dtype} of shape {tuple(null.shape)} but encode gives {y0.dtype} of shape {tuple(y0.shape)}; they must match",
     )
-    with _during("sample_prior"):
-        prior = latent.sample_prior(BATCH, CPU, _generator())
-    _expect(prior.shape == y0.shape, f"sample_prior gives shape {tuple(prior.shape)}, encode {tuple(y0.shape)}")
+    return y0
 
 
 def _train_step(model: DiffusionModel, what: str) -> None:
@@ -225,17 +256,27 @@ def exercise_sampler(component: Component, registry: Registry) -> None:
     """A sample call on a small model with a latent channel when the sampler needs one."""
     sampler: Sampler = component.build()
     schedule = _schedule(registry)
-    latents = _built(registry, "latent", lambda latent: (latent.length > 0) == sampler.requires_latent, schedule=schedule)
-    processes = _built(registry, "process", schedule=schedule, vocab_size=VOCAB)
+    processes = _token_processes(registry, schedule)
+    if not sampler.requires_latent:
+        _with_a_partner(processes, lambda process: _sample(
+            DiffusionModel(process, None, ProbeBackbone(Channels(VOCAB, SEQ, None)), VOCAB, SEQ, Objective()), f"sampler {component.name!r}", sampler
+        ))
+        return
+    channels = [
+        (f"{l} and {lp}", (latent, latent_process))
+        for l, latent in _built(registry, "latent")
+        for lp, latent_process in _latent_processes(registry, latent, schedule)
+    ]
 
-    def use(pair: tuple[Any, Latent]) -> None:
-        process, latent = pair
-        channel = latent if latent.length > 0 else None
-        encoder = ProbeEncoder(VOCAB, latent.length, latent.width) if channel else None
-        model = DiffusionModel(process, latent, ProbeBackbone(Channels(VOCAB, SEQ, channel)), VOCAB, SEQ, Objective(), encoder)
+    def use(pair: tuple[Any, tuple[Latent, Process]]) -> None:
+        process, (latent, latent_process) = pair
+        model = DiffusionModel(
+            process, latent, ProbeBackbone(Channels(VOCAB, SEQ, latent)), VOCAB, SEQ, Objective(),
+            ProbeEncoder(VOCAB, latent.length, latent.width), latent_process=latent_process,
+        )
         _sample(model, f"sampler {component.name!r}", sampler)
 
-    pairs = [(f"{p} and {l}", (process, latent)) for p, process in processes for l, latent in latents]
+    pairs = [(f"{p} and {c}", (process, channel)) for p, process in processes for c, channel in channels]
     _with_a_partner(pairs, use)
 
 
@@ -255,7 +296,7 @@ def exercise_encoder(component: Component, registry: Registry) -> None:
 def exercise_backbone(component: Component, registry: Registry) -> None:
     """Every channel combination the backbone accepts: full forward, the rows-only path, and a backward pass."""
     try:
-        latents = [latent for _, latent in _built(registry, "latent", lambda latent: latent.length > 0, schedule=_schedule(registry))]
+        latents = [latent for _, latent in _built(registry, "latent")]
     except MissingResourceError:
         latents = []  # the token channel is still exercised
     combinations = [Channels(VOCAB, SEQ, None)]
@@ -278,7 +319,10 @@ def _backbone_round(backbone: Any, channels: Channels) -> None:
     x = torch.randint(VOCAB + 1, (BATCH, SEQ), generator=generator) if channels.tokens else None
     y = None
     if channels.latent is not None:
-        y = channels.latent.backbone_input(channels.latent.sample_prior(BATCH, CPU, generator))
+        latent = channels.latent
+        with torch.no_grad():
+            y0 = latent.encode(ProbeEncoder(VOCAB, latent.length, latent.width)(torch.randint(VOCAB, (BATCH, SEQ), generator=generator))).y0
+        y = latent.backbone_input(y0)
     tau_x, tau_y = (tau if x is not None else None), (tau if y is not None else None)
     given = " + ".join(name for name, value in (("tokens", x), (type(channels.latent).__name__, y)) if value is not None)
     backbone.eval()

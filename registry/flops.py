@@ -165,13 +165,13 @@ def flops_report(cfg: Mapping[str, Any], registry: Registry) -> FlopsReport:
     check_config(cfg)
     vocab_size, seq_len = _data_size(cfg, registry)
     with torch.device("meta"):
-        latent: Latent = _build(cfg, registry, "latent", schedule=_build(cfg, registry, "latent_schedule"))
-        channels = Channels(vocab_size, seq_len, latent if latent.length > 0 else None)
-        backbone = _network(cfg, registry, "backbone", channels)
+        latent: Latent | None = _build(cfg, registry, "latent")
+        backbone = _network(cfg, registry, "backbone", Channels(vocab_size, seq_len, latent))
         latent_backbone = None
-        if latent.length > 0 and cfg.get("latent_backbone") is not None:
+        if latent is not None and cfg.get("latent_backbone") is not None:
             latent_backbone = _network(cfg, registry, "latent_backbone", Channels(0, 0, latent))
-    return FlopsReport(cfg.get("method", "?"), vocab_size, seq_len, latent.length, backbone, latent_backbone)
+    latent_length = 0 if latent is None else latent.length
+    return FlopsReport(cfg.get("method", "?"), vocab_size, seq_len, latent_length, backbone, latent_backbone)
 
 
 def _data_size(cfg: Mapping[str, Any], registry: Registry) -> tuple[int, int]:

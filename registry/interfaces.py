@@ -33,7 +33,19 @@ __all__ = [
     "Metric",
     "mask_id",
     "batches_from",
+    "IDS",
+    "VECTORS",
+    "SEQUENCES",
+    "TOKEN_STATES",
 ]
+
+#: The state kinds the built-in processes diffuse and the built-in latents produce. A plugin may name
+#: another (e.g. points on a sphere): a latent pairs with a process when ``produces == diffuses``.
+IDS = "ids"  # integer ids over ``values`` real values, plus the mask id ``values``
+VECTORS = "vectors"  # real vectors ``[B, M, d_l]``
+SEQUENCES = "sequences"  # ids read left to right by a causal network: a token channel only
+#: the states a token process may diffuse
+TOKEN_STATES = (IDS, SEQUENCES)
 
 
 def mask_id(vocab_size: int) -> int:
@@ -61,6 +73,9 @@ class Process(ABC):
     """
 
     horizon: int  # training horizon T: discrete-time ELBO weights use tau - 1/T as the previous time
+    #: the state kind this process diffuses (built as ``factory(config, schedule=..., vocab_size=...)``, where
+    #: ``vocab_size`` counts the values of an ``IDS`` state and is None for others)
+    diffuses: str = IDS
 
     @abstractmethod
     def prior(self, shape: tuple[int, ...], device: torch.device, generator: torch.Generator | None = None) -> Tensor:
@@ -123,18 +138,21 @@ class LatentCode:
     embedding: Tensor | None = None
 
 
-class Latent(Process, nn.Module):
-    """A latent channel: turns encoder features into ``y0`` and diffuses it with its own process.
+class Latent(nn.Module, ABC):
+    """What the latent channel's ``y`` is: turns encoder features into ``y0``; a ``Process`` diffuses it.
 
-    ``length`` is M (0 means no latent channel: MDLM); ``width`` is d_l. Random draws inside ``encode``
-    (and inside encoders' and backbones' forward passes) use torch's global RNG: the core seeds it from
-    the caller's generator around those calls, so a component needs no generator of its own there.
+    ``length`` is M, ``width`` d_l; ``produces`` is the state kind of ``y0`` (a process diffusing the same kind
+    is paired with it in the ``latent_process`` slot) and ``values`` the number of values of an ``IDS`` state
+    (None for others). Random draws inside ``encode`` (and inside encoders' and backbones' forward passes) use
+    torch's global RNG: the core seeds it from the caller's generator around those calls.
     """
 
     length: int
     width: int
-    #: False when the null latent is no valid target of ``loss`` (e.g. all mask ids): such a latent refuses
-    #: ``objective.latent_loss_on_dropped``, which would make it one
+    produces: str
+    values: int | None = None
+    #: False when the null latent is no valid target of the process's loss (e.g. all mask ids): such a latent
+    #: refuses ``objective.latent_loss_on_dropped``, which would make it one
     null_is_target: bool = True
 
     @abstractmethod
@@ -147,19 +165,15 @@ class Latent(Process, nn.Module):
 
     @abstractmethod
     def input_layer(self, width: int) -> nn.Module:
-        """A module mapping ``y_t`` to hidden states ``[B, M, width]`` inside a backbone."""
+        """A module mapping ``backbone_input(y_t)`` to hidden states ``[B, M, width]`` inside a backbone."""
 
     @abstractmethod
     def output_layer(self, width: int) -> nn.Module:
-        """A module mapping hidden states ``[B, M, width]`` to this channel's prediction."""
+        """A module mapping hidden states ``[B, M, width]`` to the prediction the paired process takes."""
 
     def backbone_input(self, y_t: Tensor, code: LatentCode | None = None) -> Tensor:
         """What a backbone's latent input layer receives for state ``y_t`` (``code`` is given in training)."""
         return y_t
-
-    def sample_prior(self, batch: int, device: torch.device, generator: torch.Generator | None = None) -> Tensor:
-        """``batch`` draws of the terminal latent, shaped like the null latent."""
-        return self.prior(tuple(self.null(batch, device).shape), device, generator)
 
 
 class Encoder(nn.Module, ABC):
@@ -233,7 +247,8 @@ class DenoiserModel(ABC):
     """What a sampler sees of a trained model (implemented by the core's model)."""
 
     process: Process
-    latent: Latent
+    latent: Latent | None  # None without a latent channel
+    latent_process: Process | None  # the process on the latent channel's ``y``
     seq_len: int
     vocab_size: int
 
@@ -247,6 +262,11 @@ class DenoiserModel(ABC):
         returned, from the separate latent denoiser when there is one; ``x_t`` then holds known tokens (mask
         id elsewhere) for a denoiser that reads tokens, or is None for all masked.
         """
+
+    def latent_prior(self, batch: int, generator: torch.Generator | None = None) -> Tensor:
+        """``batch`` draws of the latent process's terminal distribution, shaped like the null latent."""
+        device = self.device
+        return self.latent_process.prior(tuple(self.latent.null(batch, device).shape), device, generator)
 
     @property
     @abstractmethod

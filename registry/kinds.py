@@ -47,25 +47,39 @@ def _token_process(built: Built) -> dict[str, Any]:
     return {"schedule": built["schedule"], "vocab_size": built["dataset"].vocab_size}
 
 
-def _latent(built: Built) -> dict[str, Any]:
-    return {"schedule": built["latent_schedule"]}
+def _latent_process(built: Built) -> dict[str, Any]:
+    return {"schedule": built["latent_schedule"], "vocab_size": built["latent"].values}
+
+
+def _token_channel(built: Built, components: Mapping[str, Any]) -> tuple[str, tuple[str, ...]]:
+    from .interfaces import TOKEN_STATES
+
+    return "the token channel", TOKEN_STATES
+
+
+def _latent_channel(built: Built, components: Mapping[str, Any]) -> tuple[str, tuple[str, ...]]:
+    from .errors import IncompatibleComponentsError
+
+    holder, produces = f"latent {components['latent'].name!r}", getattr(built["latent"], "produces", None)
+    if produces is None:
+        raise IncompatibleComponentsError(
+            f"{holder} does not declare the state it produces: set its class attribute `produces` "
+            "(registry.interfaces.IDS, VECTORS or a kind of your own)"
+        )
+    return holder, (produces,)
 
 
 def _token_backbone(built: Built) -> dict[str, Any]:
     from .interfaces import Channels  # torch: only when an experiment is built
 
-    latent, dataset = built["latent"], built["dataset"]
-    return {"channels": Channels(dataset.vocab_size, dataset.seq_len, latent if latent.length > 0 else None)}
+    dataset = built["dataset"]
+    return {"channels": Channels(dataset.vocab_size, dataset.seq_len, built["latent"])}
 
 
 def _latent_backbone(built: Built) -> dict[str, Any]:
     from .interfaces import Channels
 
     return {"channels": Channels(0, 0, built["latent"])}
-
-
-def _has_latent_channel(built: Built) -> bool:
-    return built["latent"].length > 0
 
 
 def _tokenizer(built: Built) -> dict[str, Any]:
@@ -80,14 +94,16 @@ class Slot:
     kind: str
     optional: bool = False  # may be null (no component)
     context: Callable[[Built], dict[str, Any]] = field(default=_no_context, compare=False)
-    wanted: Callable[[Built], bool] = field(default=lambda built: True, compare=False)  # built at all, given the others
+    needs_latent: bool = False  # part of the latent channel: must stay empty without a latent
+    #: for a process slot: what its process must diffuse, as (the channel's description, the states it holds)
+    pairing: Callable[[Built, Mapping[str, Any]], tuple[str, tuple[str, ...]]] | None = field(default=None, compare=False)
 
 
 KIND_SPECS: dict[str, KindSpec] = {
     spec.name: spec
     for spec in (
         KindSpec("process", "Process", "exercise_process", ("schedule", "vocab_size")),
-        KindSpec("latent", "Latent", "exercise_latent", ("schedule",)),
+        KindSpec("latent", "Latent", "exercise_latent"),
         KindSpec("encoder", "Encoder", "exercise_encoder", ("vocab_size", "seq_len", "tokenizer")),
         KindSpec("schedule", "Schedule", "exercise_schedule"),
         KindSpec("backbone", "Backbone", "exercise_backbone", ("channels",)),
@@ -104,12 +120,13 @@ SLOTS: dict[str, Slot] = {
     for slot in (
         Slot("dataset", "dataset"),
         Slot("schedule", "schedule"),
-        Slot("process", "process", context=_token_process),
-        Slot("latent_schedule", "schedule", optional=True),
-        Slot("latent", "latent", context=_latent),
+        Slot("process", "process", context=_token_process, pairing=_token_channel),
+        Slot("latent", "latent", optional=True),
+        Slot("latent_schedule", "schedule", optional=True, needs_latent=True),
+        Slot("latent_process", "process", optional=True, context=_latent_process, needs_latent=True, pairing=_latent_channel),
         Slot("encoder", "encoder", optional=True, context=_dataset_sizes),
         Slot("backbone", "backbone", context=_token_backbone),
-        Slot("latent_backbone", "backbone", optional=True, context=_latent_backbone, wanted=_has_latent_channel),
+        Slot("latent_backbone", "backbone", optional=True, context=_latent_backbone, needs_latent=True),
         Slot("sampler", "sampler"),
         Slot("metric", "metric", context=_tokenizer),
     )

@@ -7,7 +7,7 @@ import torch
 from torch import Tensor, nn
 
 from .distributed import Shard, own_noise, spread, take
-from .errors import InvalidConfigError
+from .errors import IncompatibleComponentsError, InvalidConfigError
 from .interfaces import (
     Backbone,
     Denoised,
@@ -68,22 +68,26 @@ def _weighted_mean(values: Tensor, weights: Tensor | None) -> Tensor:
 
 
 class DiffusionModel(nn.Module, DenoiserModel):
-    """Token process + optional latent channel (encoder, latent process) + denoising backbones."""
+    """Token process + optional latent channel (encoder, latent, its process) + denoising backbones."""
 
     def __init__(
         self,
         process: Process,
-        latent: Latent,
+        latent: Latent | None,
         backbone: Backbone,
         vocab_size: int,
         seq_len: int,
         objective: Objective,
         encoder: Encoder | None = None,
         latent_backbone: Backbone | None = None,
+        latent_process: Process | None = None,
     ) -> None:
         super().__init__()
+        if (latent is None) != (latent_process is None):
+            raise IncompatibleComponentsError("a latent channel needs both a latent and a latent process, or neither")
         self.process = process
         self.latent = latent
+        self.latent_process = latent_process
         self.backbone = backbone
         self.encoder = encoder
         self.latent_backbone = latent_backbone
@@ -94,7 +98,7 @@ class DiffusionModel(nn.Module, DenoiserModel):
 
     @property
     def has_latent(self) -> bool:
-        return self.latent.length > 0
+        return self.latent is not None
 
     @property
     def device(self) -> torch.device:
@@ -191,7 +195,7 @@ class DiffusionModel(nn.Module, DenoiserModel):
             if clean_latent:
                 tau_y, y_t = torch.zeros_like(tau_x), y0
             else:
-                tau_y, y_t = tau_x, self.latent.corrupt(y0, tau_x, generator)
+                tau_y, y_t = tau_x, self.latent_process.corrupt(y0, tau_x, generator)
             y_in = self.latent.backbone_input(y_t)
         with own_noise(None, device, generator):
             return self._token_loss(x0, x_t, tau_x, y_in, tau_y)[0]
@@ -209,8 +213,8 @@ class DiffusionModel(nn.Module, DenoiserModel):
         if mode == "tied":
             tau_y = tau_all
         else:
-            tau_y = draw_independent_times(tau_all.shape[0], self.latent.horizon, generator, tau_all.device)
-        return take(shard, tau_y), take(shard, self.latent.corrupt(spread(shard, y0), tau_y, generator))
+            tau_y = draw_independent_times(tau_all.shape[0], self.latent_process.horizon, generator, tau_all.device)
+        return take(shard, tau_y), take(shard, self.latent_process.corrupt(spread(shard, y0), tau_y, generator))
 
     def _latent_loss(
         self,
@@ -225,17 +229,17 @@ class DiffusionModel(nn.Module, DenoiserModel):
     ) -> Tensor:
         """The latent term: the latent's per-row loss, averaged with ``weights`` per row (None: equal weights)."""
         if self.latent_backbone is None:
-            return _weighted_mean(self.latent.loss(prediction, y0, y_t, tau_y), weights)
+            return _weighted_mean(self.latent_process.loss(prediction, y0, y_t, tau_y), weights)
         repeats = self.objective.latent_repeats
         y0 = y0.repeat_interleave(repeats, dim=0)
         if code.embedding is not None:
             code = LatentCode(code.y0, code.aux_loss, code.embedding.repeat_interleave(repeats, dim=0))
         y_all = spread(shard, y0, repeats)
-        tau_all = draw_times(y_all.shape[0], self.latent.horizon, generator, y0.device)
-        y_noisy = take(shard, self.latent.corrupt(y_all, tau_all, generator), repeats)
+        tau_all = draw_times(y_all.shape[0], self.latent_process.horizon, generator, y0.device)
+        y_noisy = take(shard, self.latent_process.corrupt(y_all, tau_all, generator), repeats)
         tau = take(shard, tau_all, repeats)
         with own_noise(shard, y0.device, generator):
             prediction = self.latent_backbone(None, None, self.latent.backbone_input(y_noisy, code), tau).latent
         if weights is not None:
             weights = weights.repeat_interleave(repeats, dim=0)
-        return _weighted_mean(self.latent.loss(prediction, y0, y_noisy, tau), weights)
+        return _weighted_mean(self.latent_process.loss(prediction, y0, y_noisy, tau), weights)

@@ -11,7 +11,6 @@ import registry
 from ladd_plugins.autoregressive.process import AutoregressiveProcess
 from ladd_plugins.autoregressive.sampler import AutoregressiveSampler
 from ladd_plugins.backbones.causal import CausalTransformer
-from ladd_plugins.mdlm.no_latent import NoLatent
 from ladd_plugins.samplers.ancestral import AncestralSampler
 from ladd_plugins.samplers.config import AncestralConfig
 from registry.errors import InvalidConfigError
@@ -52,7 +51,7 @@ def _model(seed: int = 0, perturb: bool = True) -> DiffusionModel:
         with torch.no_grad():
             for parameter in backbone.parameters():
                 parameter.add_(0.3 * torch.randn_like(parameter))
-    return DiffusionModel(AutoregressiveProcess(vocab_size=VOCAB), NoLatent(), backbone, VOCAB, SEQ, Objective()).eval()
+    return DiffusionModel(AutoregressiveProcess(vocab_size=VOCAB), None, backbone, VOCAB, SEQ, Objective()).eval()
 
 
 class Recording(DenoiserModel):

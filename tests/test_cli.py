@@ -27,7 +27,7 @@ def test_show_prints_every_option_with_type_default_and_help():
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0] == "latent 'discrete' of plugin 'builtin' (ladd 0.1.0)"
-    assert "factory: ladd_plugins.diladd.latent:DiscreteLatent" in out.stdout
+    assert "factory: ladd_plugins.latents.quantizers:VQLatent" in out.stdout
     assert "implements: registry.interfaces.Latent" in out.stdout
     commitment = next(line.split(maxsplit=3) for line in lines if line.split()[:1] == ["commitment"])
     assert commitment == ["commitment", "float", "0.1", "beta: the auxiliary loss is beta * L_VQ"]
@@ -45,7 +45,7 @@ def test_list_components_json_covers_every_kind_with_origin():
     for row in rows:
         assert row["plugin"] and row["distribution"] == "ladd" and row["version"]
     only = json.loads(run_ladd("list-components", "--kind", "latent", "--json").stdout)
-    assert {r["name"] for r in only} == {"none", "continuous", "discrete"}
+    assert {r["name"] for r in only} == {"continuous", "discrete", "rvq", "fsq", "lfq"}
 
 
 def test_bad_overrides_give_one_clear_message_and_nonzero_exit(tmp_path):
@@ -74,8 +74,15 @@ def test_bad_overrides_give_one_clear_message_and_nonzero_exit(tmp_path):
 def test_incompatible_components_are_rejected_before_training(tmp_path):
     out = run_ladd("train", "sampler=joint", *TINY, "train.stages=[{steps:2}]", f"run_dir={tmp_path}")
     assert out.returncode == 2
-    assert "sampler 'joint'" in out.stderr and "latent 'none'" in out.stderr
+    assert "sampler 'joint'" in out.stderr and "latent=null" in out.stderr
     assert not (tmp_path / "model.safetensors").exists()
+
+
+def test_a_latent_process_that_cannot_diffuse_the_latent_is_one_line_before_training(tmp_path):
+    out = run_ladd("train", "experiment=binsaw/diladd_joint_cpu", "latent=fsq", "latent_process=vp", f"run_dir={tmp_path / 'run'}")
+    assert out.returncode == 2 and out.stderr.count("\n") == 1
+    assert out.stderr.startswith("ladd: error: latent_process 'vp' diffuses vectors but latent 'fsq' holds ids; valid pairings: ")
+    assert not (tmp_path / "run").exists()
 
 
 def test_train_sample_eval_round_trip(tmp_path):

@@ -34,15 +34,15 @@ def test_every_latent_can_be_selected_on_top_of_every_preset(preset, reg):
 
 
 def test_options_of_the_replaced_component_drop_out_with_a_note(reg, capsys):
-    kept = to_plain(compose(["experiment=binsaw/diladd_joint_cpu", "latent=continuous", "latent_schedule=vp_sqrt"], reg))
-    assert kept["latent"]["name"] == "continuous" and "codebook_size" not in kept["latent"]
-    assert (kept["latent"]["length"], kept["latent"]["width"]) == (1, 32), "options both latents have stay as the preset set them"
+    kept = to_plain(compose(["experiment=lm1b/diladd_32", "latent=continuous", "latent_process=vp", "latent_schedule=vp_sqrt"], reg))
+    assert kept["latent"]["name"] == "continuous" and "decay" not in kept["latent"]
+    assert (kept["latent"]["length"], kept["latent"]["width"]) == (32, 32), "options both latents have stay as the preset set them"
     note = capsys.readouterr().err
-    assert note.count("\n") == 1 and "latent.codebook_size" in note and "latent.length" not in note
-    to_plain(compose(["experiment=binsaw/diladd_joint_cpu"], reg))
+    assert note.count("\n") == 1 and "latent.decay" in note and "latent.width" not in note
+    to_plain(compose(["experiment=lm1b/diladd_32"], reg))
     assert capsys.readouterr().err == "", "a preset used as it is drops nothing"
-    swapped = to_plain(compose(["experiment=binsaw/coladd_joint", "latent=discrete", "latent_schedule=linear"], reg))
-    assert swapped["latent"]["name"] == "discrete" and "std" not in swapped["latent"] and "latent.std" in capsys.readouterr().err
+    swapped = to_plain(compose(["experiment=lm1b/coladd_32", "latent=fsq", "latent_process=masked", "latent_schedule=linear"], reg))
+    assert swapped["latent"]["name"] == "fsq" and "std" not in swapped["latent"] and "latent.std" in capsys.readouterr().err
 
 
 def test_an_option_typed_for_a_component_that_lacks_it_is_an_error_naming_it(reg):
@@ -55,7 +55,7 @@ def test_an_option_typed_for_a_component_that_lacks_it_is_an_error_naming_it(reg
 
 
 def test_an_emptied_optional_slot_drops_what_presets_set_in_it(reg):
-    cfg = to_plain(compose(["experiment=binsaw/coladd_joint_cpu", "~encoder", "latent=none", "backbone=dit", "sampler=ancestral"], reg))
+    cfg = to_plain(compose(["experiment=binsaw/coladd_joint_cpu", "~encoder", "latent=null", "latent_process=null", "latent_schedule=null", "backbone=dit", "sampler=ancestral"], reg))
     assert cfg["encoder"] is None
 
 

@@ -11,7 +11,6 @@ from ladd_plugins.autoregressive.process import AutoregressiveProcess
 from ladd_plugins.autoregressive.sampler import AutoregressiveSampler
 from ladd_plugins.binsaw.dataset import BinarySawtooth, BinarySawtoothConfig
 from ladd_plugins.mdlm.masked_process import MaskedProcess, MaskedProcessConfig
-from ladd_plugins.mdlm.no_latent import NoLatent
 from ladd_plugins.samplers.ancestral import AncestralSampler
 from ladd_plugins.samplers.config import AncestralConfig
 from ladd_plugins.schedules.closed_form import LinearSchedule, ScheduleConfig
@@ -166,7 +165,8 @@ class SawtoothOracle(nn.Module, DenoiserModel):
     def __init__(self, process, causal: bool, seq_len: int = 8, grid: int = 256) -> None:
         super().__init__()
         self.anchor = nn.Parameter(torch.zeros(()))
-        self.process, self.latent, self.causal = process, NoLatent(), causal
+        self.process, self.causal = process, causal
+        self.latent, self.latent_process = None, None
         self.dataset = BinarySawtooth(BinarySawtoothConfig(seq_len=seq_len))
         self.seq_len, self.vocab_size = seq_len, 2
         y = (torch.arange(grid, dtype=torch.float64) + 0.5) / grid

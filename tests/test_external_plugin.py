@@ -363,20 +363,20 @@ def test_sweeps_work_with_a_plugin_that_contributes_config_folders(plugin_path, 
 FLAWED_LATENTS = """
     from torch import nn
 
-    from ladd_plugins.diladd.latent import DiscreteLatent, DiscreteLatentConfig
+    from ladd_plugins.latents.quantizers import DiscreteLatentConfig, VQLatent
     from registry import ComponentSpec, hookimpl
     from registry.interfaces import LatentCode
 
 
-    class Int32Codes(DiscreteLatent):
+    class Int32Codes(VQLatent):
         def encode(self, features):
             code = super().encode(features)
             return LatentCode(code.y0.int(), code.aux_loss, code.embedding)
 
 
-    class ShortHead(DiscreteLatent):
+    class ShortHead(VQLatent):
         def output_layer(self, width):
-            return nn.Linear(width, self.codebook_size - 1)
+            return nn.Linear(width, self.values - 1)
 
 
     @hookimpl
@@ -398,7 +398,7 @@ def test_plugin_check_rejects_int32_codes_and_a_head_one_code_short(tmp_path):
         "discrete codes must be torch.long (int64)"
     ) in out.stderr
     assert (
-        "latent 'short_head': fails in a tiny model: with process 'autoregressive', a training step of a joint model: "
+        "latent 'short_head': fails in a tiny model: with process 'masked' and process 'autoregressive', a training step of a joint model: "
         "IncompatibleComponentsError: the masked process over 2048 values got predictions over 2047"
     ) in out.stderr
 

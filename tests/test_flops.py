@@ -23,7 +23,7 @@ def registry():
 
 def experiment(seq_len: int, backbone: dict, latent_length: int = 0, vocab_size: int = K) -> dict:
     """A plain config whose dataset declares its size; its name is unregistered, so building it would fail."""
-    latent = {"name": "continuous", "length": latent_length, "width": 32} if latent_length else {"name": "none"}
+    latent = {"name": "continuous", "length": latent_length, "width": 32} if latent_length else None
     return {
         "method": "paper",
         "dataset": {"name": "never-built", "vocab_size": vocab_size, "seq_len": seq_len},
@@ -44,7 +44,7 @@ def extra_macs(cfg: dict) -> int:
     joint = b["name"] == "mmdit"
     streams = 2 if joint else 1
     timestep_mlps = int(joint) + int(b.get("token_time_conditioning", False))
-    latent = cfg["latent"].get("length", 0) * 32 * d * 2
+    latent = (cfg["latent"] or {}).get("length", 0) * 32 * d * 2
     return b["layers"] * streams * 2 * c * 3 * d + streams * c * 2 * d + timestep_mlps * (FREQUENCY_DIM * c + c * c) + latent
 
 

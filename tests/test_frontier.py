@@ -48,7 +48,7 @@ def test_fixture_costs_are_the_flops_tools_figures():
     def report(latent_length: int):
         mdlm = {"name": "dit", "hidden": 1024, "layers": 13, "heads": 16, "cond_dim": 256}
         ladd = {"name": "mmdit", "hidden": 768, "layers": 12, "heads": 12, "cond_dim": 128}
-        cfg = {"dataset": {"name": "never-built", "vocab_size": 151_669, "seq_len": 128}, "latent": {"name": "none"},
+        cfg = {"dataset": {"name": "never-built", "vocab_size": 151_669, "seq_len": 128}, "latent": None,
                "latent_schedule": {"name": "loglinear"}, "backbone": mdlm}
         if latent_length:  # LADD: the MM-DiT, and the latent-only DiT that sequential sampling runs T^Y times
             cfg.update(latent={"name": "discrete", "length": latent_length, "width": 32}, backbone=ladd,

@@ -6,7 +6,6 @@ import math
 import pytest
 import torch
 
-from ladd_plugins.coladd.gaussian_process import VPGaussianProcess
 from ladd_plugins.schedules.closed_form import (
     LinearSchedule,
     ScheduleConfig,
@@ -14,6 +13,7 @@ from ladd_plugins.schedules.closed_form import (
     VPCosineScheduleConfig,
     VPSqrtSchedule,
 )
+from ladd_plugins.vp.process import VPGaussianProcess, VPProcessConfig
 
 # abar^2 as independent closed forms
 ABAR2 = {
@@ -24,7 +24,7 @@ ABAR2 = {
 
 
 def make(name: str = "vp-sqrt", **options: object) -> VPGaussianProcess:
-    return VPGaussianProcess(ABAR2[name][0], **options)
+    return VPGaussianProcess(VPProcessConfig(**options), ABAR2[name][0])
 
 
 def gen(seed: int = 0) -> torch.Generator:

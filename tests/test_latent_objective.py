@@ -43,7 +43,7 @@ def zero_prediction_model(reg, variant: str, *overrides: str):
 @pytest.mark.parametrize("variant", ["coladd_joint", "coladd_seq"])
 @pytest.mark.parametrize("reduction, expected", [("mean", 1 / WIDTH), ("sum", 1.0)])
 def test_latent_term_is_the_authors_mean_over_m_and_d_l_by_default(reg, variant, reduction, expected):
-    model = zero_prediction_model(reg, variant, f"latent.feature_reduction={reduction}")
+    model = zero_prediction_model(reg, variant, f"latent_process.feature_reduction={reduction}")
     terms = model.loss(torch.randint(2, (8, 16), generator=gen(0)), gen(1))
     assert terms["latent"].item() == pytest.approx(expected, rel=1e-5)
     assert terms["loss"].item() == pytest.approx(terms["token"].item() + terms["latent"].item(), rel=1e-6)

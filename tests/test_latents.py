@@ -1,20 +1,30 @@
-"""The latent channels: Co-LADD's Gaussian latent, Di-LADD's quantised latent, and MDLM's empty one."""
+"""The latents (what y is): Co-LADD's Gaussian posterior, and codes from VQ, residual VQ, FSQ and LFQ, with the processes they pair with."""
 from __future__ import annotations
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from ladd_plugins.coladd.latent import ContinuousLatent, ContinuousLatentConfig
-from ladd_plugins.diladd.latent import DiscreteLatent, DiscreteLatentConfig
-from ladd_plugins.mdlm.no_latent import NoLatent
+import registry
+from ladd_plugins.latents.config import FSQLatentConfig, LFQLatentConfig, ResidualVQLatentConfig
+from ladd_plugins.latents.continuous import ContinuousLatent, ContinuousLatentConfig
+from ladd_plugins.latents.quantizers import DiscreteLatentConfig, FSQLatent, LFQLatent, ResidualVQLatent, VQLatent
+from ladd_plugins.mdlm.masked_process import MaskedProcess, MaskedProcessConfig
 from ladd_plugins.schedules.closed_form import (
     LinearSchedule,
     ScheduleConfig,
     VPSqrtSchedule,
 )
+from ladd_plugins.vp.process import VPGaussianProcess, VPProcessConfig
+from registry import ComponentSpec
+from registry._component import Component, Origin
+from registry._registry import Registry
+from registry.assembly import build_experiment
+from registry.config import compose, to_plain
 from registry.errors import IncompatibleComponentsError
-from registry.interfaces import Latent
+from registry.export import export, from_pretrained
+from registry.interfaces import IDS, VECTORS, Latent
+from registry.training import train
 
 CPU = torch.device("cpu")
 
@@ -24,17 +34,22 @@ def gen(seed: int = 0) -> torch.Generator:
 
 
 def continuous(**options: object) -> ContinuousLatent:
-    return ContinuousLatent(ContinuousLatentConfig(**options), schedule=VPSqrtSchedule(ScheduleConfig()))
+    return ContinuousLatent(ContinuousLatentConfig(**options))
 
 
-def discrete(**options: object) -> DiscreteLatent:
-    config = DiscreteLatentConfig(**{"length": 3, "width": 8, "codebook_size": 16, **options})
-    return DiscreteLatent(config, schedule=LinearSchedule(ScheduleConfig()))
+def discrete(**options: object) -> VQLatent:
+    return VQLatent(DiscreteLatentConfig(**{"length": 3, "width": 8, "codebook_size": 16, **options}))
 
 
-def test_latents_implement_the_interface() -> None:
-    for latent in (continuous(), discrete(), NoLatent(schedule=None)):
-        assert isinstance(latent, Latent)
+def codes_process(latent: Latent) -> MaskedProcess:
+    return MaskedProcess(MaskedProcessConfig(weighting="constant"), schedule=LinearSchedule(ScheduleConfig()), vocab_size=latent.values)
+
+
+def test_latents_implement_the_interface_and_declare_what_they_produce() -> None:
+    assert continuous().produces == VECTORS and continuous().values is None
+    for latent in (discrete(), ResidualVQLatent(ResidualVQLatentConfig(width=8)), FSQLatent(FSQLatentConfig(width=8)), LFQLatent(LFQLatentConfig(width=8))):
+        assert isinstance(latent, Latent) and latent.produces == IDS
+    assert VPGaussianProcess.diffuses == VECTORS and MaskedProcess.diffuses == IDS
 
 
 # ---- continuous
@@ -48,25 +63,25 @@ def test_continuous_encode_adds_sigma_lat_noise() -> None:
     assert (code.y0 - features).std().item() == pytest.approx(0.01, rel=0.05)
 
 
-def test_continuous_null_prior_and_layers() -> None:
+def test_continuous_null_and_layers() -> None:
     latent = continuous(length=2, width=5)
     assert torch.equal(latent.null(3, CPU), torch.zeros(3, 2, 5))
-    assert latent.prior((3, 2, 5), CPU, gen()).shape == (3, 2, 5)
     hidden = latent.input_layer(16)(torch.randn(3, 2, 5))
     assert hidden.shape == (3, 2, 16)
     assert latent.output_layer(16)(hidden).shape == (3, 2, 5)
 
 
-def test_continuous_process_round_trip() -> None:
-    latent = continuous(length=2, width=5, weighting="elbo", eta=1.0)
-    y0 = torch.randn(3, 2, 5)
+def test_continuous_latent_with_the_vp_process_round_trip() -> None:
+    latent = continuous(length=2, width=5)
+    process = VPGaussianProcess(VPProcessConfig(weighting="elbo", eta=1.0), VPSqrtSchedule(ScheduleConfig()))
+    y0 = latent.encode(torch.randn(3, 2, 5)).y0
     tau = torch.tensor([0.2, 0.5, 1.0])
-    y_t = latent.corrupt(y0, tau, gen(1))
+    y_t = process.corrupt(y0, tau, gen(1))
     assert y_t.shape == y0.shape
-    assert (latent.loss(y0, y0, y_t, tau) == 0).all()
-    assert (latent.loss(y0 + 1, y0, y_t, tau) > 0).all()
-    assert torch.equal(latent.step(y_t, y0, tau, torch.zeros(3), gen(2)), y0)
-    assert latent.horizon == 4000
+    assert (process.loss(y0, y0, y_t, tau) == 0).all()
+    assert (process.loss(y0 + 1, y0, y_t, tau) > 0).all()
+    assert torch.equal(process.step(y_t, y0, tau, torch.zeros(3), gen(2)), y0)
+    assert process.horizon == 4000
 
 
 # ---- discrete
@@ -105,18 +120,19 @@ def test_discrete_codebook_moves_only_in_train_mode() -> None:
     assert not torch.equal(latent.quantizer.codebook, before)
 
 
-def test_discrete_mask_state_and_process() -> None:
+def test_discrete_mask_state_and_the_masked_process_on_codes() -> None:
     latent = discrete()
+    process = codes_process(latent)
     assert torch.equal(latent.null(4, CPU), torch.full((4, 3), 16))
-    assert torch.equal(latent.prior((4, 3), CPU), torch.full((4, 3), 16))
+    assert torch.equal(process.prior((4, 3), CPU), torch.full((4, 3), 16))
     y0 = torch.randint(0, 16, (4, 3))
-    y_t = latent.corrupt(y0, torch.tensor([0.0, 0.3, 0.7, 1.0]), gen(3))
+    y_t = process.corrupt(y0, torch.tensor([0.0, 0.3, 0.7, 1.0]), gen(3))
     assert torch.equal(y_t[0], y0[0]) and (y_t[3] == 16).all()
     kept = y_t != 16
     assert torch.equal(y_t[kept], y0[kept])
-    logits = torch.randn(4, 3, 16)
-    assert latent.loss(logits, y0, y_t, torch.tensor([0.0, 0.3, 0.7, 1.0])).shape == (4,)
-    y_s = latent.step(y_t, logits, torch.full((4,), 0.5), torch.zeros(4), gen(4))
+    logits = latent.output_layer(12)(torch.randn(4, 3, 12))
+    assert process.loss(logits, y0, y_t, torch.tensor([0.0, 0.3, 0.7, 1.0])).shape == (4,)
+    y_s = process.step(y_t, logits, torch.full((4,), 0.5), torch.zeros(4), gen(4))
     assert y_s.min() >= 0 and y_s.max() < 16
 
 
@@ -140,19 +156,56 @@ def test_discrete_backbone_input_uses_code_vectors_mask_vector_and_straight_thro
     assert features.grad is not None and features.grad.abs().sum() > 0
 
 
-# ---- none
+# ---- residual VQ, FSQ, LFQ
 
 
-def test_no_latent_is_empty_and_refuses_processes() -> None:
-    latent = NoLatent(schedule=None)
-    assert latent.length == 0 and latent.width == 0
-    assert latent.null(3, CPU).shape == (3, 0)
-    assert latent.encode(torch.zeros(3, 0, 0)).y0.shape == (3, 0)
-    assert latent.prior((3, 0), CPU).shape == (3, 0)
-    with pytest.raises(IncompatibleComponentsError, match="no latent channel"):
-        latent.input_layer(8)
-    with pytest.raises(IncompatibleComponentsError, match="no latent channel"):
-        latent.loss(torch.zeros(3, 0), torch.zeros(3, 0), torch.zeros(3, 0), torch.zeros(3))
+def test_residual_vq_packs_its_stage_codes_as_base_c_digits() -> None:
+    latent = ResidualVQLatent(ResidualVQLatentConfig(length=3, width=8, codebook_size=4, quantizers=3)).eval()
+    assert latent.values == 4**3
+    features = torch.randn(5, 3, 8)
+    codes = latent.encode(features).y0
+    _, stages, _ = latent.quantizer(features)
+    assert torch.equal(codes, stages[..., 0] + 4 * stages[..., 1] + 16 * stages[..., 2])
+    assert codes.dtype == torch.long and 0 <= int(codes.min()) and int(codes.max()) < 64
+
+
+@pytest.mark.parametrize(
+    "latent",
+    [
+        ResidualVQLatent(ResidualVQLatentConfig(length=3, width=8, codebook_size=4, quantizers=2)),
+        FSQLatent(FSQLatentConfig(length=3, width=8, levels=[5, 4, 3])),
+        LFQLatent(LFQLatentConfig(length=3, width=8, codebook_size=16)),
+    ],
+    ids=["rvq", "fsq", "lfq"],
+)
+def test_code_vectors_of_the_ids_are_the_quantised_vectors(latent) -> None:
+    """Sampling embeds ids by ``vectors``: it must give what the quantiser gave the encoder's features."""
+    latent.eval()
+    features = torch.randn(6, 3, 8)
+    code = latent.encode(features)
+    assert code.y0.dtype == torch.long and int(code.y0.max()) < latent.values
+    assert torch.allclose(latent.vectors(code.y0), code.embedding, atol=1e-5)
+    masked = code.y0.clone()
+    masked[:, 1] = latent.values
+    inputs = latent.backbone_input(masked)
+    assert torch.equal(inputs[:, 1], latent.mask_vector.expand(6, 8))
+    assert torch.allclose(inputs[:, 0], code.embedding[:, 0], atol=1e-5)
+    assert latent.output_layer(12)(torch.randn(6, 3, 12)).shape == (6, 3, latent.values)
+
+
+def test_fsq_ids_count_every_level_combination() -> None:
+    latent = FSQLatent(FSQLatentConfig(length=1, width=8, levels=[3, 4])).eval()
+    seen = set(latent.encode(torch.randn(4000, 1, 8) * 3).y0.flatten().tolist())
+    assert latent.values == 12 and seen == set(range(12))
+
+
+def test_lfq_aux_loss_only_in_training_and_it_reaches_the_features() -> None:
+    latent = LFQLatent(LFQLatentConfig(length=2, width=8, codebook_size=16, commitment=0.25))
+    features = torch.randn(6, 2, 8, requires_grad=True)
+    code = latent.train().encode(features)
+    code.aux_loss.backward()
+    assert features.grad is not None and features.grad.abs().sum() > 0
+    assert latent.eval().encode(features).aux_loss is None
 
 
 def test_discrete_latent_buffers_stay_out_of_autograd_after_training_steps() -> None:
@@ -174,3 +227,79 @@ def test_discrete_latent_syncs_its_codebook_when_launched_on_several_ranks(monke
     assert discrete().quantizer._codebook.use_ddp
     monkeypatch.setenv("WORLD_SIZE", "1")
     assert not discrete().quantizer._codebook.use_ddp
+
+
+# ---- pairing a latent with its process
+
+
+@pytest.mark.parametrize(
+    ("overrides", "named"),
+    [
+        (["experiment=binsaw/diladd_joint_cpu", "latent=fsq", "latent_process=vp"], "latent_process 'vp' diffuses vectors but latent 'fsq' holds ids"),
+        (["experiment=binsaw/coladd_joint_cpu", "latent_process=masked"], "latent_process 'masked' diffuses ids but latent 'continuous' holds vectors"),
+        (["experiment=binsaw/mdlm_cpu", "process=vp"], "process 'vp' diffuses vectors but the token channel holds ids"),
+    ],
+)
+def test_a_process_that_cannot_diffuse_the_state_is_refused_with_the_valid_pairings(overrides, named) -> None:
+    reg = registry.load()
+    with pytest.raises(IncompatibleComponentsError) as refused:
+        build_experiment(to_plain(compose(overrides, reg)), reg)
+    message = str(refused.value)
+    assert "\n" not in message and message.startswith(named)
+    assert "latents producing vectors (continuous) with processes vp" in message
+    assert message.endswith("latents producing ids (discrete, fsq, lfq, rvq) with processes masked")
+
+
+def test_no_latent_means_no_latent_channel_and_a_latent_needs_its_process() -> None:
+    reg = registry.load()
+    model = build_experiment(to_plain(compose(["experiment=binsaw/mdlm_cpu"], reg)), reg).model
+    assert model.latent is None and model.latent_process is None and not model.has_latent
+    without_process = {**to_plain(compose(["experiment=binsaw/diladd_joint_cpu", "latent=fsq"], reg)), "latent_process": None}
+    with pytest.raises(IncompatibleComponentsError, match="latent 'fsq' holds ids and needs a process: set latent_process=NAME"):
+        build_experiment(without_process, reg)
+    with pytest.raises(IncompatibleComponentsError, match="latent_process is set but there is no latent channel"):
+        build_experiment(to_plain(compose(["experiment=binsaw/mdlm_cpu", "latent_process=masked"], reg)), reg)
+
+
+def test_a_config_from_before_the_latent_process_slot_is_refused_not_misread() -> None:
+    reg = registry.load()
+    old = to_plain(compose(["experiment=binsaw/coladd_joint_cpu"], reg))
+    del old["latent_process"]
+    old["latent"].update(horizon=4000, weighting="constant", eta=0.0)
+    with pytest.raises(IncompatibleComponentsError, match="^this config predates the latent_process slot"):
+        build_experiment(old, reg)
+
+
+def test_latent_null_on_the_command_line_removes_the_latent_channel() -> None:
+    reg = registry.load()
+    cfg = to_plain(compose(["experiment=binsaw/mdlm_cpu", "latent=continuous", "latent_process=vp", "latent=null", "latent_process=null"], reg))
+    assert cfg["latent"] is None and cfg["latent_process"] is None
+    assert build_experiment(cfg, reg).model.latent is None
+
+
+@pytest.mark.parametrize("name", ["fsq", "lfq", "rvq"])
+def test_a_code_latent_trains_exports_and_loads_back_to_the_same_samples(name, tmp_path) -> None:
+    reg = registry.load()
+    overrides = [
+        "experiment=binsaw/diladd_joint_cpu", f"latent={name}", "dataset.seq_len=16", "train.batch_size=8", "train.warmup_steps=1",
+        "train.progress=false", "train.stages=[{steps:2},{steps:2,lambda_latent:1.0,freeze_encoder:true}]",
+    ]
+    trained = train(compose(overrides, reg), tmp_path / "run", reg)
+    loaded = from_pretrained(export(tmp_path / "run", tmp_path / "export", reg), reg)
+    samples = [e.sampler.sample(e.model.eval(), 4, 4, torch.Generator().manual_seed(1)) for e in (trained, loaded)]
+    assert torch.equal(samples[0].tokens, samples[1].tokens) and torch.equal(samples[0].latent, samples[1].latent)
+    assert int(samples[0].latent.max()) < trained.model.latent.values
+
+
+class Undeclared(ContinuousLatent):
+    produces = None
+
+
+def test_a_latent_that_declares_no_state_is_refused_in_one_line() -> None:
+    builtin = registry.load()
+    spec = ComponentSpec("latent", "undeclared", Undeclared, ContinuousLatentConfig)
+    reg = Registry([*builtin, Component(spec, Origin("tests"))], config_dirs=builtin.config_dirs)
+    cfg = to_plain(compose(["experiment=binsaw/coladd_joint_cpu"], reg))
+    cfg["latent"]["name"] = "undeclared"
+    with pytest.raises(IncompatibleComponentsError, match="^latent 'undeclared' does not declare the state it produces"):
+        build_experiment(cfg, reg)

@@ -20,10 +20,7 @@ BUILTIN = Path(ladd_plugins.__file__).parent
 SHARED = {
     "hub": "Hugging Face models, tokenizers and corpora with ladd's one error when missing (text, encoders, text_metrics)",
     "seeds": "stable seeds of the built-in datasets' streams (binsaw, text)",
-    "diffused_latent": "the base of the built-in latents that diffuse with an existing process (coladd, diladd)",
 }
-#: (importer, imported) subpackage pairs still to be untangled; each must still occur, so a fixed one is removed here
-PENDING = {("diladd", "mdlm"): "the discrete latent diffuses its codes with the masked process"}
 
 
 def _imported(tree: ast.AST, package: str = "") -> set[str]:
@@ -91,14 +88,9 @@ def _subpackage_imports() -> dict[tuple[str, str], set[str]]:
 
 def test_no_builtin_subpackage_imports_another_ones_modules():
     assert (BUILTIN / "samplers" / "joint.py").is_file(), "the check must see the subpackages"
-    offenders = {pair: modules for pair, modules in _subpackage_imports().items() if pair not in PENDING}
-    assert offenders == {}, "import what is shared from registry.toolkit (see docs/plugins.md)"
+    assert _subpackage_imports() == {}, "import what is shared from registry.toolkit (see docs/plugins.md)"
     planted = ast.parse("from ..mdlm.masked_process import MaskedProcess\nfrom .. import hub\nfrom .common import x\n")
     assert _imported(planted, "ladd_plugins.samplers") >= {"ladd_plugins.mdlm.masked_process", "ladd_plugins.hub", "ladd_plugins.samplers.common"}
-
-
-def test_every_pending_exception_still_occurs():
-    assert set(PENDING) <= set(_subpackage_imports()), "an untangled pair must leave PENDING"
 
 
 def test_shared_top_level_modules_exist():

@@ -15,7 +15,7 @@ from registry.config import compose, to_plain
 # encoder-input dropout p_r, network dropout, classifier-free dropout.
 NOISY = ["encoder.input_dropout_max=0.9", "backbone.dropout=0.3", "encoder.dropout=0.3", "objective.p_cfg=0.3"]
 CASES = {
-    "coladd_joint": ("binsaw/coladd_joint_cpu", ["latent.eta=1.0", "latent.std=0.05"], {"guidance": 2.0}),
+    "coladd_joint": ("binsaw/coladd_joint_cpu", ["latent_process.eta=1.0", "latent.std=0.05"], {"guidance": 2.0}),
     "coladd_seq": ("binsaw/coladd_seq_cpu", ["latent.std=0.05"], {"guidance": 2.0, "latent_steps": 4}),
     "diladd_joint": ("binsaw/diladd_joint_cpu", [], {"guidance": 2.0}),
     "diladd_seq": ("binsaw/diladd_seq_cpu", [], {"guidance": 2.0, "latent_steps": 4}),

@@ -7,14 +7,14 @@ import pytest
 import torch
 from torch import Tensor, nn
 
-from ladd_plugins.coladd.latent import ContinuousLatent, ContinuousLatentConfig
+from ladd_plugins.latents.continuous import ContinuousLatent, ContinuousLatentConfig
 from ladd_plugins.mdlm.masked_process import MaskedProcess, MaskedProcessConfig
-from ladd_plugins.mdlm.no_latent import NoLatent
 from ladd_plugins.samplers.ancestral import AncestralSampler
 from ladd_plugins.samplers.config import AncestralConfig, JointConfig, SequentialConfig
 from ladd_plugins.samplers.joint import JointSampler
 from ladd_plugins.samplers.sequential import SequentialSampler
 from ladd_plugins.schedules.closed_form import LinearSchedule, ScheduleConfig
+from ladd_plugins.vp.process import VPGaussianProcess, VPProcessConfig
 from registry.interfaces import Denoised, DenoiserModel
 from registry.toolkit.sampling import token_logits
 
@@ -34,10 +34,10 @@ class ProductOracle(nn.Module, DenoiserModel):
         self.process = MaskedProcess(MaskedProcessConfig(horizon=1000), schedule=LinearSchedule(ScheduleConfig()), vocab_size=self.vocab_size)
         self.latent_value = latent_value
         if latent_value is None:
-            self.latent = NoLatent()
+            self.latent, self.latent_process = None, None
         else:
-            config = ContinuousLatentConfig(length=latent_value.shape[0], width=latent_value.shape[1])
-            self.latent = ContinuousLatent(config, schedule=LinearSchedule(ScheduleConfig()))
+            self.latent = ContinuousLatent(ContinuousLatentConfig(length=latent_value.shape[0], width=latent_value.shape[1]))
+            self.latent_process = VPGaussianProcess(VPProcessConfig(), LinearSchedule(ScheduleConfig()))
         self._caches = caches
         self.calls: list[tuple[Tensor | None, Tensor | None]] = []
 

@@ -47,7 +47,7 @@ def test_discrete_latent_backbone_traces_as_one_graph(reg):
     x0 = torch.randint(2, (8, 16))
     code = model.latent.encode(model.encoder(x0))
     tau = torch.rand(8)
-    y_t = model.latent.corrupt(code.y0, tau)
+    y_t = model.latent_process.corrupt(code.y0, tau)
     explained = torch._dynamo.explain(lambda x, y, t: model.predict(x, t, y, t).tokens.sum())(model.process.corrupt(x0, tau), y_t, tau)
     assert explained.graph_break_count == 0, [str(b.reason)[:200] for b in explained.break_reasons]
 

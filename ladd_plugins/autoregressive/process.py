@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 
 from registry.errors import InvalidConfigError
-from registry.interfaces import RevealingProcess, Schedule
+from registry.interfaces import SEQUENCES, RevealingProcess, Schedule
 from registry.toolkit.tokens import cross_entropy, draw_tokens, mask_id
 
 __all__ = ["AutoregressiveProcess"]
@@ -27,6 +27,8 @@ class AutoregressiveProcess(RevealingProcess):
 
     #: one training time: the objective does not depend on it
     horizon = 1
+    #: left to right under a causal network: tokens only, never a latent channel
+    diffuses = SEQUENCES
 
     def __init__(self, vocab_size: int, schedule: Schedule | None = None) -> None:
         # schedule is accepted (and unused) so every token process is built the same way

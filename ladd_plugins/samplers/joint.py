@@ -32,7 +32,7 @@ class JointSampler(Sampler):
     ) -> SampleOutput:
         device = model.device
         x = start_tokens(model, num_samples, device, generator, fixed)
-        y = model.latent.sample_prior(num_samples, device, generator)
+        y = model.latent_prior(num_samples, generator)
         fast, calls = reveals_first(model, self.config.fast), 0
         null_seed = guidance_seed(generator, self.config.guidance)
         for tau_t, tau_s in time_grid(steps):
@@ -45,5 +45,5 @@ class JointSampler(Sampler):
                 logits, latent_prediction, used = token_logits(model, x, t, y, t, self.config.guidance, null_seed)
                 x = model.process.step(x, logits, t, s, generator)
             calls += used
-            y = model.latent.step(y, latent_prediction, t, s, generator)
+            y = model.latent_process.step(y, latent_prediction, t, s, generator)
         return SampleOutput(check_fixed_kept(x, fixed, model), y, calls)

@@ -31,10 +31,10 @@ class SequentialSampler(Sampler):
     ) -> SampleOutput:
         device = model.device
         known = known_tokens(model, num_samples, fixed, device)  # checked before the latent steps read it
-        y = model.latent.sample_prior(num_samples, device, generator)
+        y = model.latent_prior(num_samples, generator)
         for tau_t, tau_s in time_grid(self.config.latent_steps):
             t, s = times(num_samples, tau_t, device), times(num_samples, tau_s, device)
-            y = model.latent.step(y, model.predict(known, None, y, t).latent, t, s, generator)
+            y = model.latent_process.step(y, model.predict(known, None, y, t).latent, t, s, generator)
         tokens, calls = denoise_tokens(
             model, num_samples, steps, generator, device, y, self.config.guidance, self.config.fast, fixed
         )

@@ -105,7 +105,7 @@ def token_logits(
     if null_seed is None:
         raise ValueError("a guided prediction needs the null_seed that guidance_seed drew")
     noise = torch.Generator(device=x_t.device).manual_seed(null_seed)
-    null = model.latent.corrupt(model.latent.null(x_t.shape[0], x_t.device).to(y_t.dtype), tau_y, noise)
+    null = model.latent_process.corrupt(model.latent.null(x_t.shape[0], x_t.device).to(y_t.dtype), tau_y, noise)
     unconditional = model.predict(x_t, tau_x, null, tau_y, rows).tokens
     logits = model.process.guide(out.tokens.log_softmax(-1), unconditional.log_softmax(-1), guidance)
     return logits, out.latent, 2

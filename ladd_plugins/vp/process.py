@@ -1,37 +1,30 @@
-"""The variance-preserving Gaussian process of Co-LADD's latent channel (Sec. 2.1, App. B.1)."""
+"""The variance-preserving Gaussian process on real vectors: Co-LADD's latent process (Sec. 2.1, App. B.1)."""
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-from registry.interfaces import Process, Schedule
-from registry.toolkit.options import check_weighting
+from registry.interfaces import VECTORS, Process, Schedule
 from registry.toolkit.tokens import per_sample
 
-from .config import check_feature_reduction
+from .config import VPProcessConfig
 
-__all__ = ["VPGaussianProcess"]
+__all__ = ["VPGaussianProcess", "VPProcessConfig"]
 
 
-@dataclass
 class VPGaussianProcess(Process):
     """``y_t = abar_t y0 + sbar_t eps`` with ``abar_t**2 = signal(tau)``; y0-prediction, DDIM(eta) reverse step."""
 
-    schedule: Schedule
-    horizon: int = 4000
-    weighting: str = "constant"
-    eta: float = 0.0
-    feature_reduction: str = "mean"
+    diffuses = VECTORS
 
-    def __post_init__(self) -> None:
-        check_weighting(self.weighting)
-        check_feature_reduction(self.feature_reduction)
-        if self.horizon < 1:
-            raise ValueError(f"horizon={self.horizon} must be at least 1")
-        if not 0.0 <= self.eta <= 1.0:
-            raise ValueError(f"DDIM eta={self.eta} must lie in [0, 1]")
+    def __init__(self, config: VPProcessConfig, schedule: Schedule, vocab_size: int | None = None) -> None:
+        # vocab_size is part of every process's build context; real vectors have no vocabulary
+        self.config = config
+        self.schedule = schedule
+        self.horizon = config.horizon
+        self.weighting = config.weighting
+        self.eta = config.eta
+        self.feature_reduction = config.feature_reduction
 
     def _variances(self, tau: Tensor) -> tuple[Tensor, Tensor]:
         """``(abar**2, sbar**2)`` at ``tau`` in float64."""

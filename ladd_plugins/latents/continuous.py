@@ -1,30 +1,26 @@
-"""Co-LADD's continuous latent channel: Gaussian encoder posterior, VP diffusion, DDIM sampling."""
+"""Co-LADD's continuous latent: the encoder's Gaussian posterior ``y0 = features + std * noise``."""
 from __future__ import annotations
 
 import torch
 from torch import Tensor, nn
 
-from registry.interfaces import LatentCode, Schedule
+from registry.interfaces import VECTORS, Latent, LatentCode
 
-from ..diffused_latent import DiffusedLatent
 from .config import ContinuousLatentConfig
-from .gaussian_process import VPGaussianProcess
 
 __all__ = ["ContinuousLatent", "ContinuousLatentConfig"]
 
 
-class ContinuousLatent(DiffusedLatent):
-    """``y0 ~ N(features, std^2 I)`` diffused by a VP Gaussian process; the null latent is 0."""
+class ContinuousLatent(Latent):
+    """``y0 ~ N(features, std^2 I)``, real vectors for a process on ``vectors``; the null latent is 0."""
 
-    def __init__(self, config: ContinuousLatentConfig, schedule: Schedule) -> None:
+    produces = VECTORS
+
+    def __init__(self, config: ContinuousLatentConfig) -> None:
         super().__init__()
         self.config = config
         self.length = config.length
         self.width = config.width
-        self.horizon = config.horizon
-        self.process = VPGaussianProcess(
-            schedule, horizon=config.horizon, weighting=config.weighting, eta=config.eta, feature_reduction=config.feature_reduction
-        )
 
     def encode(self, features: Tensor) -> LatentCode:
         return LatentCode(y0=features + self.config.std * torch.randn_like(features))
@@ -36,4 +32,5 @@ class ContinuousLatent(DiffusedLatent):
         return nn.Linear(self.width, width)
 
     def output_layer(self, width: int) -> nn.Module:
+        """A clean-vector estimate (y0-prediction)."""
         return nn.Linear(width, self.width)

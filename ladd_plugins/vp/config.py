@@ -1,4 +1,4 @@
-"""Options of Co-LADD's continuous latent (torch-free, so listing components stays fast)."""
+"""Options of the variance-preserving Gaussian process (torch-free, so listing components stays fast)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -16,24 +16,19 @@ def check_feature_reduction(reduction: str) -> None:
 
 
 @dataclass
-class ContinuousLatentConfig:
-    """Latent length M, width d_l, encoder std sigma_lat, and the latent process's options."""
+class VPProcessConfig:
+    """Training horizon T, loss weighting, DDIM stochasticity and the reduction over a vector's features."""
 
-    length: int = 1  # M: latent vectors per sequence
-    width: int = 32  # d_l: width of each latent vector
-    std: float = 0.01  # sigma_lat^2 = 1e-4 (Sec. 3.1)
-    horizon: int = 4000  # training horizon T of the latent process
-    weighting: str = "constant"  # latent loss weights: constant or elbo
+    horizon: int = 4000  # training horizon T: times are drawn on the grid 1/T, ..., 1
+    weighting: str = "constant"  # loss weights: constant or elbo
     eta: float = 0.0  # DDIM stochasticity: 0 deterministic, 1 ancestral
-    # mean: L^y is a mean over M x d_l, as the authors train it (lambda_latent = 1 weighs it as in the paper);
+    # mean: the loss is a mean over M x d_l, as the authors train Co-LADD (lambda_latent = 1 weighs it as in the paper);
     # sum: summed over d_l (d_l times larger; with weighting=elbo, the Gaussian ELBO's own scale)
     feature_reduction: str = "mean"
 
     def __post_init__(self) -> None:
-        if self.length < 1 or self.width < 1:
-            raise ValueError(f"continuous latent needs length >= 1 and width >= 1, got {self.length}, {self.width}")
-        if self.std < 0:
-            raise ValueError(f"continuous latent std={self.std} must be non-negative")
+        if self.horizon < 1:
+            raise ValueError(f"horizon={self.horizon} must be at least 1")
         if not 0.0 <= self.eta <= 1.0:
             raise ValueError(f"DDIM eta={self.eta} must lie in [0, 1]")
         check_weighting(self.weighting)
