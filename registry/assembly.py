@@ -131,8 +131,6 @@ def _check_pairing(registry: Registry, slot: str, name: str, pairing: tuple[str,
 
 def _check_latent_side(latent: Latent | None, encoder: Any, objective: Objective, cfg: Mapping[str, Any]) -> None:
     if latent is None:
-        if encoder is not None:
-            raise IncompatibleComponentsError("an encoder is set but the latent has no channel; set latent=NAME or encoder=null")
         return
     if encoder is None:
         raise IncompatibleComponentsError(f"latent {cfg['latent']['name']!r} needs an encoder: set encoder=NAME")

@@ -311,6 +311,9 @@ def compose(overrides: list[str], registry: Registry, searchpath: Sequence[str] 
     except OmegaConfBaseException as error:
         raise InvalidConfigError(f"{error.full_key}: {str(error).splitlines()[0]}") from None
     check_config(plain)  # an import-path key is refused as such, not taken for an unknown option
+    emptied = _empty_latent_slots(plain, _typed_slots(parsed))
+    if emptied:
+        print(f"ladd: note: left out what presets set for the latent channel, which latent=null removes: {', '.join(emptied)}", file=sys.stderr)
     left_out = _fit_options(plain, _typed_options(parsed), registry)
     if left_out:
         print(f"ladd: note: left out options that presets set for other components than the ones selected: {', '.join(left_out)}", file=sys.stderr)
@@ -335,6 +338,22 @@ def _typed_options(parsed: Sequence[Override]) -> set[str]:
     """``slot.option`` for every component option the command line sets."""
     keys = (o.key_or_group.split(".") for o in parsed if o.package is None and not o.is_delete())
     return {f"{key[0]}.{key[1]}" for key in keys if len(key) > 1 and key[0] in SLOTS}
+
+
+def _typed_slots(parsed: Sequence[Override]) -> set[str]:
+    """The slots the command line selects a component for."""
+    return {o.key_or_group for o in parsed if o.package is None and not o.is_delete() and o.key_or_group in SLOTS}
+
+
+def _empty_latent_slots(plain: dict[str, Any], typed: set[str]) -> list[str]:
+    """Without a latent, empty the slots of the latent channel that presets filled; one typed on the command
+    line stays, for assembly to refuse. Returns the slots emptied."""
+    if "name" in (plain.get("latent") or {}):
+        return []
+    emptied = [slot.name for slot in SLOTS.values() if slot.needs_latent and plain.get(slot.name) is not None and slot.name not in typed]
+    for name in emptied:
+        plain[name] = None
+    return emptied
 
 
 def _fit_options(plain: dict[str, Any], typed: set[str], registry: Registry) -> list[str]:

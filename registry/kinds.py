@@ -124,7 +124,7 @@ SLOTS: dict[str, Slot] = {
         Slot("latent", "latent", optional=True),
         Slot("latent_schedule", "schedule", optional=True, needs_latent=True),
         Slot("latent_process", "process", optional=True, context=_latent_process, needs_latent=True, pairing=_latent_channel),
-        Slot("encoder", "encoder", optional=True, context=_dataset_sizes),
+        Slot("encoder", "encoder", optional=True, context=_dataset_sizes, needs_latent=True),
         Slot("backbone", "backbone", context=_token_backbone),
         Slot("latent_backbone", "backbone", optional=True, context=_latent_backbone, needs_latent=True),
         Slot("sampler", "sampler"),

@@ -10,8 +10,9 @@ from conftest import TINY, run_ladd
 
 import ladd_configs
 import registry
+from registry.assembly import build_experiment
 from registry.config import compose, to_plain
-from registry.errors import InvalidConfigError
+from registry.errors import IncompatibleComponentsError, InvalidConfigError
 from registry.runs import RECORD_FILE, RunFolder
 from registry.training import load_run, train
 
@@ -96,15 +97,24 @@ def test_a_run_folder_saved_with_list_stages_loads_and_resumes(reg, tmp_path):
 def test_ladd_train_selects_another_latent_on_top_of_a_preset(tmp_path):
     run = tmp_path / "run"
     out = run_ladd(
-        "train", "experiment=binsaw/diladd_joint_cpu", "latent=continuous", "latent_schedule=vp_sqrt", *TINY,
+        "train", "experiment=binsaw/diladd_joint_cpu", "latent=fsq", *TINY,
         "train.stages.stage1.steps=2", "train.stages.stage2.steps=2", f"run_dir={run}",
     )
     assert out.returncode == 0, out.stderr
-    assert "left out options" in out.stderr and "latent.codebook_size" in out.stderr
     saved = yaml.safe_load((run / "config.yaml").read_text())
-    assert saved["latent"]["name"] == "continuous" and "codebook_size" not in saved["latent"]
+    assert saved["latent"]["name"] == "fsq" and "codebook_size" not in saved["latent"]
     assert [s["steps"] for s in saved["train"]["stages"].values()] == [2, 2]
     typed = run_ladd("train", "experiment=binsaw/diladd_joint_cpu", "latent=continuous", "latent.codebook_size=8", f"run_dir={tmp_path / 'no'}")
     assert typed.returncode == 2
     assert "latent.codebook_size: latent 'continuous' has no option 'codebook_size'" in typed.stderr
     assert not (tmp_path / "no").exists()
+
+
+def test_no_latent_on_top_of_a_ladd_preset_empties_its_latent_channel(reg, capsys):
+    cfg = to_plain(compose(["experiment=binsaw/coladd_joint_cpu", "latent=null", "backbone=dit", "sampler=ancestral"], reg))
+    assert [cfg[slot] for slot in ("latent", "latent_schedule", "latent_process", "encoder")] == [None] * 4
+    assert "latent=null removes: latent_schedule, latent_process, encoder" in capsys.readouterr().err
+    assert not build_experiment(cfg, reg).model.has_latent
+    typed = to_plain(compose(["experiment=binsaw/coladd_joint_cpu", "latent=null", "latent_process=vp", "backbone=dit", "sampler=ancestral"], reg))
+    with pytest.raises(IncompatibleComponentsError, match="^latent_process is set but there is no latent channel"):
+        build_experiment(typed, reg)
