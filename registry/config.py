@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from hydra.core.override_parser.types import Override
@@ -83,7 +84,7 @@ class TrainConfig:
 
     batch_size: int = 256  # the global batch: split evenly over all processes (devices x nodes)
     # by name, run in order; an overlay changes one (train.stages.stage2.steps=10) or drops it (stage2: null)
-    stages: dict[str, Optional[StageConfig]] = field(default_factory=dict)
+    stages: dict[str, StageConfig | None] = field(default_factory=dict)
     optimizer: str = "adamw"  # adamw (decoupled weight decay) or adam (weight decay added to the gradient)
     lr: float = 1e-3
     weight_decay: float = 0.01

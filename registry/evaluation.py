@@ -21,7 +21,6 @@ from .distributed import gather_rows, share
 from .errors import InvalidConfigError, LaddError, first_line
 from .files import write_text
 
-
 #: Seed distance between sample chunks (and loss batches): far beyond the step budgets added to the seed.
 _CHUNK_SEED_STRIDE = 1_000_003
 #: Seed distance between evaluation repeats: far beyond the chunks of any sample set.
@@ -90,7 +89,7 @@ class EvalResult:
         return result
 
     @classmethod
-    def load(cls, path: str | Path) -> "EvalResult":
+    def load(cls, path: str | Path) -> EvalResult:
         """Read a result written by :meth:`save`."""
         path = Path(path)
         if not path.is_file():

@@ -17,12 +17,12 @@ from typing import Any
 
 import lightning as L
 import torch
+import yaml
+from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint, WeightAveraging
 from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.plugins.io import TorchCheckpointIO
-from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy
-import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from torch.optim.swa_utils import get_ema_multi_avg_fn
