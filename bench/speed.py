@@ -70,7 +70,8 @@ def build(kind: str, size: dict, reg: registry.Registry, device: torch.device, e
         latent_schedule = reg.build("schedule", "vp_sqrt" if kind == "coladd" else "linear")
         latent_process = reg.build("process", "vp" if kind == "coladd" else "masked", {}, schedule=latent_schedule, vocab_size=latent.values)
     channels = Channels(size["vocab"], size["seq"], latent)
-    backbone = reg.build("backbone", "dit" if kind == "mdlm" else "mmdit", {"hidden": hidden, "layers": layers, "heads": heads, "cond_dim": cond}, channels=channels)
+    options = {"hidden": hidden, "layers": layers, "heads": heads, "cond_dim": cond}
+    backbone = reg.build("backbone", "dit" if kind == "mdlm" else "mmdit", options, channels=channels)
     return DiffusionModel(process, latent, backbone, size["vocab"], size["seq"], Objective(), encoder=encoder, latent_process=latent_process).to(device)
 
 
