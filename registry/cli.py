@@ -128,7 +128,7 @@ def _sample(args: argparse.Namespace, registry: Registry) -> None:
     fixed = fixed_tokens(experiment.dataset, args.num, args.prompt, args.suffix) if args.prompt or args.suffix else None
     tokens, calls = sample(experiment, args.num, args.steps, args.batch_size, args.seed, progress=True, fixed=fixed, precision=args.precision)
     if text:
-        rows = zip(tokens.tolist(), decode(experiment.dataset, tokens))
+        rows = zip(tokens.tolist(), decode(experiment.dataset, tokens), strict=True)
         write_text(out, "".join(json.dumps({"ids": ids, "text": line}) + "\n" for ids, line in rows))
     else:
         write_text(out, "\n".join(" ".join(map(str, row.tolist())) for row in tokens) + "\n")

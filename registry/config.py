@@ -279,7 +279,7 @@ def empty_slots_as_deletions(overrides: list[str]) -> list[str]:
         if override.key_or_group in SLOTS and SLOTS[override.key_or_group].optional and override.package is None and not override.is_delete()
         and not override.is_sweep_override() and override.value() is None
         else text
-        for text, override in zip(overrides, parsed)
+        for text, override in zip(overrides, parsed, strict=True)
     ]
 
 
@@ -296,8 +296,8 @@ def compose(overrides: list[str], registry: Registry, searchpath: Sequence[str] 
     parsed = [parse_override(override) for override in overrides]
     # a list replaces every stage, which Hydra cannot do to a mapping: it is set after composing
     replaces_stages = [o.key_or_group == STAGES_KEY and isinstance(o.value(), list) for o in parsed]
-    stage_lists = [o.value() for o, replaces in zip(parsed, replaces_stages) if replaces]
-    hydra_overrides = [text for text, replaces in zip(overrides, replaces_stages) if not replaces]
+    stage_lists = [o.value() for o, replaces in zip(parsed, replaces_stages, strict=True) if replaces]
+    hydra_overrides = [text for text, replaces in zip(overrides, replaces_stages, strict=True) if not replaces]
     GlobalHydra.instance().clear()
     try:
         with initialize_config_module(CONFIG_MODULE, version_base=None):

@@ -208,11 +208,14 @@ def evaluate(experiment: Experiment, method: str, eval_cfg: dict[str, Any], prog
         floor_draws=floor_draws,
     )
     references = [next(checked_batches(experiment.dataset, n, seed, "test")) for seed in seeds]
-    floors = [experiment.metric(next(checked_batches(experiment.dataset, n, seed, "floor")), ref) for seed, ref in zip(seeds[:floor_draws], references)]
+    floors = [
+        experiment.metric(next(checked_batches(experiment.dataset, n, seed, "floor")), ref)
+        for seed, ref in zip(seeds[:floor_draws], references, strict=False)  # references: one per repeat or floor draw
+    ]
     result.data_floor, result.data_floor_spread = mean_and_spread(floors)
     for steps in tqdm(eval_cfg["budgets"], desc=f"evaluating {method}", disable=not progress):
         draws, calls = [], 0
-        for seed, reference in zip(seeds[:repeats], references):
+        for seed, reference in zip(seeds[:repeats], references, strict=False):
             samples, calls = sample(experiment, n, int(steps), eval_cfg["batch_size"], seed + int(steps), precision=precision)
             draws.append(experiment.metric(samples, reference))
         scores, spread = mean_and_spread(draws)

@@ -14,6 +14,7 @@ import csv
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 
 from .errors import LaddError
@@ -115,10 +116,10 @@ def _measurement(row: Mapping[str, str], where: str) -> Measurement:
 
 def interpolate(xs: Sequence[float], ys: Sequence[float], x: float) -> float | None:
     """Linear interpolation of ``ys`` over increasing ``xs`` at ``x``; exact hits return the measurement, None outside."""
-    for x0, y0 in zip(xs, ys):
+    for x0, y0 in zip(xs, ys, strict=True):
         if math.isclose(x, x0, rel_tol=1e-12):
             return y0
-    for x0, x1, y0, y1 in zip(xs, xs[1:], ys, ys[1:]):
+    for (x0, x1), (y0, y1) in zip(pairwise(xs), pairwise(ys), strict=True):
         if x0 < x < x1:
             return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
     return None

@@ -102,7 +102,7 @@ class LaddModule(L.LightningModule):
         # Every rank holds an equal share, so the mean over ranks is the global batch's mean (and a NaN anywhere stops all).
         names = list(terms)
         means = self.trainer.strategy.reduce(torch.stack([terms[k].detach() for k in names]), reduce_op="mean")
-        self.last_terms = dict(zip(names, means))
+        self.last_terms = dict(zip(names, means, strict=True))
         self.log_dict({f"train/{k}": v for k, v in self.last_terms.items()}, prog_bar=True, on_step=True)
         return terms["loss"]
 
