@@ -117,7 +117,7 @@ def sample_section(kind: str, size: dict, reg, device, steps: list[int], tiny: b
             sampler = reg.build("sampler", sampler_name, {"fast": fast})
             generator = torch.Generator(device=device).manual_seed(0)
             with inference_precision(device, "auto"):  # as ladd sample and ladd eval run: bf16 on CUDA
-                seconds = timed(lambda: sampler.sample(model, size["batch"], n_steps, generator), device, 1 if tiny else 3)
+                seconds = timed(functools.partial(sampler.sample, model, size["batch"], n_steps, generator), device, 1 if tiny else 3)
             rows.append({"model": kind, "steps": n_steps, "fast": fast, "ms_per_sample": 1000 * seconds / size["batch"]})
     return rows
 
@@ -144,7 +144,7 @@ def encoder_section(size: dict, device: torch.device, assets: Path, cache: Path,
     rows = []
     for cache_dir in (None, cache):
         encoder = frozen_encoder(assets, size, cache_dir)
-        seconds = timed(lambda: encoder(x0), device, 3 if tiny else 20)  # the warm-up call fills the cache
+        seconds = timed(functools.partial(encoder, x0), device, 3 if tiny else 20)  # the warm-up call fills the cache
         rows.append({"cache": cache_dir is not None, "ms_per_batch": 1000 * seconds, "batch": size["batch"]})
     return rows
 
