@@ -44,6 +44,14 @@ def selection(cfg: Mapping[str, Any], slot: str) -> tuple[str, dict[str, Any]] |
     return name, options
 
 
+def required_selection(cfg: Mapping[str, Any], slot: str) -> tuple[str, dict[str, Any]]:
+    """The (name, options) chosen for a slot that may not be empty (``dataset``, ``sampler``, ...)."""
+    chosen = selection(cfg, slot)
+    if chosen is None:
+        raise ValueError(f"slot {slot!r} may be empty: read it with selection()")
+    return chosen
+
+
 def build_experiment(cfg: Mapping[str, Any], registry: Registry) -> Experiment:
     """Build dataset, model, sampler and metric from a plain (resolved) config mapping."""
     check_config(cfg)

@@ -6,7 +6,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from hydra.core.config_store import ConfigStore
 from hydra.core.override_parser.types import Override
@@ -189,7 +189,7 @@ def check_values(cfg: Mapping[str, Any]) -> None:
     """Refuse expressions and import paths anywhere, then unknown keys, wrong types and out-of-range values of ladd's options."""
     check_config(cfg)
     try:
-        checked = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema()), dict(cfg)))
+        checked: Any = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema()), dict(cfg)))  # of schema()'s type
     except ConfigKeyError as error:
         raise InvalidConfigError(f"{error.full_key}: {UNKNOWN_KEY}") from None
     except OmegaConfBaseException as error:
@@ -398,4 +398,4 @@ def composition_error(error: Exception) -> InvalidConfigError:
 
 def to_plain(cfg: DictConfig) -> dict[str, Any]:
     """Resolved plain-dict copy of a config."""
-    return OmegaConf.to_container(cfg, resolve=True)
+    return cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True))  # a DictConfig's keys are strings

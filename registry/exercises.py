@@ -250,7 +250,7 @@ def _sample(model: DiffusionModel, label: str, sampler: Sampler) -> None:
     _expect(tokens.shape == (BATCH, SEQ) and tokens.dtype == torch.long, f"{label} gives samples of {tokens.dtype}, shape {tuple(tokens.shape)}")
     _expect(bool(((tokens >= 0) & (tokens < VOCAB)).all()), f"samples hold ids outside 0..{VOCAB - 1}: {tokens.tolist()}")
     _expect(bool((tokens[:, 0] == 1).all()), "samples do not keep the tokens given in `fixed`")
-    if model.has_latent:
+    if model.latent is not None:
         null = model.latent.null(BATCH, CPU)
         _expect(out.latent is not None and out.latent.shape == null.shape, f"the sampled latent must have the null latent's shape {tuple(null.shape)}")
 

@@ -66,7 +66,7 @@ def plot(results: list[EvalResult], metric: str, path: Path) -> Path:
         spreads = [s or 0.0 for s in r.spreads()]
         ax.errorbar(steps, scores, yerr=spreads if any(spreads) else None, marker="o", capsize=3, label=r.method)
     floor = _floor(results)
-    if floor is not None:
+    if floor is not None and floor.data_floor is not None:
         level, spread = floor.data_floor[metric], floor.data_floor_spread.get(metric, 0.0)
         label = f"data vs data ({floor.floor_draws} draws, mean ± std)" if spread else "data vs data"
         ax.axhline(level, color="grey", linestyle="--", label=label)
@@ -103,7 +103,7 @@ def format_table(results: list[EvalResult]) -> str:
         lines.append(f"{r.method:<{width}}  {r.token_loss:>7.4f}  {cells}")
     header = f"{metric} by token steps (columns" + (f"; mean±std over {repeats} evaluation seeds)" if repeats > 1 else ")")
     floor = _floor(results)
-    if floor is not None:
+    if floor is not None and floor.data_floor is not None:
         spread = floor.data_floor_spread.get(metric)
         header += f"; data vs data {_with_spread(floor.data_floor[metric], spread)}"
         header += f" ({floor.floor_draws} draws)" if floor.floor_draws > 1 else ""
