@@ -14,6 +14,7 @@ it to ``OUT/presets_GROUP.jsonl``, a failure included; its sampling call draws 6
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import shutil
 import time
@@ -171,15 +172,13 @@ def sync_rows(reg: registry.Registry, scratch: Path) -> list[dict]:
         optimizer = module.configure_optimizers()["optimizer"]
         x0 = next(iter(experiment.dataset.batches(cfg["train"]["batch_size"], 0, "train"))).to(device)
 
-        def step() -> None:
-            optimisation_step(model, module, optimizer, x0)
-
+        step = functools.partial(optimisation_step, model, module, optimizer, x0)
         step()  # the first step allocates optimiser state
         generator = torch.Generator(device=device).manual_seed(0)
         model.eval()
         with inference_precision(device, "auto"), torch.no_grad():
             experiment.sampler.sample(model, 4, 1, generator)
-            sampling = count_syncs(lambda: experiment.sampler.sample(model, 4, 1, generator))
+            sampling = count_syncs(functools.partial(experiment.sampler.sample, model, 4, 1, generator))
         model.train()
         rows.append({"preset": preset, "train_step_syncs": count_syncs(step), "sampling_step_syncs": sampling})
         print(f"host syncs  {preset:<22} training step {rows[-1]['train_step_syncs']}  one-step sampling call {sampling}", flush=True)

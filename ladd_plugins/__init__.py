@@ -10,6 +10,7 @@ from registry.toolkit.options import TransformerConfig
 
 from .backbones.config import DiTConfig, MLPDenoiserConfig
 from .binsaw.config import BinarySawtoothConfig, SlicedWassersteinConfig
+from .encoders.config import DiTEncoderConfig, PretrainedEncoderConfig
 from .latents.config import (
     ContinuousLatentConfig,
     DiscreteLatentConfig,
@@ -17,7 +18,6 @@ from .latents.config import (
     LFQLatentConfig,
     ResidualVQLatentConfig,
 )
-from .encoders.config import DiTEncoderConfig, PretrainedEncoderConfig
 from .mdlm.config import MaskedProcessConfig
 from .samplers.config import AncestralConfig, JointConfig, SequentialConfig
 from .schedules.config import (

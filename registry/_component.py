@@ -125,8 +125,8 @@ class Component:
         try:
             return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(self.spec.config), options))
         except OmegaConfBaseException as error:
-            key = getattr(error, "full_key", None)
-            where = f"option {key!r} of " if key else "options for "
+            full_key = getattr(error, "full_key", None)
+            where = f"option {full_key!r} of " if full_key else "options for "
             raise InvalidConfigError(f"invalid {where}{self.kind} {self.name!r}: {str(error).splitlines()[0]}") from None
         except (TypeError, ValueError) as error:
             raise InvalidConfigError(f"invalid options for {self.kind} {self.name!r}: {error}") from None

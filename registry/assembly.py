@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from ._component import Component
 from ._registry import Registry
@@ -41,6 +42,14 @@ def selection(cfg: Mapping[str, Any], slot: str) -> tuple[str, dict[str, Any]] |
         raise IncompatibleComponentsError(f"{slot} has options {sorted(options)} but no component; choose one with {slot}=NAME")
     name = options.pop("name")
     return name, options
+
+
+def required_selection(cfg: Mapping[str, Any], slot: str) -> tuple[str, dict[str, Any]]:
+    """The (name, options) chosen for a slot that may not be empty (``dataset``, ``sampler``, ...)."""
+    chosen = selection(cfg, slot)
+    if chosen is None:
+        raise ValueError(f"slot {slot!r} may be empty: read it with selection()")
+    return chosen
 
 
 def build_experiment(cfg: Mapping[str, Any], registry: Registry) -> Experiment:

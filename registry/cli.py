@@ -128,7 +128,7 @@ def _sample(args: argparse.Namespace, registry: Registry) -> None:
     fixed = fixed_tokens(experiment.dataset, args.num, args.prompt, args.suffix) if args.prompt or args.suffix else None
     tokens, calls = sample(experiment, args.num, args.steps, args.batch_size, args.seed, progress=True, fixed=fixed, precision=args.precision)
     if text:
-        rows = zip(tokens.tolist(), decode(experiment.dataset, tokens))
+        rows = zip(tokens.tolist(), decode(experiment.dataset, tokens), strict=True)
         write_text(out, "".join(json.dumps({"ids": ids, "text": line}) + "\n" for ids, line in rows))
     else:
         write_text(out, "\n".join(" ".join(map(str, row.tolist())) for row in tokens) + "\n")
@@ -220,20 +220,21 @@ def _publish(results: list[Any], out: str) -> None:
 def _compare(args: argparse.Namespace, registry: Registry) -> None:
     import dataclasses
 
-    from .assembly import selection
+    from .assembly import Experiment, required_selection
     from .config import compose, to_plain
     from .evaluation import evaluate
     from .runs import training_key
     from .training import train
 
     logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)  # keep the main job's output to its results
-    results, trained = [], {}
+    results = []
+    trained: dict[str, tuple[Path, Experiment]] = {}
     for name in args.experiments.split(","):
         cfg = to_plain(compose([f"experiment={name}", *args.overrides], registry))
         key = training_key(cfg)
         if key in trained:  # same model, other sampler (e.g. Di-LADD joint and sequential): train once
             run_dir, experiment = trained[key]
-            sampler_name, sampler_options = selection(cfg, "sampler")
+            sampler_name, sampler_options = required_selection(cfg, "sampler")
             experiment = dataclasses.replace(experiment, sampler=registry.build("sampler", sampler_name, sampler_options))
             print(f"{cfg['method']}: sampling the model trained in {run_dir}")
         else:

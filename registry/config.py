@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, cast
 
 from hydra.core.config_store import ConfigStore
 from hydra.core.override_parser.types import Override
@@ -83,7 +84,7 @@ class TrainConfig:
 
     batch_size: int = 256  # the global batch: split evenly over all processes (devices x nodes)
     # by name, run in order; an overlay changes one (train.stages.stage2.steps=10) or drops it (stage2: null)
-    stages: dict[str, Optional[StageConfig]] = field(default_factory=dict)
+    stages: dict[str, StageConfig | None] = field(default_factory=dict)
     optimizer: str = "adamw"  # adamw (decoupled weight decay) or adam (weight decay added to the gradient)
     lr: float = 1e-3
     weight_decay: float = 0.01
@@ -188,7 +189,7 @@ def check_values(cfg: Mapping[str, Any]) -> None:
     """Refuse expressions and import paths anywhere, then unknown keys, wrong types and out-of-range values of ladd's options."""
     check_config(cfg)
     try:
-        checked = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema()), dict(cfg)))
+        checked: Any = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema()), dict(cfg)))  # of schema()'s type
     except ConfigKeyError as error:
         raise InvalidConfigError(f"{error.full_key}: {UNKNOWN_KEY}") from None
     except OmegaConfBaseException as error:
@@ -278,7 +279,7 @@ def empty_slots_as_deletions(overrides: list[str]) -> list[str]:
         if override.key_or_group in SLOTS and SLOTS[override.key_or_group].optional and override.package is None and not override.is_delete()
         and not override.is_sweep_override() and override.value() is None
         else text
-        for text, override in zip(overrides, parsed)
+        for text, override in zip(overrides, parsed, strict=True)
     ]
 
 
@@ -295,8 +296,8 @@ def compose(overrides: list[str], registry: Registry, searchpath: Sequence[str] 
     parsed = [parse_override(override) for override in overrides]
     # a list replaces every stage, which Hydra cannot do to a mapping: it is set after composing
     replaces_stages = [o.key_or_group == STAGES_KEY and isinstance(o.value(), list) for o in parsed]
-    stage_lists = [o.value() for o, replaces in zip(parsed, replaces_stages) if replaces]
-    hydra_overrides = [text for text, replaces in zip(overrides, replaces_stages) if not replaces]
+    stage_lists = [o.value() for o, replaces in zip(parsed, replaces_stages, strict=True) if replaces]
+    hydra_overrides = [text for text, replaces in zip(overrides, replaces_stages, strict=True) if not replaces]
     GlobalHydra.instance().clear()
     try:
         with initialize_config_module(CONFIG_MODULE, version_base=None):
@@ -397,4 +398,4 @@ def composition_error(error: Exception) -> InvalidConfigError:
 
 def to_plain(cfg: DictConfig) -> dict[str, Any]:
     """Resolved plain-dict copy of a config."""
-    return OmegaConf.to_container(cfg, resolve=True)
+    return cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True))  # a DictConfig's keys are strings

@@ -56,7 +56,7 @@ def gather_rows(tensor: Tensor) -> Tensor:
     padded[: local.shape[0]] = local
     parts = [torch.empty_like(padded) for _ in counts]
     dist.all_gather(parts, padded)
-    return torch.cat([part[: int(n)] for part, n in zip(parts, counts)]).to(tensor.device)
+    return torch.cat([part[: int(n)] for part, n in zip(parts, counts, strict=True)]).to(tensor.device)
 
 
 @dataclass

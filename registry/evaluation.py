@@ -21,7 +21,6 @@ from .distributed import gather_rows, share
 from .errors import InvalidConfigError, LaddError, first_line
 from .files import write_text
 
-
 #: Seed distance between sample chunks (and loss batches): far beyond the step budgets added to the seed.
 _CHUNK_SEED_STRIDE = 1_000_003
 #: Seed distance between evaluation repeats: far beyond the chunks of any sample set.
@@ -90,7 +89,7 @@ class EvalResult:
         return result
 
     @classmethod
-    def load(cls, path: str | Path) -> "EvalResult":
+    def load(cls, path: str | Path) -> EvalResult:
         """Read a result written by :meth:`save`."""
         path = Path(path)
         if not path.is_file():
@@ -209,11 +208,14 @@ def evaluate(experiment: Experiment, method: str, eval_cfg: dict[str, Any], prog
         floor_draws=floor_draws,
     )
     references = [next(checked_batches(experiment.dataset, n, seed, "test")) for seed in seeds]
-    floors = [experiment.metric(next(checked_batches(experiment.dataset, n, seed, "floor")), ref) for seed, ref in zip(seeds[:floor_draws], references)]
+    floors = [
+        experiment.metric(next(checked_batches(experiment.dataset, n, seed, "floor")), ref)
+        for seed, ref in zip(seeds[:floor_draws], references, strict=False)  # references: one per repeat or floor draw
+    ]
     result.data_floor, result.data_floor_spread = mean_and_spread(floors)
     for steps in tqdm(eval_cfg["budgets"], desc=f"evaluating {method}", disable=not progress):
         draws, calls = [], 0
-        for seed, reference in zip(seeds[:repeats], references):
+        for seed, reference in zip(seeds[:repeats], references, strict=False):
             samples, calls = sample(experiment, n, int(steps), eval_cfg["batch_size"], seed + int(steps), precision=precision)
             draws.append(experiment.metric(samples, reference))
         scores, spread = mean_and_spread(draws)

@@ -111,7 +111,7 @@ def exercise_process(component: Component, registry: Registry) -> None:
         return
     latents = _built(registry, "latent", lambda latent: latent.produces == process.diffuses)
     tokens = _token_processes(registry, schedule)
-    pairs = [(f"{l} and {t}", (latent, token)) for l, latent in latents for t, token in tokens]
+    pairs = [(f"{name} and {t}", (latent, token)) for name, latent in latents for t, token in tokens]
 
     def use(pair: tuple[Latent, Any]) -> None:
         latent, token = pair
@@ -171,8 +171,8 @@ def exercise_latent(component: Component, registry: Registry) -> None:
     latent: Latent = component.build()
     y0 = _check_codes(latent)
     pairs = [
-        (f"{l} and {t}", (latent_process, token))
-        for l, latent_process in _latent_processes(registry, latent, schedule)
+        (f"{name} and {t}", (latent_process, token))
+        for name, latent_process in _latent_processes(registry, latent, schedule)
         for t, token in _token_processes(registry, schedule)
     ]
 
@@ -180,7 +180,10 @@ def exercise_latent(component: Component, registry: Registry) -> None:
         latent_process, token = pair
         with _during("the latent process's prior"):
             prior = latent_process.prior(tuple(y0.shape), CPU, _generator())
-        _expect(prior.shape == y0.shape and prior.dtype == y0.dtype, f"the prior gives {prior.dtype} of shape {tuple(prior.shape)}, encode {y0.dtype} of {tuple(y0.shape)}")
+        _expect(
+            prior.shape == y0.shape and prior.dtype == y0.dtype,
+            f"the prior gives {prior.dtype} of shape {tuple(prior.shape)}, encode {y0.dtype} of {tuple(y0.shape)}",
+        )
         _latent_round(latent, latent_process, token, registry)
 
     _with_a_partner(pairs, use)
@@ -247,7 +250,7 @@ def _sample(model: DiffusionModel, label: str, sampler: Sampler) -> None:
     _expect(tokens.shape == (BATCH, SEQ) and tokens.dtype == torch.long, f"{label} gives samples of {tokens.dtype}, shape {tuple(tokens.shape)}")
     _expect(bool(((tokens >= 0) & (tokens < VOCAB)).all()), f"samples hold ids outside 0..{VOCAB - 1}: {tokens.tolist()}")
     _expect(bool((tokens[:, 0] == 1).all()), "samples do not keep the tokens given in `fixed`")
-    if model.has_latent:
+    if model.latent is not None:
         null = model.latent.null(BATCH, CPU)
         _expect(out.latent is not None and out.latent.shape == null.shape, f"the sampled latent must have the null latent's shape {tuple(null.shape)}")
 
@@ -263,8 +266,8 @@ def exercise_sampler(component: Component, registry: Registry) -> None:
         ))
         return
     channels = [
-        (f"{l} and {lp}", (latent, latent_process))
-        for l, latent in _built(registry, "latent")
+        (f"{name} and {lp}", (latent, latent_process))
+        for name, latent in _built(registry, "latent")
         for lp, latent_process in _latent_processes(registry, latent, schedule)
     ]
 

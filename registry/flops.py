@@ -88,9 +88,10 @@ class NetworkFlops:
     @property
     def other_gflops_2x(self) -> float | None:
         """Measured minus blocks and head: adaLN, timestep MLP, latent input and output layers."""
-        if self.shape is None:
+        blocks, head = self.gflops_per_step_2x, self.head_gflops_2x
+        if blocks is None or head is None:  # no transformer shape
             return None
-        return self.measured_gflops - self.gflops_per_step_2x - self.head_gflops_2x
+        return self.measured_gflops - blocks - head
 
     def as_dict(self) -> dict[str, Any]:
         return {

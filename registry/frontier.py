@@ -14,6 +14,7 @@ import csv
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 
 from .errors import LaddError
@@ -89,10 +90,14 @@ def read_measurements(path: str | Path) -> dict[str, list[Measurement]]:
 
 
 def _measurement(row: Mapping[str, str], where: str) -> Measurement:
-    def number(column: str, required: bool = True) -> float | None:
-        text = (row.get(column) or "").strip()
-        if not text and not required:
-            return None
+    def text_of(column: str) -> str:
+        return (row.get(column) or "").strip()
+
+    def optional(column: str) -> float | None:
+        return number(column) if text_of(column) else None
+
+    def number(column: str) -> float:
+        text = text_of(column)
         try:
             value = float(text)
         except ValueError:
@@ -106,19 +111,19 @@ def _measurement(row: Mapping[str, str], where: str) -> Measurement:
         raise FrontierInputError(f"{where}: steps={steps:g} must be a whole number")
     return Measurement(
         steps=int(steps),
-        budget=steps * number("gflops_per_step") + (number("fixed_gflops", required=False) or 0.0),
+        budget=steps * number("gflops_per_step") + (optional("fixed_gflops") or 0.0),
         gen_ppl=number("gen_ppl"),
         entropy=number("entropy"),
-        ms_per_sample=number("ms_per_sample", required=False),
+        ms_per_sample=optional("ms_per_sample"),
     )
 
 
 def interpolate(xs: Sequence[float], ys: Sequence[float], x: float) -> float | None:
     """Linear interpolation of ``ys`` over increasing ``xs`` at ``x``; exact hits return the measurement, None outside."""
-    for x0, y0 in zip(xs, ys):
+    for x0, y0 in zip(xs, ys, strict=True):
         if math.isclose(x, x0, rel_tol=1e-12):
             return y0
-    for x0, x1, y0, y1 in zip(xs, xs[1:], ys, ys[1:]):
+    for (x0, x1), (y0, y1) in zip(pairwise(xs), pairwise(ys), strict=True):
         if x0 < x < x1:
             return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
     return None
@@ -129,12 +134,13 @@ def matched_compute(runs: Mapping[str, Sequence[Measurement]], budgets: Sequence
     table = {}
     for method, rows in runs.items():
         xs = [m.budget for m in rows]
-        timed = all(m.ms_per_sample is not None for m in rows)
+        times = [m.ms_per_sample for m in rows if m.ms_per_sample is not None]
+        timed = len(times) == len(rows)
         table[method] = {
             b: MatchedPoint(
                 interpolate(xs, [m.gen_ppl for m in rows], b),
                 interpolate(xs, [m.entropy for m in rows], b),
-                interpolate(xs, [m.ms_per_sample for m in rows], b) if timed else None,
+                interpolate(xs, times, b) if timed else None,
             )
             for b in budgets
         }

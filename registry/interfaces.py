@@ -15,6 +15,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from .errors import IncompatibleComponentsError
+
 __all__ = [
     "Schedule",
     "Process",
@@ -263,10 +265,17 @@ class DenoiserModel(ABC):
         id elsewhere) for a denoiser that reads tokens, or is None for all masked.
         """
 
+    def latent_channel(self) -> tuple[Latent, Process]:
+        """The latent and its process; an ``IncompatibleComponentsError`` for a model without a latent channel."""
+        if self.latent is None or self.latent_process is None:
+            raise IncompatibleComponentsError("this model has no latent channel (latent=null): no latent to draw, noise or condition on")
+        return self.latent, self.latent_process
+
     def latent_prior(self, batch: int, generator: torch.Generator | None = None) -> Tensor:
         """``batch`` draws of the latent process's terminal distribution, shaped like the null latent."""
         device = self.device
-        return self.latent_process.prior(tuple(self.latent.null(batch, device).shape), device, generator)
+        latent, latent_process = self.latent_channel()
+        return latent_process.prior(tuple(latent.null(batch, device).shape), device, generator)
 
     @property
     @abstractmethod

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 
+
 def _constant(progress: float, min_ratio: float) -> float:
     return 1.0
 

@@ -134,14 +134,22 @@ class DiffusionModel(nn.Module, DenoiserModel):
     def predict(
         self, x_t: Tensor | None, tau_x: Tensor | None, y_t: Tensor | None, tau_y: Tensor | None, rows: Tensor | None = None
     ) -> Denoised:
-        y_in = None if y_t is None else self.latent.backbone_input(y_t)
+        y_in = None if y_t is None else self.latent_channel()[0].backbone_input(y_t)
         if tau_x is not None:
             return self.backbone(x_t, tau_x, y_in, tau_y, rows)
         if self.latent_backbone is not None:
             return Denoised(latent=self.latent_backbone(None, None, y_in, tau_y).latent)
+        if y_t is None or tau_y is None:
+            raise ValueError("a prediction of the latent alone (tau_x None) needs the noisy latent y_t and its time tau_y")
         if x_t is None:
             x_t = torch.full((y_t.shape[0], self.seq_len), mask_id(self.vocab_size), dtype=torch.long, device=y_t.device)
         return Denoised(latent=self.backbone(x_t, torch.ones_like(tau_y), y_in, tau_y).latent)
+
+    def _encoder(self) -> Encoder:
+        """The encoder a latent channel reads the clean tokens with (assembly requires one with every latent)."""
+        if self.encoder is None:
+            raise IncompatibleComponentsError("a latent channel needs an encoder: set encoder=NAME")
+        return self.encoder
 
     def loss(self, x0: Tensor, generator: torch.Generator | None = None, shard: Shard | None = None) -> dict[str, Tensor]:
         """The training objective and its terms (batch means).
@@ -158,20 +166,21 @@ class DiffusionModel(nn.Module, DenoiserModel):
                 token = self._token_loss(x0, x_t, tau_x, None, None)[0].mean()
             return {"loss": token, "token": token}
 
+        encoder, latent = self._encoder(), self.latent_channel()[0]
         with own_noise(shard, device, generator):
-            code = self.latent.encode(self.encoder(x0, x_t == mask_id(self.vocab_size)))
+            code = latent.encode(encoder(x0, x_t == mask_id(self.vocab_size)))
         y0, target, weights = code.y0, code.y0, None
         if self.training and self.objective.p_cfg > 0:
             dropped_all = torch.rand(batch, generator=generator, device=device) < self.objective.p_cfg
             dropped = take(shard, dropped_all)
-            y0 = _where_batch(dropped, self.latent.null(y0.shape[0], device).to(y0.dtype), y0)
+            y0 = _where_batch(dropped, latent.null(y0.shape[0], device).to(y0.dtype), y0)
             if self.objective.latent_loss_on_dropped:
                 target = y0
             else:
                 weights = take(shard, kept_row_weights(dropped_all))
         tau_y, y_t = self._token_side_latent(y0, tau_all, generator, shard)
         with own_noise(shard, device, generator):
-            token, latent_prediction = self._token_loss(x0, x_t, tau_x, self.latent.backbone_input(y_t, code), tau_y)
+            token, latent_prediction = self._token_loss(x0, x_t, tau_x, latent.backbone_input(y_t, code), tau_y)
         terms = {"token": token.mean()}
         total = terms["token"]
         if self.objective.lambda_latent > 0:
@@ -190,13 +199,14 @@ class DiffusionModel(nn.Module, DenoiserModel):
         x_t = self.process.corrupt(x0, tau_x, generator)
         y_in, tau_y = None, None
         if self.has_latent:
+            encoder, (latent, latent_process) = self._encoder(), self.latent_channel()
             with own_noise(None, device, generator):
-                y0 = self.latent.encode(self.encoder(x0)).y0
+                y0 = latent.encode(encoder(x0)).y0
             if clean_latent:
                 tau_y, y_t = torch.zeros_like(tau_x), y0
             else:
-                tau_y, y_t = tau_x, self.latent_process.corrupt(y0, tau_x, generator)
-            y_in = self.latent.backbone_input(y_t)
+                tau_y, y_t = tau_x, latent_process.corrupt(y0, tau_x, generator)
+            y_in = latent.backbone_input(y_t)
         with own_noise(None, device, generator):
             return self._token_loss(x0, x_t, tau_x, y_in, tau_y)[0]
 
@@ -210,11 +220,12 @@ class DiffusionModel(nn.Module, DenoiserModel):
         mode = self.objective.latent_time
         if mode == "clean":
             return take(shard, torch.zeros_like(tau_all)), y0
+        latent_process = self.latent_channel()[1]
         if mode == "tied":
             tau_y = tau_all
         else:
-            tau_y = draw_independent_times(tau_all.shape[0], self.latent_process.horizon, generator, tau_all.device)
-        return take(shard, tau_y), take(shard, self.latent_process.corrupt(spread(shard, y0), tau_y, generator))
+            tau_y = draw_independent_times(tau_all.shape[0], latent_process.horizon, generator, tau_all.device)
+        return take(shard, tau_y), take(shard, latent_process.corrupt(spread(shard, y0), tau_y, generator))
 
     def _latent_loss(
         self,
@@ -222,24 +233,30 @@ class DiffusionModel(nn.Module, DenoiserModel):
         weights: Tensor | None,
         y_t: Tensor,
         tau_y: Tensor,
-        prediction: Tensor,
+        prediction: Tensor | None,
         code: LatentCode,
         generator: torch.Generator | None,
         shard: Shard | None,
     ) -> Tensor:
-        """The latent term: the latent's per-row loss, averaged with ``weights`` per row (None: equal weights)."""
+        """The latent term: the latent's per-row loss, averaged with ``weights`` per row (None: equal weights).
+
+        ``prediction`` is the token backbone's latent prediction, used when there is no separate latent backbone.
+        """
+        latent, latent_process = self.latent_channel()
         if self.latent_backbone is None:
-            return _weighted_mean(self.latent_process.loss(prediction, y0, y_t, tau_y), weights)
+            if prediction is None:
+                raise IncompatibleComponentsError(f"backbone {type(self.backbone).__name__} predicts no latent and there is no latent_backbone")
+            return _weighted_mean(latent_process.loss(prediction, y0, y_t, tau_y), weights)
         repeats = self.objective.latent_repeats
         y0 = y0.repeat_interleave(repeats, dim=0)
         if code.embedding is not None:
             code = LatentCode(code.y0, code.aux_loss, code.embedding.repeat_interleave(repeats, dim=0))
         y_all = spread(shard, y0, repeats)
-        tau_all = draw_times(y_all.shape[0], self.latent_process.horizon, generator, y0.device)
-        y_noisy = take(shard, self.latent_process.corrupt(y_all, tau_all, generator), repeats)
+        tau_all = draw_times(y_all.shape[0], latent_process.horizon, generator, y0.device)
+        y_noisy = take(shard, latent_process.corrupt(y_all, tau_all, generator), repeats)
         tau = take(shard, tau_all, repeats)
         with own_noise(shard, y0.device, generator):
-            prediction = self.latent_backbone(None, None, self.latent.backbone_input(y_noisy, code), tau).latent
+            prediction = self.latent_backbone(None, None, latent.backbone_input(y_noisy, code), tau).latent
         if weights is not None:
             weights = weights.repeat_interleave(repeats, dim=0)
-        return _weighted_mean(self.latent_process.loss(prediction, y0, y_noisy, tau), weights)
+        return _weighted_mean(latent_process.loss(prediction, y0, y_noisy, tau), weights)

@@ -91,13 +91,16 @@ def _comments_in(source: str) -> dict[str, str]:
     }
     lines = source.splitlines()
     result = {}
-    for node in ast.parse(source).body[0].body:
+    definition = ast.parse(source).body[0]
+    assert isinstance(definition, ast.ClassDef), "the source of a class"
+    for node in definition.body:
         if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
             continue
         if node.lineno in comments:
             result[node.target.id] = comments[node.lineno]
             continue
-        above, line = [], node.lineno - 1
+        above: list[str] = []
+        line = node.lineno - 1
         while line in comments and lines[line - 1].lstrip().startswith("#"):
             above.insert(0, comments[line])
             line -= 1

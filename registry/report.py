@@ -62,11 +62,11 @@ def plot(results: list[EvalResult], metric: str, path: Path) -> Path:
 
     fig, ax = plt.subplots(figsize=(6, 4))
     for r in results:
-        steps, scores = zip(*r.curve()) if r.scores else ((), ())
+        steps, scores = zip(*r.curve(), strict=True) if r.scores else ((), ())
         spreads = [s or 0.0 for s in r.spreads()]
         ax.errorbar(steps, scores, yerr=spreads if any(spreads) else None, marker="o", capsize=3, label=r.method)
     floor = _floor(results)
-    if floor is not None:
+    if floor is not None and floor.data_floor is not None:
         level, spread = floor.data_floor[metric], floor.data_floor_spread.get(metric, 0.0)
         label = f"data vs data ({floor.floor_draws} draws, mean ± std)" if spread else "data vs data"
         ax.axhline(level, color="grey", linestyle="--", label=label)
@@ -98,12 +98,12 @@ def format_table(results: list[EvalResult]) -> str:
     if oracle is not None:
         lines.append(f"{'oracle':<{width}}  {oracle:>7.4f}")
     for r in results:
-        by_steps = {steps: _with_spread(score, spread) for (steps, score), spread in zip(r.curve(), r.spreads())}
+        by_steps = {steps: _with_spread(score, spread) for (steps, score), spread in zip(r.curve(), r.spreads(), strict=True)}
         cells = "  ".join(f"{by_steps.get(b, '-'):>{cell}}" for b in budgets)
         lines.append(f"{r.method:<{width}}  {r.token_loss:>7.4f}  {cells}")
     header = f"{metric} by token steps (columns" + (f"; mean±std over {repeats} evaluation seeds)" if repeats > 1 else ")")
     floor = _floor(results)
-    if floor is not None:
+    if floor is not None and floor.data_floor is not None:
         spread = floor.data_floor_spread.get(metric)
         header += f"; data vs data {_with_spread(floor.data_floor[metric], spread)}"
         header += f" ({floor.floor_draws} draws)" if floor.floor_draws > 1 else ""

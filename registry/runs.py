@@ -144,10 +144,10 @@ class RunFolder:
         with _exclusive(self.path / LOCK_FILE):
             changes = self.check(cfg, allow_changes)
             remove_partials(self.path)  # left by a process killed while writing; this one holds the lock
-            record = self.record() if (self.path / RECORD_FILE).exists() else {"format": FORMAT}
+            record: dict[str, Any] = self.record() if (self.path / RECORD_FILE).exists() else {"format": FORMAT}
             record["settings"] = training_settings(cfg)
             if changes:
-                record.setdefault("changes", []).append({"time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "changes": changes})
+                record.setdefault("changes", []).append({"time": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"), "changes": changes})
             write_text(self.path / RECORD_FILE, json.dumps(record, indent=2))
             write_text(self.path / CONFIG_FILE, OmegaConf.to_yaml(OmegaConf.create(dict(cfg))))
             yield

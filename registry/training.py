@@ -13,16 +13,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import lightning as L
 import torch
+import yaml
+from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint, WeightAveraging
 from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.plugins.io import TorchCheckpointIO
-from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy
-import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from torch.optim.swa_utils import get_ema_multi_avg_fn
@@ -31,7 +31,7 @@ from torch.utils.data import DataLoader, IterableDataset
 from ._registry import Registry
 from .assembly import Experiment, build_experiment, check_installed
 from .batches import check_batch, first_batch, stream_ended
-from .config import check_values, resolve_precision, upgraded
+from .config import check_values, resolve_precision, to_plain, upgraded
 from .console import StepProgressBar, drop_lightning_tips
 from .distributed import Shard, step_seed
 from .errors import InvalidConfigError, LaddError, first_line
@@ -102,7 +102,7 @@ class LaddModule(L.LightningModule):
         # Every rank holds an equal share, so the mean over ranks is the global batch's mean (and a NaN anywhere stops all).
         names = list(terms)
         means = self.trainer.strategy.reduce(torch.stack([terms[k].detach() for k in names]), reduce_op="mean")
-        self.last_terms = dict(zip(names, means))
+        self.last_terms = dict(zip(names, means, strict=True))
         self.log_dict({f"train/{k}": v for k, v in self.last_terms.items()}, prog_bar=True, on_step=True)
         return terms["loss"]
 
@@ -218,7 +218,7 @@ def train(cfg: Any, run_dir: str | Path, registry: Registry, allow_changes: bool
     """
     run_dir = Path(run_dir)
     drop_lightning_tips()
-    plain = upgraded(OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else cfg)
+    plain = upgraded(to_plain(cfg) if OmegaConf.is_config(cfg) else cfg)
     plain["run_dir"] = str(run_dir)  # the saved config names the folder it lives in
     check_values(plain)
     train_cfg = plain["train"]
@@ -378,7 +378,8 @@ class _MetricsFile(Callback):
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
         if trainer.global_step % self.every or not trainer.is_global_zero:
             return
-        row = {"stage": self.stage, "step": trainer.global_step}
+        assert isinstance(pl_module, LaddModule), "the metrics file is a callback of ladd's own training module"
+        row: dict[str, int | str] = {"stage": self.stage, "step": trainer.global_step}
         row.update({name: repr(float(value)) for name, value in pl_module.last_terms.items()})
         row["seconds"] = f"{time.perf_counter() - self.start:.3f}"
         with self.path.open("a", newline="") as handle:
@@ -410,7 +411,7 @@ def read_config(path: Path) -> dict[str, Any]:
         raise LaddError(f"cannot read {path}: it is not a ladd config ({first_line(error)})") from None
     if not isinstance(plain, dict):
         raise LaddError(f"cannot read {path}: it is not a ladd config (a mapping of options)")
-    return upgraded(plain)
+    return upgraded(cast(dict[str, Any], plain))  # a YAML mapping of option names
 
 
 def load_run(run_dir: str | Path, registry: Registry) -> tuple[Experiment, dict[str, Any]]:

@@ -9,7 +9,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from ._registry import Registry
-from .assembly import Experiment, selection
+from .assembly import Experiment, required_selection
 from .errors import IncompatibleComponentsError
 from .evaluation import token_loss
 
@@ -41,7 +41,7 @@ def zero_shot(
     seed: int,
 ) -> list[ZeroShotRow]:
     """Each corpus is the run's dataset with option ``field`` set to it; the model must fit its vocabulary."""
-    name, options = selection(cfg, "dataset")
+    name, options = required_selection(cfg, "dataset")
     rows = []
     for corpus in tqdm(corpora, desc="zero-shot corpora"):
         dataset = registry.build("dataset", name, {**options, field: corpus})

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from itertools import pairwise
 
 import numpy as np
 import pytest
@@ -98,7 +99,7 @@ def _oracle_by_quadrature(data: BinarySawtooth) -> float:
     offsets = (np.arange(c.seq_len) / c.seq_len)[:, None]
     kinks = (np.arange(2 * c.periods + 1) / (2 * c.periods))[None, :]
     breaks = np.unique(np.concatenate([[0.0, 1.0], ((kinks - offsets) % 1.0).ravel()]))
-    return sum(quad(mean_entropy, a, b, epsabs=1e-13, epsrel=1e-12)[0] for a, b in zip(breaks[:-1], breaks[1:]))
+    return sum(quad(mean_entropy, a, b, epsabs=1e-13, epsrel=1e-12)[0] for a, b in pairwise(breaks))
 
 
 def _xlogx(p: np.ndarray) -> np.ndarray:

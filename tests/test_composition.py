@@ -56,7 +56,8 @@ def test_an_option_typed_for_a_component_that_lacks_it_is_an_error_naming_it(reg
 
 
 def test_an_emptied_optional_slot_drops_what_presets_set_in_it(reg):
-    cfg = to_plain(compose(["experiment=binsaw/coladd_joint_cpu", "~encoder", "latent=null", "latent_process=null", "latent_schedule=null", "backbone=dit", "sampler=ancestral"], reg))
+    emptied = ["~encoder", "latent=null", "latent_process=null", "latent_schedule=null"]
+    cfg = to_plain(compose(["experiment=binsaw/coladd_joint_cpu", *emptied, "backbone=dit", "sampler=ancestral"], reg))
     assert cfg["encoder"] is None
 
 

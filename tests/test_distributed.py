@@ -106,7 +106,7 @@ def _assert_trained_alike(runs, name, one):
     assert process.wait(timeout=300) == 0, log.read_text()[-4000:]
     rows_one, rows_two = _rows(one), _rows(two)
     assert [(r["stage"], r["step"]) for r in rows_two] == [(r["stage"], r["step"]) for r in rows_one], "rank 0 alone writes"
-    for a, b in zip(rows_one, rows_two):
+    for a, b in zip(rows_one, rows_two, strict=True):
         for column in ("loss", "token", "latent", "aux"):
             assert (a[column] == "") == (b[column] == ""), column
             if a[column]:

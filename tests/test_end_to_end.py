@@ -34,7 +34,7 @@ def test_variant_trains_both_stages_samples_and_scores(variant, reg, tmp_path):
     assert result.metric == "swd" and [steps for steps, _ in result.curve()] == [1, 4]
     assert all(score >= 0 for _, score in result.curve())
     reloaded, _ = load_run(tmp_path, reg)
-    for a, b in zip(experiment.model.state_dict().values(), reloaded.model.state_dict().values()):
+    for a, b in zip(experiment.model.state_dict().values(), reloaded.model.state_dict().values(), strict=True):
         assert torch.equal(a, b)
 
 

@@ -98,7 +98,7 @@ def test_corrupt_or_incompatible_weights_are_refused(reg, tmp_path):
 
 def test_same_seed_reproduces_training_and_sampling_exactly(reg, tmp_path):
     runs = [train(_config(reg, "seed=3"), tmp_path / str(i), reg) for i in range(2)]
-    for a, b in zip(runs[0].model.state_dict().values(), runs[1].model.state_dict().values()):
+    for a, b in zip(runs[0].model.state_dict().values(), runs[1].model.state_dict().values(), strict=True):
         assert torch.equal(a, b)
     logs = [(tmp_path / str(i) / "logs" / "stage1" / "metrics.csv").read_text() for i in range(2)]
     assert logs[0] == logs[1]

@@ -63,7 +63,8 @@ def test_ladd_installed_from_the_wheel_lists_every_component_of_the_checkout(whe
         check=True, timeout=300, cwd=tmp_path,
     )
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
-    where = subprocess.check_output([python, "-c", "import registry, ladd_plugins; print(registry.__file__, ladd_plugins.__file__)"], text=True, cwd=tmp_path, env=env)
+    script = "import registry, ladd_plugins; print(registry.__file__, ladd_plugins.__file__)"
+    where = subprocess.check_output([python, "-c", script], text=True, cwd=tmp_path, env=env)
     assert all(path.startswith(str(site)) for path in where.split()), where
 
     listed = subprocess.run([venv / "bin" / "ladd", "list-components", "--json"], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)

@@ -311,7 +311,10 @@ def test_a_different_encoder_configuration_gets_different_keys(qwen_dir, tmp_pat
     runs = count_forwards(other)
     base(x0)
     assert not torch.allclose(other(x0), base(x0)) and runs == [3]
-    keys = lambda e: sequence_keys(cache_namespace({**e.identity, "dtype": "torch.float32"}), x0)
+
+    def keys(e):
+        return sequence_keys(cache_namespace({**e.identity, "dtype": "torch.float32"}), x0)
+
     assert not set(keys(base)) & set(keys(other))
     assert sequence_keys("00" * 16, x0[:1]) != sequence_keys("00" * 16, x0[1:2])
 

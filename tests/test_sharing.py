@@ -103,5 +103,6 @@ def test_exported_model_naming_a_missing_plugin_is_refused_by_name(trained, tmp_
     document["components"]["backbone"].update(name="fancy", plugin="fancy_models", distribution="fancy-ladd", version="2.0")
     document["config"]["backbone"]["name"] = "fancy"
     (tmp_path / "config.json").write_text(json.dumps(document))
-    with pytest.raises(LaddError, match="backbone is backbone 'fancy' from plugin 'fancy_models'.*fancy-ladd 2.0.*not installed: pip install 'fancy-ladd==2.0'"):
+    missing = "backbone is backbone 'fancy' from plugin 'fancy_models'.*fancy-ladd 2.0.*not installed: pip install 'fancy-ladd==2.0'"
+    with pytest.raises(LaddError, match=missing):
         registry.from_pretrained(tmp_path)

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from itertools import islice
 from pathlib import Path
 
 import pytest
@@ -229,7 +230,7 @@ def test_batches_are_seeded_shuffled_per_epoch_and_endless(tmp_path):
     batch = first(3)[0]
     assert batch.dtype == torch.long and batch.shape == (4, 3) and int(batch.max()) < dataset.vocab_size
     # every epoch visits each row once, and batches run on across epochs (n rows, batch 4)
-    indices = torch.cat([b for _, b in zip(range(3 * n), shuffled_indices(n, 4, torch.Generator().manual_seed(0)))])
+    indices = torch.cat(list(islice(shuffled_indices(n, 4, torch.Generator().manual_seed(0)), 3 * n)))
     for epoch in range(3):
         assert sorted(indices[epoch * n : (epoch + 1) * n].tolist()) == list(range(n))
     big = next(dataset.batches(3 * n, 0))  # larger than the split: rows repeat, once per epoch

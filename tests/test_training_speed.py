@@ -54,7 +54,8 @@ def test_discrete_latent_backbone_traces_as_one_graph(reg):
 
 def _train_weights(reg, tmp_path, name: str, *overrides: str) -> dict[str, torch.Tensor]:
     run = tmp_path / name
-    train(compose(["experiment=binsaw/mdlm_cpu", *TINY, *SMALL, "train.stages=[{steps:4}]", "train.warmup_steps=1", "train.lr=0.01", "train.ema_decay=0", *overrides], reg), run, reg)
+    settings = ["train.stages=[{steps:4}]", "train.warmup_steps=1", "train.lr=0.01", "train.ema_decay=0"]
+    train(compose(["experiment=binsaw/mdlm_cpu", *TINY, *SMALL, *settings, *overrides], reg), run, reg)
     return load_file(run / WEIGHTS_FILE)
 
 

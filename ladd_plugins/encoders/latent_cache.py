@@ -85,7 +85,7 @@ class LatentCache:
         found = [self.get(key) for key in keys]
         missing = [i for i, value in enumerate(found) if value is None]
         if missing:
-            for i, value in zip(missing, compute(missing).detach().float().cpu()):
+            for i, value in zip(missing, compute(missing).detach().float().cpu(), strict=True):
                 found[i] = value.clone()  # a row of its own, so memory does not pin the whole batch
                 self.put(keys[i], found[i])
         return torch.stack(found)

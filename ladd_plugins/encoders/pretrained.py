@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from itertools import accumulate
+from itertools import accumulate, pairwise
 from pathlib import Path
 from typing import Any
 
@@ -139,13 +139,13 @@ class TokenBridge:
         else:
             prefixes = self.data_tokenizer.batch_decode([ids[: n + 1] for n in range(len(ids))], **_DECODE)
             ends = list(accumulate((_common_prefix(prefix, text) for prefix in prefixes), max))
-        return text, list(zip([0, *ends[:-1]], ends))
+        return text, list(pairwise([0, *ends]))
 
     def encode(self, x0: Tensor, valid: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """Encoder ``input_ids``, ``attention_mask`` and spans ``[B, T, 2]``, and data spans ``[B, S, 2]`` (CPU)."""
         texts, data_spans = [], torch.zeros(*x0.shape, 2, dtype=torch.long)
-        for row, (ids, keep) in enumerate(zip(x0.tolist(), valid.tolist())):
-            text, spans = self.spans([i for i, k in zip(ids, keep) if k])
+        for row, (ids, keep) in enumerate(zip(x0.tolist(), valid.tolist(), strict=True)):
+            text, spans = self.spans([i for i, k in zip(ids, keep, strict=True) if k])
             texts.append(text)
             if spans:
                 data_spans[row, torch.tensor(keep)] = torch.tensor(spans)

@@ -7,6 +7,7 @@ zero-initialised vocabulary head and the adaLN-modulated final layer (which appl
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -55,7 +56,7 @@ class TimestepEmbedder(nn.Module):
         freqs = torch.exp(-math.log(self.max_period) * torch.arange(half, device=tau.device, dtype=torch.float32) / half)
         args = (tau.float() * self.scale)[:, None] * freqs
         features = torch.cat([torch.cos(args), torch.sin(args)], dim=-1)
-        return self.mlp(features.to(self.mlp[0].weight.dtype))
+        return self.mlp(features.to(cast(nn.Linear, self.mlp[0]).weight.dtype))
 
 
 def rotary(positions: Tensor, head_dim: int, base: float = 10_000.0) -> Rotary:

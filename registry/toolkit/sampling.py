@@ -5,7 +5,7 @@ import torch
 from torch import Tensor
 
 from ..errors import InvalidConfigError, LaddError
-from ..interfaces import DenoiserModel, RevealingProcess, mask_id
+from ..interfaces import Denoised, DenoiserModel, RevealingProcess, mask_id
 
 __all__ = [
     "check_fixed_kept",
@@ -100,15 +100,24 @@ def token_logits(
     The guided pass's null latent is noised from a stream seeded with ``null_seed`` (see :func:`guidance_seed`).
     """
     out = model.predict(x_t, tau_x, y_t, tau_y, rows)
+    conditional = _token_prediction(out)
     if y_t is None or guidance == 1.0:
-        return out.tokens, out.latent, 1
-    if null_seed is None:
-        raise ValueError("a guided prediction needs the null_seed that guidance_seed drew")
+        return conditional, out.latent, 1
+    if null_seed is None or tau_y is None:
+        raise ValueError("a guided prediction needs the latent's time tau_y and the null_seed that guidance_seed drew")
     noise = torch.Generator(device=x_t.device).manual_seed(null_seed)
-    null = model.latent_process.corrupt(model.latent.null(x_t.shape[0], x_t.device).to(y_t.dtype), tau_y, noise)
-    unconditional = model.predict(x_t, tau_x, null, tau_y, rows).tokens
-    logits = model.process.guide(out.tokens.log_softmax(-1), unconditional.log_softmax(-1), guidance)
+    latent, latent_process = model.latent_channel()
+    null = latent_process.corrupt(latent.null(x_t.shape[0], x_t.device).to(y_t.dtype), tau_y, noise)
+    unconditional = _token_prediction(model.predict(x_t, tau_x, null, tau_y, rows))
+    logits = model.process.guide(conditional.log_softmax(-1), unconditional.log_softmax(-1), guidance)
     return logits, out.latent, 2
+
+
+def _token_prediction(out: Denoised) -> Tensor:
+    """The token logits of a prediction made at a token time; an error if the denoiser gave none."""
+    if out.tokens is None:
+        raise LaddError("the denoiser returned no token logits for a prediction at a token time (tau_x)")
+    return out.tokens
 
 
 def denoise_tokens(
@@ -138,6 +147,7 @@ def denoise_tokens(
     for tau_t, tau_s in time_grid(steps):
         t, s = times(num_samples, tau_t, device), times(num_samples, tau_s, device)
         if fast:
+            assert isinstance(model.process, RevealingProcess)  # reveals_first allowed the fast path for no other
             reveal = model.process.reveal(x, t, s, generator)
             if bool(reveal.any()):
                 rows, _, used = token_logits(model, x, t, latent, tau_y, guidance, null_seed, rows=reveal)
