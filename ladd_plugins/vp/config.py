@@ -3,16 +3,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from registry.ranges import check_choice
 from registry.toolkit.options import check_weighting
 
 #: How the squared error is reduced over the d_l features of each latent vector (the M vectors are always averaged).
 FEATURE_REDUCTIONS = ("mean", "sum")
-
-
-def check_feature_reduction(reduction: str) -> None:
-    """Refuse an unknown reduction of the squared error over a latent's features."""
-    if reduction not in FEATURE_REDUCTIONS:
-        raise ValueError(f"feature_reduction={reduction!r}; valid: {', '.join(FEATURE_REDUCTIONS)}")
 
 
 @dataclass
@@ -32,4 +27,4 @@ class VPProcessConfig:
         if not 0.0 <= self.eta <= 1.0:
             raise ValueError(f"DDIM eta={self.eta} must lie in [0, 1]")
         check_weighting(self.weighting)
-        check_feature_reduction(self.feature_reduction)
+        check_choice("feature_reduction", self.feature_reduction, FEATURE_REDUCTIONS)

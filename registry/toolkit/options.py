@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import InvalidConfigError
-from ..ranges import check_range
+from ..ranges import check_choice, check_range
 
 __all__ = ["WEIGHTINGS", "TransformerConfig", "check_weighting"]
 
@@ -13,9 +13,8 @@ WEIGHTINGS = ("elbo", "constant")
 
 
 def check_weighting(weighting: str) -> None:
-    """Raise ValueError naming the valid choices for an unknown weighting."""
-    if weighting not in WEIGHTINGS:
-        raise ValueError(f"weighting={weighting!r}; valid choices: {', '.join(WEIGHTINGS)}")
+    """Refuse an unknown weighting, naming the valid ones (an ``InvalidConfigError``, a ``ValueError``)."""
+    check_choice("weighting", weighting, WEIGHTINGS)
 
 
 @dataclass
