@@ -43,9 +43,10 @@ class CodeLatent(Latent):
     def backbone_input(self, y_t: Tensor, code: LatentCode | None = None) -> Tensor:
         """Code vectors at revealed positions (straight-through ones in training), the learnable mask vector elsewhere."""
         masked = y_t == mask_id(self.values)
-        vectors = self.vectors(y_t.masked_fill(masked, 0))
         if code is not None and code.embedding is not None:
             vectors = code.embedding
+        else:
+            vectors = self.vectors(y_t.masked_fill(masked, 0))
         return torch.where(masked[..., None], self.mask_vector.to(vectors.dtype), vectors)
 
     def null(self, batch: int, device: torch.device) -> Tensor:
