@@ -12,11 +12,15 @@ LIGHTNING_NOTICES = "lightning.pytorch.utilities.rank_zero"
 
 
 class StepProgressBar(TQDMProgressBar):
-    """``stage N: step/steps`` with the loss terms (Lightning's bar counts epochs, which an endless stream lacks)."""
+    """``stage N: step/steps`` with the loss terms of the last logged step (Lightning's bar counts epochs, which an endless stream lacks).
 
-    def __init__(self, stage: int) -> None:
+    The terms are read from the module's ``last_terms`` only every ``log_every`` steps: reading them is a host
+    synchronisation, which a bar refreshed at every step would otherwise add to every step.
+    """
+
+    def __init__(self, stage: int, log_every: int) -> None:
         super().__init__()
-        self.stage = stage
+        self.stage, self.log_every = stage, log_every
 
     @property
     def train_description(self) -> str:
@@ -29,15 +33,13 @@ class StepProgressBar(TQDMProgressBar):
         bar.refresh()
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
-        bar = self.train_progress_bar
-        if self._should_update(trainer.global_step, bar.total):
-            bar.n = trainer.global_step
-            bar.set_postfix(self.get_metrics(trainer, pl_module))
-
-    def get_metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]:
-        metrics = super().get_metrics(trainer, pl_module)
-        metrics.pop("v_num", None)  # the logger's version: the stage folder, already in the description
-        return metrics
+        bar, step = self.train_progress_bar, trainer.global_step
+        if step % self.log_every == 0 or step == bar.total:
+            terms = getattr(pl_module, "last_terms", {})
+            bar.set_postfix({name: f"{float(value):.4g}" for name, value in terms.items()}, refresh=False)
+        if self._should_update(step, bar.total):
+            bar.n = step
+            bar.refresh()
 
 
 def _not_a_tip(record: logging.LogRecord) -> bool:

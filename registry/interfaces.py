@@ -35,6 +35,7 @@ __all__ = [
     "Metric",
     "mask_id",
     "batches_from",
+    "device_batches",
     "IDS",
     "VECTORS",
     "SEQUENCES",
@@ -343,9 +344,23 @@ class Dataset(ABC):
         """
         return islice(self.batches(batch_size, seed, split), start, None)
 
+    def device_batches(self, start: int, batch_size: int, seed: int, device: torch.device) -> Iterator[Tensor] | None:
+        """The training stream drawn directly on ``device`` from batch ``start`` on, or None to draw on the CPU (the default).
+
+        Training uses it when it is given: no batch crosses from the host and none is read back to be checked
+        (only the first), so a step never waits for the host. It need not equal ``batches_from``'s stream (device
+        generators differ from the CPU's) but must be as reproducible, and start at ``start`` without replaying.
+        """
+        return None
+
     def oracle_token_loss(self) -> float | None:
         """The exact optimal token loss when the data model is known (None otherwise)."""
         return None
+
+
+def device_batches(dataset: Dataset, start: int, batch_size: int, seed: int, device: torch.device) -> Iterator[Tensor] | None:
+    """``dataset.device_batches(...)``, or None for a dataset written without the ``Dataset`` base."""
+    return dataset.device_batches(start, batch_size, seed, device) if isinstance(dataset, Dataset) else None
 
 
 def batches_from(dataset: Dataset, start: int, batch_size: int, seed: int, split: str = "train") -> Iterator[Tensor]:

@@ -6,6 +6,7 @@ import functools
 import io
 import json
 import logging
+import math
 import os
 import time
 import warnings
@@ -19,13 +20,12 @@ import lightning as L
 import torch
 import yaml
 from lightning.fabric.utilities.exceptions import MisconfigurationException
-from lightning.pytorch.callbacks import Callback, ModelCheckpoint, WeightAveraging
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
-from torch.optim.swa_utils import get_ema_multi_avg_fn
 from torch.utils.data import DataLoader, IterableDataset
 
 from ._registry import Registry
@@ -34,9 +34,10 @@ from .batches import check_batch, first_batch, stream_ended
 from .config import check_values, resolve_precision, to_plain, upgraded
 from .console import StepProgressBar, drop_lightning_tips
 from .distributed import Shard, step_seed
+from .ema import EMAWeights
 from .errors import InvalidConfigError, LaddError, first_line
 from .files import replacing, write_text
-from .interfaces import Dataset, batches_from
+from .interfaces import Dataset, batches_from, device_batches
 from .lr_schedules import lr_factor
 from .memory import check_fits
 from .model import DiffusionModel
@@ -55,21 +56,52 @@ STAGE_WEIGHTS = "final.safetensors"  # a finished stage's EMA weights, the next 
 class _Stream(IterableDataset):
     """Full batches from a dataset component's seeded stream, checked before they reach the model."""
 
-    def __init__(self, dataset: Dataset, batch_size: int, seed: int) -> None:
-        self.dataset, self.batch_size, self.seed = dataset, batch_size, seed
+    def __init__(self, dataset: Dataset, batch_size: int, seed: int, device: torch.device) -> None:
+        self.dataset, self.batch_size, self.seed, self.device = dataset, batch_size, seed, device
         self.start = 0  # batches already trained on (set when resuming)
 
     def __iter__(self) -> Iterator[torch.Tensor]:
         produced = self.start
-        for batch in batches_from(self.dataset, self.start, self.batch_size, self.seed, "train"):
+        on_device = device_batches(self.dataset, self.start, self.batch_size, self.seed, self.device)
+        for batch in batches_from(self.dataset, self.start, self.batch_size, self.seed, "train") if on_device is None else on_device:
+            if on_device is None or produced == self.start:  # checking reads the batch: on the device, once
+                check_batch(batch, self.dataset)
             produced += 1
-            check_batch(batch, self.dataset)
             yield batch
         raise stream_ended(produced, self.batch_size)
 
 
 class NonFiniteLossError(LaddError, FloatingPointError):
     """A loss term became NaN or infinite."""
+
+
+class _FiniteWatch:
+    """The first step whose loss terms were not all finite, noted on the device and read only when checked."""
+
+    def __init__(self) -> None:
+        self.step: torch.Tensor | None = None  # -1 until a step goes bad
+        self.values: torch.Tensor | None = None  # that step's terms
+        self.names: list[str] = []
+
+    def record(self, terms: dict[str, torch.Tensor], step: int) -> None:
+        """Note ``terms`` of ``step`` if they are the first not all finite."""
+        values = torch.stack(list(terms.values())).float()
+        if self.step is None or self.values is None:
+            self.step, self.values, self.names = torch.full((), -1, device=values.device), values, list(terms)
+        first = (self.step < 0) & ~torch.isfinite(values).all()
+        self.step = torch.where(first, step, self.step)
+        self.values = torch.where(first, values, self.values)
+
+    def check(self) -> None:
+        """Stop the run if a step noted so far went bad."""
+        if self.step is None or self.values is None or int(self.step) < 0:
+            return
+        values = dict(zip(self.names, self.values.tolist(), strict=True))
+        bad = [name for name, value in values.items() if name != "loss" and not math.isfinite(value)]
+        raise NonFiniteLossError(
+            f"non-finite loss at step {int(self.step)}: offending term(s) {bad or ['loss']} "
+            f"({values}); the run stops rather than skip or zero it"
+        )
 
 
 class LaddModule(L.LightningModule):
@@ -82,6 +114,7 @@ class LaddModule(L.LightningModule):
         self.seed = seed
         self.stage = 1
         self.resting: list[torch.nn.Parameter] = []  # parameters this stage's loss does not reach
+        self.watch = _FiniteWatch()
 
     def setup(self, stage: str) -> None:
         # Here the processes are joined and the device is known, and neither DDP nor the optimiser has seen
@@ -103,17 +136,25 @@ class LaddModule(L.LightningModule):
         names = list(terms)
         means = self.trainer.strategy.reduce(torch.stack([terms[k].detach() for k in names]), reduce_op="mean")
         self.last_terms = dict(zip(names, means, strict=True))
-        self.log_dict({f"train/{k}": v for k, v in self.last_terms.items()}, prog_bar=True, on_step=True)
+        self.watch.record(self.last_terms, self.global_step)
+        # logged without the progress bar, which Lightning would feed by reading every term back at every step
+        self.log_dict({f"train/{k}": v for k, v in self.last_terms.items()}, on_step=True)
         return terms["loss"]
 
-    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
-        # Checked here, once the backward pass is queued: reading the loss earlier would stall the GPU every step.
-        if not torch.isfinite(self.last_terms["loss"]):
-            bad = [name for name, value in self.last_terms.items() if name != "loss" and not torch.isfinite(value)]
-            raise NonFiniteLossError(
-                f"non-finite loss at step {self.global_step}: offending term(s) {bad or ['loss']} "
-                f"({ {k: float(v) for k, v in self.last_terms.items()} }); the run stops rather than skip or zero it"
-            )
+    def on_train_start(self) -> None:
+        self.watch = _FiniteWatch()  # a stage of its own: its terms may differ from the last stage's
+
+    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+        # The host reads the loss only where it logs it (and before any checkpoint or final weights are written),
+        # so the device never waits for it; a step past a bad one can have run, but nothing it made is kept.
+        if self.global_step % self.train_cfg["log_every"] == 0:
+            self.watch.check()
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        self.watch.check()
+
+    def on_train_end(self) -> None:
+        self.watch.check()
 
     def configure_gradient_clipping(self, optimizer: torch.optim.Optimizer, gradient_clip_val: Any = None, gradient_clip_algorithm: Any = None) -> None:
         # ladd clips by itself: Lightning refuses to clip for fused optimizers. Under 16-mixed they unscale inside
@@ -284,17 +325,17 @@ def _train_stages(experiment: Experiment, plain: dict[str, Any], run_dir: Path, 
             continue
         # Seeding per stage makes a stage's start independent of whether the run was interrupted before it.
         L.seed_everything(plain["seed"] + index, workers=True, verbose=False)
-        stream = _Stream(experiment.dataset, train_cfg["batch_size"], plain["seed"] + index)
+        stream = _Stream(experiment.dataset, train_cfg["batch_size"], plain["seed"] + index, hardware.device)
         trainer = L.Trainer(
             **hardware.trainer_arguments(),
             max_steps=_stage_steps(plain, stage),
             max_time=None if stage.get("max_minutes") is None else timedelta(minutes=stage["max_minutes"]),
             callbacks=[
-                WeightAveraging(multi_avg_fn=get_ema_multi_avg_fn(train_cfg["ema_decay"]), use_buffers=False),
+                EMAWeights(train_cfg["ema_decay"]),
                 ModelCheckpoint(dirpath=stage_dir, save_last=True, save_top_k=0, every_n_train_steps=train_cfg["checkpoint_every"]),
                 _ResumeState(stream, index, experiment.origins(), registry),
                 _MetricsFile(run_dir / METRICS_FILE, index, train_cfg["log_every"]),
-                *([StepProgressBar(index)] if train_cfg["progress"] else []),
+                *([StepProgressBar(index, train_cfg["log_every"])] if train_cfg["progress"] else []),
             ],
             plugins=[_AtomicCheckpointIO()],
             logger=CSVLogger(run_dir, name="logs", version=f"stage{index}"),

@@ -50,6 +50,21 @@ def test_each_position_is_marginally_a_fair_coin() -> None:
     assert (x.double().mean(dim=0) - 0.5).abs().max() < tolerance
 
 
+def test_device_stream_starts_anywhere_and_draws_the_same_model() -> None:
+    data = make(seq_len=32, draw_on_device=True)
+    assert make().device_batches(0, 4, 3, torch.device("cpu")) is None  # the CPU stream unless asked
+    stream = data.device_batches(0, 2048, 3, torch.device("cpu"))
+    batches = [next(stream) for _ in range(4)]
+    resumed = data.device_batches(2, 2048, 3, torch.device("cpu"))
+    assert torch.equal(next(resumed), batches[2]) and torch.equal(next(resumed), batches[3])
+    assert not torch.equal(batches[0], batches[1]) and batches[0].dtype == torch.long
+    assert not torch.equal(next(data.device_batches(0, 2048, 4, torch.device("cpu"))), batches[0])  # another seed
+    # the same data model as the CPU stream: a fair coin at every position (five binomial deviations)
+    x = torch.cat(batches).double()
+    assert set(x.unique().tolist()) <= {0.0, 1.0}
+    assert (x.mean(dim=0) - 0.5).abs().max() < 5 * 0.5 / math.sqrt(len(x))
+
+
 def test_same_seed_and_split_reproduce_the_stream() -> None:
     data = make(seq_len=8)
     first, second = data.batches(4, seed=3), data.batches(4, seed=3)

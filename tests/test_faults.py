@@ -43,6 +43,24 @@ def test_nan_loss_stops_the_run_naming_step_and_term(reg, tmp_path, monkeypatch)
         train(_config(reg), tmp_path, reg)
 
 
+def test_nan_between_log_steps_is_named_when_read_and_nothing_is_kept(reg, tmp_path, monkeypatch):
+    # The loss is read back only at log steps (and before anything is saved): the bad step is still the one named.
+    from ladd_plugins.mdlm.masked_process import MaskedProcess
+
+    original = MaskedProcess.loss
+    calls = {"n": 0}
+
+    def poisoned(self, *args):
+        calls["n"] += 1
+        value = original(self, *args)
+        return value * math.inf if calls["n"] == 3 else value  # call 1 is the probe: step 1
+
+    monkeypatch.setattr(MaskedProcess, "loss", poisoned)
+    with pytest.raises(NonFiniteLossError, match=r"step 1: offending term\(s\) \['token'\]"):
+        train(_config(reg, "train.log_every=1000", "train.checkpoint_every=3"), tmp_path, reg)
+    assert not list(tmp_path.rglob("*.ckpt")) and not list(tmp_path.rglob("*.safetensors"))
+
+
 class _Broken:
     """Wraps a dataset to make its stream misbehave in one way."""
 

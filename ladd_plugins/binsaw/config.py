@@ -11,6 +11,8 @@ class BinarySawtoothConfig:
     seq_len: int = 128  # S: tokens per sequence
     periods: int = 2  # P: sawtooth periods along the sequence
     floor: float = 0.01  # s: the smallest probability of a 1 (at most 0.5)
+    #: training batches drawn where the model trains, in float32, each from its own seed (a stream of its own)
+    draw_on_device: bool = False
 
     def __post_init__(self) -> None:
         if self.seq_len < 1:

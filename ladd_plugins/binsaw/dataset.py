@@ -36,12 +36,13 @@ class BinarySawtooth(Dataset):
         phase = torch.remainder(c.periods * ((positions - 1) / c.seq_len + y), 1.0)
         return c.floor + (1 - 2 * c.floor) * (1 - torch.abs(2 * phase - 1))
 
-    def sample(self, n: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
-        """``n`` sequences ``LongTensor[n, S]`` and the shifts ``y`` ``[n]`` (float64) they were drawn with."""
-        y = torch.rand(n, generator=generator, dtype=torch.float64)
-        positions = torch.arange(1, self.seq_len + 1, dtype=torch.float64)
+    def sample(self, n: int, generator: torch.Generator, dtype: torch.dtype = torch.float64) -> tuple[Tensor, Tensor]:
+        """``n`` sequences ``LongTensor[n, S]`` and the shifts ``y`` ``[n]`` they were drawn with, on the generator's device."""
+        device = generator.device
+        y = torch.rand(n, generator=generator, dtype=dtype, device=device)
+        positions = torch.arange(1, self.seq_len + 1, dtype=dtype, device=device)
         probs = self.omega(positions, y[:, None])
-        x = (torch.rand(n, self.seq_len, generator=generator, dtype=torch.float64) < probs).long()
+        x = (torch.rand(n, self.seq_len, generator=generator, dtype=dtype, device=device) < probs).long()
         return x, y
 
     def batches(self, batch_size: int, seed: int, split: str = "train") -> Iterator[Tensor]:
@@ -59,6 +60,19 @@ class BinarySawtooth(Dataset):
     def _stream(self, batch_size: int, generator: torch.Generator) -> Iterator[Tensor]:
         while True:
             yield self.sample(batch_size, generator)[0]
+
+    def device_batches(self, start: int, batch_size: int, seed: int, device: torch.device) -> Iterator[Tensor] | None:
+        """With ``draw_on_device``: batch k drawn on ``device`` in float32 from a generator seeded for k alone."""
+        if not self.config.draw_on_device:
+            return None
+        return self._device_stream(start, batch_size, seed, torch.Generator(device))
+
+    def _device_stream(self, start: int, batch_size: int, seed: int, generator: torch.Generator) -> Iterator[Tensor]:
+        index = start
+        while True:
+            generator.manual_seed(stream_seed("binsaw-device", seed, f"train:{index}"))
+            yield self.sample(batch_size, generator, torch.float32)[0]
+            index += 1
 
     def oracle_token_loss(self) -> float:
         """Exact ``E_y[(1/S) sum_i H_b(omega(i, y))]`` in nats (0.5095814... for the defaults).
