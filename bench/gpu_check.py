@@ -28,6 +28,7 @@ import registry
 from registry.assembly import build_experiment
 from registry.config import compose, to_plain
 from registry.evaluation import inference_precision
+from registry.host_reads import count_host_reads
 from registry.training import METRICS_FILE, LaddModule, train
 from step import optimisation_step
 
@@ -98,15 +99,17 @@ def steps_per_second(metrics: Path) -> tuple[int, float | None]:
     return stage, steps / (float(last[-1]["seconds"]) - float(last[0]["seconds"]))
 
 
-def check_preset(preset: str, size: str, scratch: Path, steps: int, assets: dict[str, str] | None, reg: registry.Registry) -> dict:
-    """Train ``preset`` for a few steps per stage, then draw one batch of samples; the row describing it (the run folder is deleted)."""
+def check_preset(preset: str, size: str, scratch: Path, steps: int, assets: dict[str, str] | None, reg: registry.Registry,
+                 extra: list[str]) -> dict:
+    """Train ``preset`` (with ``extra`` overrides) for a few steps per stage, then draw one batch of samples; the row
+    describing it (the run folder is deleted)."""
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    row: dict = {"preset": preset}
+    row: dict = {"preset": preset, "extra": extra}
     started = time.perf_counter()
     try:
-        cfg = to_plain(compose(overrides(preset, size, scratch, steps, assets, reg), reg))
+        cfg = to_plain(compose([*overrides(preset, size, scratch, steps, assets, reg), *extra], reg))
         row["batch"], row["seq_len"] = cfg["train"]["batch_size"], cfg["dataset"]["seq_len"]
-        row["compile"] = cfg["train"]["compile"]
+        row["compile"] = cfg["train"]["compile_mode"] or "default" if cfg["train"]["compile"] else False
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats()
         experiment = train(cfg, cfg["run_dir"], reg)
@@ -142,11 +145,12 @@ def describe(row: dict) -> str:
             f"sample {row['sample_ms']:7.0f} ms  compile={row['compile']}  ({row['seconds']:.0f} s)")
 
 
-def count_syncs(fn) -> int | None:
-    """Host synchronisations CUDA reports while ``fn()`` runs (None off CUDA, where there are none to count)."""
+def count_syncs(fn) -> int:
+    """Host synchronisations CUDA reports while ``fn()`` runs; off CUDA, the host reads that would be ones on a GPU."""
     if not torch.cuda.is_available():
-        fn()
-        return None
+        with count_host_reads() as reads:
+            fn()
+        return reads.total
     torch.cuda.synchronize()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -165,7 +169,7 @@ def sync_rows(reg: registry.Registry, scratch: Path) -> list[dict]:
     rows = []
     for preset in ("binsaw/mdlm", "binsaw/coladd_joint", "binsaw/diladd_joint", "lm1b/mdlm", "lm1b/coladd_32"):
         text = not preset.startswith("binsaw")
-        cfg = to_plain(compose(overrides(preset, "tiny", scratch, 1, assets if text else None, reg), reg))
+        cfg = to_plain(compose([*overrides(preset, "tiny", scratch, 1, assets if text else None, reg), "train.fused_adamw=true"], reg))
         experiment = build_experiment(cfg, reg)
         model = experiment.model.to(device).train()
         module = LaddModule(model, cfg["train"], cfg["seed"])
@@ -180,9 +184,29 @@ def sync_rows(reg: registry.Registry, scratch: Path) -> list[dict]:
             experiment.sampler.sample(model, 4, 1, generator)
             sampling = count_syncs(functools.partial(experiment.sampler.sample, model, 4, 1, generator))
         model.train()
-        rows.append({"preset": preset, "train_step_syncs": count_syncs(step), "sampling_step_syncs": sampling})
-        print(f"host syncs  {preset:<22} training step {rows[-1]['train_step_syncs']}  one-step sampling call {sampling}", flush=True)
+        row = {"preset": preset, "train_step_syncs": count_syncs(step), "sampling_step_syncs": sampling}
+        if not text:
+            row["train_loop_syncs_per_step"] = loop_syncs(preset, scratch, reg)
+        rows.append(row)
+        loop = f"  ladd train's loop per step {row['train_loop_syncs_per_step']:.1f}" if not text else ""
+        print(f"host syncs  {preset:<22} training step {row['train_step_syncs']}  one-step sampling call {sampling}{loop}", flush=True)
     return rows
+
+
+def loop_syncs(preset: str, scratch: Path, reg: registry.Registry, short: int = 3, long: int = 11) -> float:
+    """Host syncs per step of ``train``'s whole loop (Lightning, batches drawn on the device, EMA, logging between
+    log steps), from a short and a long run of the last stage, so that what a run does once cancels out."""
+    def run(steps: int) -> int:
+        cfg = to_plain(compose([*overrides(preset, "tiny", scratch, steps, None, reg), "train.log_every=1000",
+                                "train.fused_adamw=true", "dataset.draw_on_device=true"], reg))
+        cfg["train"]["stages"] = dict(list(cfg["train"]["stages"].items())[-1:])
+        try:
+            return count_syncs(functools.partial(train, cfg, cfg["run_dir"], reg))
+        finally:
+            shutil.rmtree(cfg["run_dir"], ignore_errors=True)
+
+    run(short)  # what a process does once (compiling, caching) stays out of both counts
+    return (run(long) - run(short)) / (long - short)
 
 
 def main() -> None:
@@ -193,6 +217,8 @@ def main() -> None:
     parser.add_argument("--size", choices=("full", "tiny"), default="full")
     parser.add_argument("--steps", type=int, default=20, help="training steps of every stage")
     parser.add_argument("--out", default="bench/out", help="rows (JSON)")
+    parser.add_argument("--label", default="", help="suffix of the rows' file name, presets_GROUP{LABEL}.jsonl")
+    parser.add_argument("--extra", nargs="*", default=[], help="Hydra overrides added to every preset (e.g. train.compile=true)")
     parser.add_argument("--scratch", default=None, help="run folders, stand-ins and token caches (default: OUT); a RAM disk saves minutes")
     args = parser.parse_args()
     out = Path(args.out).resolve()
@@ -206,9 +232,9 @@ def main() -> None:
     assets = None if args.group == "binsaw" else text_assets(scratch / f"assets_{args.size}", rows, args.size)
     chosen = presets(args.group) if args.only is None else [f"{args.group}/{name}" for name in args.only.split(",")]
     for preset in chosen:
-        row = check_preset(preset, args.size, scratch, args.steps, assets, reg)
+        row = check_preset(preset, args.size, scratch, args.steps, assets, reg, args.extra)
         print(describe(row), flush=True)
-        with (out / f"presets_{args.group}.jsonl").open("a") as handle:
+        with (out / f"presets_{args.group}{args.label}.jsonl").open("a") as handle:
             handle.write(json.dumps(row) + "\n")
 
 

@@ -24,8 +24,13 @@ def test_gpu_check_tiny_runs_every_section_on_cpu(tmp_path: Path) -> None:
     assert [r["preset"] for r in rows] == ["binsaw/coladd_seq", "binsaw/diladd_joint", "lm1b/coladd_32", "lm1b/diladd_32_seq", "owt/mdlm"]
     assert all(r["ok"] and r["steps_per_s"] > 0 and r["sample_ms"] > 0 for r in rows), rows
     assert [r["stages"] for r in rows[:2]] == [2, 2], "the two-stage sawtooth presets reach Stage 2"
-    syncs = json.loads((tmp_path / "syncs.json").read_text())
-    assert len(syncs) == 5 and all(r["train_step_syncs"] is None for r in syncs), "no CUDA, nothing to count"
+    graphs = [json.loads(line) for line in (tmp_path / "presets_binsaw_graphs.jsonl").read_text().splitlines()]
+    assert [(r["preset"], r["ok"], r["compile"]) for r in graphs] == [("binsaw/mdlm", True, "reduce-overhead")], graphs
+    # without CUDA the host reads are counted instead: none in the sawtooth's step, nor in ladd train's loop around it
+    syncs = {r["preset"]: r for r in json.loads((tmp_path / "syncs.json").read_text())}
+    assert len(syncs) == 5
+    for preset in ("binsaw/mdlm", "binsaw/coladd_joint"):
+        assert syncs[preset]["train_step_syncs"] == 0 and syncs[preset]["train_loop_syncs_per_step"] == 0, syncs[preset]
     speed = json.loads((tmp_path / "speed" / "training.json").read_text())["rows"]
     assert {r["model"] for r in speed} == {"mdlm", "coladd"}
     head = json.loads((tmp_path / "speed" / "head.json").read_text())["rows"]
