@@ -65,3 +65,12 @@ def test_diladd_step_reads_only_inside_the_vector_quantiser(reg, preset):
     # vector-quantize-pytorch tests its own flags and dead codes on the host; ladd adds nothing to that
     sites = _reads_per_step(reg, preset)
     assert sites and all("vector_quantize_pytorch" in site for site in sites), sites
+
+
+def test_terms_are_handed_to_the_logs_only_at_log_steps_and_every_log_step_is_written(reg, tmp_path):
+    cfg = compose(["experiment=binsaw/mdlm_cpu", *TINY, "backbone.hidden=16", "trainer.max_steps=7", "train.log_every=3"], reg)
+    train(cfg, tmp_path, reg)
+    lightning_log = (tmp_path / "logs" / "stage1" / "metrics.csv").read_text().splitlines()
+    assert [line.split(",")[1] for line in lightning_log[1:]] == ["2", "5"]  # Lightning counts steps from 0
+    ours = (tmp_path / "metrics.csv").read_text().splitlines()
+    assert [line.split(",")[1] for line in ours[1:]] == ["3", "6"]
