@@ -5,6 +5,10 @@ output shape depends on the data (boolean indexing, ``nonzero``, ``unique``) sto
 caught up: a *host synchronisation*. CUDA can report them (``torch.cuda.set_sync_debug_mode``), but only on a
 GPU. The same operations pass through PyTorch's dispatcher on every device, so counting them there finds the
 synchronisations a training or sampling step would make on a GPU while the tests run on a CPU.
+
+The count errs on the side of too many: a read of a tensor that would stay on the host on a GPU too
+(a CPU-side optimiser step counter) counts, and so do the input checks that some ops make on the CPU
+only (``one_hot`` reads its indices' range there, not on CUDA).
 """
 from __future__ import annotations
 
