@@ -2,7 +2,8 @@
 
     python bench/overhead.py --out bench/results/cpu          # CPU or GPU: the sawtooth and an LM1B-shaped tiny model
 
-Both loops train the same experiment (same config, model, data stream, objective, clipping, AdamW) for
+Both loops train the same experiment (same config, model, data stream (drawn on the device where the
+dataset offers it, as ``train`` does), objective, clipping, AdamW) for
 the same steps in the same process. ``train`` adds what a run needs: Lightning's loop, the EMA of the
 weights, the batch checks, logging and the metrics file, checkpoints (disabled here: set far apart).
 Steps per second come from ``metrics.csv``'s ``seconds`` column for ``train`` and from a timer around
@@ -22,6 +23,7 @@ import torch
 import registry
 from registry.assembly import build_experiment
 from registry.config import compose, to_plain
+from registry.interfaces import device_batches
 from registry.training import METRICS_FILE, LaddModule, train
 from step import optimisation_step
 
@@ -52,7 +54,8 @@ def bare_loop(cfg: dict, steps: int, reg: registry.Registry) -> float:
     model = experiment.model.to("cuda" if torch.cuda.is_available() else "cpu").train()
     module = LaddModule(model, cfg["train"], cfg["seed"])
     optimizer = module.configure_optimizers()["optimizer"]
-    stream = experiment.dataset.batches(cfg["train"]["batch_size"], cfg["seed"] + 1, "train")
+    batch, seed = cfg["train"]["batch_size"], cfg["seed"] + 1
+    stream = device_batches(experiment.dataset, 0, batch, seed, model.device) or experiment.dataset.batches(batch, seed, "train")
     start = 0.0
     for step in range(1, steps + 1):
         optimisation_step(model, module, optimizer, next(stream).to(model.device, non_blocking=True))
