@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._component import Component
+from .kinds import SLOTS
 
 
 @dataclass(frozen=True)
@@ -35,13 +36,14 @@ def option_help(config: type | None) -> list[OptionHelp]:
 
 
 def format_options(component: Component) -> str:
-    """A table of the component's options, set on the command line as ``SLOT.NAME=VALUE``."""
+    """A table of the component's options, set on the command line as ``SLOT.NAME=VALUE`` in any slot of its kind."""
     rows = option_help(component.spec.config)
     if not rows:
         return "options: none"
     header = OptionHelp("option", "type", "default", "help")
     widths = [max(len(getattr(r, key)) for r in [header, *rows]) for key in ("name", "type", "default")]
-    lines = [f"options ({component.kind}.OPTION=VALUE):"]
+    slots = " or ".join(f"{slot.name}.OPTION=VALUE" for slot in SLOTS.values() if slot.kind == component.kind)
+    lines = [f"options ({slots or f'{component.kind}.OPTION=VALUE'}):"]
     for r in [header, *rows]:
         lines.append(f"  {r.name:<{widths[0]}}  {r.type:<{widths[1]}}  {r.default:<{widths[2]}}  {r.help}".rstrip())
     return "\n".join(lines)

@@ -33,8 +33,14 @@ def test_show_prints_every_option_with_type_default_and_help():
     assert commitment == ["commitment", "float", "0.1", "beta: the auxiliary loss is beta * L_VQ"]
     sync = next(line.split(maxsplit=4) for line in lines if line.split()[:1] == ["sync_codebook"])
     assert sync[1:4] == ["bool", "|", "None"] and sync[4].startswith("null")
+    assert "options (latent.OPTION=VALUE):" in lines
     unknown = run_ladd("show", "latent", "discret")
     assert unknown.returncode == 2 and "did you mean 'discrete'" in unknown.stderr
+
+
+def test_show_names_every_slot_a_component_can_fill():
+    out = run_ladd("show", "process", "vp")  # a token process or the latent channel's
+    assert "options (process.OPTION=VALUE or latent_process.OPTION=VALUE):" in out.stdout.splitlines(), out.stdout
 
 
 def test_list_components_json_covers_every_kind_with_origin():
