@@ -392,6 +392,12 @@ def composition_error(error: Exception) -> InvalidConfigError:
         return InvalidConfigError(f"{key}: {UNKNOWN_KEY}")
     cause = error.__cause__ or error.__context__
     reason = str(cause).splitlines()[0] if cause is not None and str(cause) else message
+    if "Cannot merge DictConfig with ListConfig" in reason:  # OmegaConf names no key; the likely one is known
+        where = message.split(":")[0]
+        return InvalidConfigError(
+            f"{where}: a list where the configs it builds on have a mapping; {STAGES_KEY} is a mapping of named "
+            f"stages: write `stages: {{stage1: {{steps: ...}}, stage2: {{...}}}}` instead of a list"
+        )
     detail = "" if reason == message else f": {reason}"
     return InvalidConfigError(f"{message}{detail}")
 

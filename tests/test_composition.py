@@ -78,6 +78,15 @@ def test_stages_are_keyed_by_name_so_overlays_change_one(reg):
         compose(["experiment=binsaw/diladd_joint_cpu", "train.stages.stage2.steps=0"], reg)
 
 
+def test_a_preset_of_list_stages_is_refused_with_the_form_to_write(reg, tmp_path):
+    (tmp_path / "experiment").mkdir()
+    (tmp_path / "experiment" / "old.yaml").write_text(
+        "# @package _global_\ndefaults:\n  - /experiment/binsaw/mdlm_cpu\n  - _self_\ntrain:\n  stages:\n    - {steps: 3}\n"
+    )
+    with pytest.raises(InvalidConfigError, match=r"^In 'experiment/old': a list where .* train\.stages is a mapping of named stages: write `stages: \{stage1"):
+        compose(["experiment=old"], reg, searchpath=[f"file://{tmp_path}"])
+
+
 @pytest.mark.slow
 def test_a_run_folder_saved_with_list_stages_loads_and_resumes(reg, tmp_path):
     run = tmp_path / "run"
