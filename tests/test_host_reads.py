@@ -37,7 +37,7 @@ def _reads_per_step(reg, preset: str) -> Counter:
     """Host reads of one training step of ``preset``'s last stage, from two short runs (setup cancels out)."""
     def run(steps: int) -> Counter:
         cfg = to_plain(compose([f"experiment={preset}", *TINY, "backbone.hidden=16", f"trainer.max_steps={steps}",
-                                "train.log_every=1000", "train.fused_adamw=true", "dataset.draw_on_device=true"], reg))
+                                "train.log_every=1000", "train.fused_adamw=true", "dataset.draw_on_device=true", "train.progress=true"], reg))
         cfg["train"]["stages"] = dict(list(cfg["train"]["stages"].items())[-1:])
         with tempfile.TemporaryDirectory() as run_dir, count_host_reads() as reads:
             train(cfg, run_dir, reg)
@@ -56,7 +56,8 @@ def reg():
 
 @pytest.mark.parametrize("preset", ["binsaw/mdlm_cpu", "binsaw/coladd_joint_cpu", "binsaw/coladd_seq_cpu"])
 def test_sawtooth_training_step_never_reads_the_device(reg, preset):
-    # Lightning's loop, the batch, the objective, backward, clipping, fused AdamW, the EMA, logging between log steps
+    # Lightning's loop, the batch, the objective, backward, clipping, fused AdamW, the EMA, the progress bar and
+    # logging between log steps
     assert _reads_per_step(reg, preset) == Counter()
 
 
