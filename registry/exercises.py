@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import torch
 
 from ._component import Component
 from ._registry import Registry
 from .errors import IncompatibleComponentsError, MissingResourceError
-from .interfaces import TOKEN_STATES, Channels, Latent, Process, RevealingProcess, Sampler, batches_from
+from .interfaces import TOKEN_STATES, Channels, Latent, Process, RevealingProcess, Sampler, batches_from, device_batches
 from .model import DiffusionModel, Objective
 from .probes import ProbeBackbone, ProbeEncoder
 
@@ -350,19 +350,36 @@ def _backbone_round(backbone: Any, channels: Channels) -> None:
 
 
 def exercise_dataset(component: Component, registry: Registry) -> None:
-    """Batches of token ids ``[B, seq_len]`` inside the vocabulary; the same seed gives the same stream, also resumed at batch 2."""
+    """Batches of token ids ``[B, seq_len]`` inside the vocabulary; the same seed gives the same stream, also resumed at batch 2.
+
+    A dataset that draws on the training device (``device_batches``) is checked the same way, on the CPU.
+    """
     dataset = component.build()
     with _during("batches"):
-        batch = next(dataset.batches(BATCH, 0))
-        stream = dataset.batches(BATCH, 0)
-        third = [next(stream) for _ in range(3)][-1]
+        streams = [dataset.batches(BATCH, 0) for _ in range(2)]
     with _during("batches_from"):
         resumed = next(batches_from(dataset, 2, BATCH, 0))
-    _expect(tuple(batch.shape) == (BATCH, dataset.seq_len), f"batch of shape {tuple(batch.shape)}, expected {(BATCH, dataset.seq_len)}")
-    _expect(batch.dtype == torch.long, f"batch of dtype {batch.dtype}, expected torch.int64")
-    _expect(bool(((batch >= 0) & (batch < dataset.vocab_size)).all()), f"batch holds ids outside 0..{dataset.vocab_size - 1}")
-    _expect(torch.equal(batch, next(dataset.batches(BATCH, 0))), "the same seed and split give different batches")
-    _expect(torch.equal(resumed, third), "batches_from(2, ...) is not the stream's third batch: resuming would train on other data")
+    _check_stream(dataset, streams, resumed, "", "batches_from(2, ...)")
+    cpu = torch.device("cpu")
+    with _during("device_batches"):
+        on_device = [device_batches(dataset, start, BATCH, 0, cpu) for start in (0, 0, 2)]
+    if on_device[0] is None:
+        return
+    _expect(all(stream is not None for stream in on_device), "device_batches returns a stream for some starts and None for others")
+    with _during("device_batches"):
+        resumed = next(cast(Iterator[torch.Tensor], on_device[2]))
+    _check_stream(dataset, on_device[:2], resumed, "device_batches: ", "device_batches(2, ...)")
+
+
+def _check_stream(dataset: Any, streams: list[Any], resumed: torch.Tensor, prefix: str, resumed_name: str) -> None:
+    """Two streams of one seed agree, hold ``[B, seq_len]`` token ids, and their third batch is ``resumed``."""
+    with _during(prefix.rstrip(": ") or "batches"):
+        batch, again = next(streams[0]), [next(streams[1]) for _ in range(3)]
+    _expect(tuple(batch.shape) == (BATCH, dataset.seq_len), f"{prefix}batch of shape {tuple(batch.shape)}, expected {(BATCH, dataset.seq_len)}")
+    _expect(batch.dtype == torch.long, f"{prefix}batch of dtype {batch.dtype}, expected torch.int64")
+    _expect(bool(((batch >= 0) & (batch < dataset.vocab_size)).all()), f"{prefix}batch holds ids outside 0..{dataset.vocab_size - 1}")
+    _expect(torch.equal(batch, again[0]), f"{prefix}the same seed and split give different batches")
+    _expect(torch.equal(resumed, again[2]), f"{resumed_name} is not the stream's third batch: resuming would train on other data")
 
 
 def exercise_metric(component: Component, registry: Registry) -> None:

@@ -149,3 +149,23 @@ def test_config_rejects_bad_values(options: dict, bad: str) -> None:
     name = next(iter(options))
     with pytest.raises(ValueError, match=f"{name}.*{bad}"):
         BinarySawtoothConfig(**options)
+
+
+def _exercised(factory) -> None:
+    from registry import Component, ComponentSpec, Origin
+    from registry.exercises import exercise_dataset
+
+    exercise_dataset(Component(ComponentSpec("dataset", "probe", factory), Origin("test")), None)
+
+
+def test_plugin_check_exercises_the_device_stream_and_names_a_wrong_start() -> None:
+    from registry.exercises import ExerciseFailure
+
+    _exercised(lambda: make(seq_len=4, draw_on_device=True))
+
+    class Unresumable(BinarySawtooth):
+        def device_batches(self, start, batch_size, seed, device):
+            return super().device_batches(0, batch_size, seed, device)  # ignores start: resuming replays batch 0
+
+    with pytest.raises(ExerciseFailure, match=r"^device_batches\(2, \.\.\.\) is not the stream's third batch"):
+        _exercised(lambda: Unresumable(BinarySawtoothConfig(seq_len=4, draw_on_device=True)))
