@@ -31,8 +31,10 @@ def _rows(path):
         return [(r["stage"], r["step"], r["loss"], r["token"], r["latent"]) for r in csv.DictReader(handle)]
 
 
-def test_sigkill_then_resume_reproduces_every_loss_bitwise(tmp_path):
-    reference = run_ladd(*ARGS, f"run_dir={tmp_path / 'reference'}")
+@pytest.mark.parametrize("stream", ["dataset.draw_on_device=false", "dataset.draw_on_device=true"])
+def test_sigkill_then_resume_reproduces_every_loss_bitwise(tmp_path, stream):
+    args = [*ARGS, stream]  # the CPU stream, or batches drawn where the model trains (the CPU here)
+    reference = run_ladd(*args, f"run_dir={tmp_path / 'reference'}")
     assert reference.returncode == 0, reference.stderr
     expected = _rows(tmp_path / "reference" / "metrics.csv")
     assert [(r[0], r[1]) for r in expected] == [(str(s), str(t)) for s in (1, 2) for t in range(1, STEPS + 1)]
@@ -40,7 +42,7 @@ def test_sigkill_then_resume_reproduces_every_loss_bitwise(tmp_path):
     kill_after = random.randint(2, 2 * STEPS - 2)
     run_dir = tmp_path / "killed"
     process = subprocess.Popen(
-        [sys.executable, "-m", "registry.cli", *ARGS, f"run_dir={run_dir}"],
+        [sys.executable, "-m", "registry.cli", *args, f"run_dir={run_dir}"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ.copy(),
     )
     metrics, deadline = run_dir / "metrics.csv", time.monotonic() + 300
@@ -52,7 +54,7 @@ def test_sigkill_then_resume_reproduces_every_loss_bitwise(tmp_path):
     process.wait()
     assert len(_rows(metrics)) < 2 * STEPS, f"the run finished before the kill after row {kill_after}"
 
-    resumed = run_ladd(*ARGS, f"run_dir={run_dir}")
+    resumed = run_ladd(*args, f"run_dir={run_dir}")
     assert resumed.returncode == 0, resumed.stderr
     assert _rows(metrics) == expected, f"killed after {kill_after} logged steps"
     assert not list(run_dir.glob("checkpoints/*/*.partial")), "no partial checkpoint is left behind"
