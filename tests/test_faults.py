@@ -27,7 +27,8 @@ def _config(reg, *extra):
     return compose(["experiment=binsaw/mdlm_cpu", *TINY, ONE_STAGE, *extra], reg)
 
 
-def test_nan_loss_stops_the_run_naming_step_and_term(reg, tmp_path, monkeypatch):
+def _poison_token_loss(monkeypatch, call: int, factor: float) -> None:
+    """Multiply the token loss by ``factor`` at its ``call``-th computation (call 1 is the stage's trainable-set probe)."""
     from ladd_plugins.mdlm.masked_process import MaskedProcess
 
     original = MaskedProcess.loss
@@ -36,26 +37,20 @@ def test_nan_loss_stops_the_run_naming_step_and_term(reg, tmp_path, monkeypatch)
     def poisoned(self, *args):
         calls["n"] += 1
         value = original(self, *args)
-        return value * math.nan if calls["n"] == 4 else value  # call 1 is the stage's trainable-set probe
+        return value * factor if calls["n"] == call else value
 
     monkeypatch.setattr(MaskedProcess, "loss", poisoned)
+
+
+def test_nan_loss_stops_the_run_naming_step_and_term(reg, tmp_path, monkeypatch):
+    _poison_token_loss(monkeypatch, 4, math.nan)
     with pytest.raises(NonFiniteLossError, match=r"step 2: offending term\(s\) \['token'\]"):
         train(_config(reg), tmp_path, reg)
 
 
 def test_nan_between_log_steps_is_named_when_read_and_nothing_is_kept(reg, tmp_path, monkeypatch):
     # The loss is read back only at log steps (and before anything is saved): the bad step is still the one named.
-    from ladd_plugins.mdlm.masked_process import MaskedProcess
-
-    original = MaskedProcess.loss
-    calls = {"n": 0}
-
-    def poisoned(self, *args):
-        calls["n"] += 1
-        value = original(self, *args)
-        return value * math.inf if calls["n"] == 3 else value  # call 1 is the probe: step 1
-
-    monkeypatch.setattr(MaskedProcess, "loss", poisoned)
+    _poison_token_loss(monkeypatch, 3, math.inf)
     with pytest.raises(NonFiniteLossError, match=r"step 1: offending term\(s\) \['token'\]"):
         train(_config(reg, "train.log_every=1000", "train.checkpoint_every=3"), tmp_path, reg)
     assert not list(tmp_path.rglob("*.ckpt")) and not list(tmp_path.rglob("*.safetensors"))
