@@ -109,7 +109,7 @@ def check_preset(preset: str, size: str, scratch: Path, steps: int, assets: dict
     try:
         cfg = to_plain(compose([*overrides(preset, size, scratch, steps, assets, reg), *extra], reg))
         row["batch"], row["seq_len"] = cfg["train"]["batch_size"], cfg["dataset"]["seq_len"]
-        row["compile"] = cfg["train"]["compile_mode"] or "default" if cfg["train"]["compile"] else False
+        row["compile"] = (cfg["train"]["compile_mode"] or "default") if cfg["train"]["compile"] else False
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats()
         experiment = train(cfg, cfg["run_dir"], reg)
