@@ -35,11 +35,14 @@ class StepProgressBar(TQDMProgressBar):
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
         bar, step = self.train_progress_bar, trainer.global_step
         if step % self.log_every == 0 or step == bar.total:
-            terms = getattr(pl_module, "last_terms", {})
-            bar.set_postfix({name: f"{float(value):.4g}" for name, value in terms.items()}, refresh=False)
+            bar.set_postfix(self.get_metrics(trainer, pl_module), refresh=False)
         if self._should_update(step, bar.total):
             bar.n = step
             bar.refresh()
+
+    def get_metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]:
+        # also what Lightning shows when the stage ends: the loss terms, not the logger's version (the stage folder)
+        return {name: f"{float(value):.4g}" for name, value in getattr(pl_module, "last_terms", {}).items()}
 
 
 def _not_a_tip(record: logging.LogRecord) -> bool:
