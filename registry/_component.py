@@ -10,6 +10,8 @@ from typing import Any
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from ._config_types import typed_config
+from ._plugin_code import FAULTS, PluginCode, describe
 from .errors import ComponentError, InvalidConfigError, LaddError, did_you_mean
 from .kinds import KINDS
 
@@ -85,10 +87,13 @@ class Component:
         if not self._resolved:
             target = self.spec.factory
             if isinstance(target, str):
-                try:
-                    target = _import(target)
-                except Exception as error:
-                    raise self._error(f"factory {self.spec.factory!r} does not import: {type(error).__name__}: {error}") from error
+                with PluginCode() as code:
+                    try:
+                        target = _import(target)
+                    except FAULTS as error:
+                        if not code.is_fault(error):
+                            raise
+                        raise self._error(f"factory {self.spec.factory!r} does not import: {describe(error)}") from error
             self._resolved.append(target)
         return self._resolved[0]
 
@@ -99,12 +104,15 @@ class Component:
             raise InvalidConfigError(f"{self.kind} {self.name!r} takes no options, got {sorted(options)}")
         arguments = () if self.spec.config is None else (self._config(options),)
         factory = self.factory()
-        try:
-            return factory(*arguments, **context)
-        except LaddError:
-            raise
-        except Exception as error:
-            raise self._error(f"failed to build: {type(error).__name__}: {error}") from error
+        with PluginCode() as code:
+            try:
+                return factory(*arguments, **context)
+            except LaddError:
+                raise
+            except FAULTS as error:
+                if not code.is_fault(error):
+                    raise
+                raise self._error(f"failed to build: {describe(error)}") from error
 
     def option_names(self) -> list[str]:
         """The options of this component's config, in declaration order."""
@@ -123,7 +131,7 @@ class Component:
             if key not in self.option_names():
                 raise InvalidConfigError(self.unknown_option(key))
         try:
-            return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(self.spec.config), options))
+            return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(typed_config(self.spec.config)), options))
         except OmegaConfBaseException as error:
             full_key = getattr(error, "full_key", None)
             where = f"option {full_key!r} of " if full_key else "options for "

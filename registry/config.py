@@ -14,6 +14,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
 from ._component import Component
+from ._config_types import typed_config
 from ._registry import Registry
 from .errors import InvalidConfigError, did_you_mean
 from .kinds import SLOTS
@@ -213,7 +214,7 @@ def _option_node(component: Component) -> DictConfig:
     selected merge in even when the command line selects another one, and compose() sorts them out.
     """
     name_field = ("name", str, dataclasses.field(default=component.name))
-    bases = () if component.spec.config is None else (component.spec.config,)
+    bases = () if component.spec.config is None else (typed_config(component.spec.config),)
     node = OmegaConf.structured(dataclasses.make_dataclass(f"{component.name}_option", [name_field], bases=bases))
     OmegaConf.set_struct(node, False)
     return node
