@@ -57,6 +57,7 @@ class Origin:
     plugin: str
     distribution: str | None = None
     version: str | None = None
+    own: bool = False  # registered by ladd's own distribution: its names win over a third party's
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """Plugin discovery: entry points of group ``ladd`` loaded into a pluggy manager, each plugin checked before use."""
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from importlib import metadata
@@ -64,10 +65,10 @@ def own_entry_points() -> set[tuple[str, str]]:
 
 def blocked_reason(plugin: str, own: bool, autoload: bool = True) -> str | None:
     """Why the environment keeps this plugin from loading, or None when it may load (``own``: ladd's own entry point)."""
-    if plugin in (_names(BLOCK_ENV) or set()):
-        return f"blocked by {BLOCK_ENV}"
     if own:
         return None
+    if plugin in (_names(BLOCK_ENV) or set()):
+        return f"blocked by {BLOCK_ENV}"
     if not autoload:
         return f"autoloading disabled by {NO_AUTOLOAD_ENV}"
     allowed = _names(ALLOW_ENV)
@@ -102,15 +103,16 @@ class PluginHost:
         self.manager = pluggy.PluginManager(_hookspecs.PROJECT)
         self.manager.add_hookspecs(_hookspecs)
         self.components: list[Component] = []
-        self.config_dirs: list[Path] = []
+        self.config_dirs: dict[Path, str] = {}  # folder -> the plugin contributing it
         self.model_folders: dict[str, ModelFolder] = {}
         self.failures: list[PluginFailure] = []
         self.blocked: list[PluginFailure] = []
+        self.notes: list[str] = []  # one line each, for the user: what the environment asked that ladd did not do
         self._origins: dict[str, Origin] = {}
 
     def register(self, plugin: ModuleType | Any, name: str, origin: Origin | None = None, own: bool = False) -> None:
         """Register one plugin object under ``name`` and collect what it contributes (``own``: ladd's own, whose failure is fatal)."""
-        origin = origin or Origin(plugin=name)
+        origin = dataclasses.replace(origin or Origin(plugin=name), own=own)
         if self.manager.has_plugin(name):
             taken = self._origins[name].distribution
             error = f"the plugin name {name!r} is already taken by distribution {taken}; rename this entry point"
@@ -129,7 +131,7 @@ class PluginHost:
                 self._fail(PluginFailure(name, _describe(exc), origin.distribution), exc, own)
                 return
         self.components.extend(collected[0])
-        self.config_dirs.extend(collected[1])
+        self.config_dirs.update(dict.fromkeys(collected[1], name))
         self.model_folders.update(collected[2])
 
     def load_entry_points(self) -> None:
@@ -143,6 +145,8 @@ class PluginHost:
             dist = entry_point.dist
             origin = Origin(plugin=entry_point.name, distribution=dist.metadata["Name"] if dist else None, version=dist.version if dist else None)
             is_own = (entry_point.name, entry_point.value) in own
+            if is_own and entry_point.name in (_names(BLOCK_ENV) or set()):
+                self.notes.append(f"{BLOCK_ENV} names ladd's own plugin {entry_point.name!r}, which always loads")
             reason = blocked_reason(entry_point.name, is_own, autoload)
             if reason is not None:
                 self.manager.set_blocked(entry_point.name)

@@ -52,8 +52,12 @@ def required_selection(cfg: Mapping[str, Any], slot: str) -> tuple[str, dict[str
     return chosen
 
 
-def build_experiment(cfg: Mapping[str, Any], registry: Registry) -> Experiment:
-    """Build dataset, model, sampler and metric from a plain (resolved) config mapping."""
+def build_experiment(cfg: Mapping[str, Any], registry: Registry, recorded: Mapping[str, Any] | None = None) -> Experiment:
+    """Build dataset, model, sampler and metric from a plain (resolved) config mapping.
+
+    ``recorded``: the components a run or a model recorded (slot -> kind, name, plugin, ...); a name two plugins
+    register is then the recorded plugin's.
+    """
     check_config(cfg)
     if cfg.get("latent") is not None and "latent_process" not in cfg:
         raise IncompatibleComponentsError(
@@ -78,7 +82,7 @@ def build_experiment(cfg: Mapping[str, Any], registry: Registry) -> Experiment:
             built[slot.name] = None
             continue
         name, options = chosen
-        component = components[slot.name] = registry.get(slot.kind, name)
+        component = components[slot.name] = registry.get(slot.kind, name, recorded_plugin(recorded, slot.name))
         if pairing is not None:  # before building: a process is never built for a state it cannot take
             _check_pairing(registry, slot.name, name, pairing, _state(component, "diffuses"))
         built[slot.name] = component.build(options, **slot.context(built))
@@ -157,11 +161,18 @@ def _check_latent_side(latent: Latent | None, encoder: Any, objective: Objective
         )
 
 
+def recorded_plugin(recorded: Mapping[str, Any] | None, slot: str) -> str | None:
+    """The plugin recorded for ``slot``'s component, or None when nothing usable is recorded."""
+    entry = (recorded or {}).get(slot)
+    plugin = entry.get("plugin") if isinstance(entry, Mapping) else None
+    return plugin if isinstance(plugin, str) else None
+
+
 def check_installed(components: dict[str, dict[str, Any]], registry: Registry, owner: str) -> None:
     """Every component ``owner`` recorded must be installed (naming its plugin and how to get it); another version only warns."""
     for slot, wanted in components.items():
         try:
-            found = registry.get(wanted["kind"], wanted["name"])
+            found = registry.get(wanted["kind"], wanted["name"], recorded_plugin(components, slot))
         except UnknownComponentError:
             recorded = f"{wanted['kind']} {wanted['name']!r} from plugin {wanted['plugin']!r} (distribution {wanted['distribution']} {wanted['version']})"
             reason = registry.unavailable(wanted["plugin"])

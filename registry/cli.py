@@ -33,11 +33,14 @@ def _list_components(args: argparse.Namespace, registry: Registry) -> None:
 
 def _print_problems(registry: Registry) -> None:
     from ._registry import clash_message
+    from .presets import preset_clashes
 
+    for note in registry.notes:
+        print(f"ladd: note: {note}", file=sys.stderr)
     for failure in registry.failures:
         print(f"ladd: warning: {failure.message}", file=sys.stderr)
-    for found in registry.clashes():
-        print(f"ladd: warning: {clash_message(found)}", file=sys.stderr)
+    for line in [clash_message(found) for found in registry.clashes()] + preset_clashes(registry):
+        print(f"ladd: warning: {line}", file=sys.stderr)
 
 
 def _show(args: argparse.Namespace, registry: Registry) -> None:
@@ -55,6 +58,7 @@ def _show(args: argparse.Namespace, registry: Registry) -> None:
 
 def _plugins(args: argparse.Namespace, registry: Registry) -> None:
     from ._registry import clash_message
+    from .presets import preset_clashes
 
     if args.action == "check":
         _check_plugin(args.name, registry)
@@ -69,8 +73,10 @@ def _plugins(args: argparse.Namespace, registry: Registry) -> None:
         print(f"{failure.plugin:<16} {failure.distribution or '-':<24} {'-':<10} FAILED: {failure.error}")
     for blocked in registry.blocked:
         print(f"{blocked.plugin:<16} {blocked.distribution or '-':<24} {'-':<10} BLOCKED: {blocked.error}")
-    for found in registry.clashes():
-        print(f"CLASH: {clash_message(found)}")
+    for line in [clash_message(found) for found in registry.clashes()] + preset_clashes(registry):
+        print(f"CLASH: {line}")
+    for note in registry.notes:
+        print(f"ladd: note: {note}", file=sys.stderr)
 
 
 def _check_plugin(name: str | None, registry: Registry) -> None:

@@ -20,10 +20,10 @@ from .errors import InvalidConfigError, did_you_mean
 from .kinds import SLOTS
 from .lr_schedules import SCHEDULES
 from .model import Objective
+from .presets import CONFIG_MODULE
 from .ranges import check_choice, check_each, check_range
 from .safety import check_config, check_interpolations
 
-CONFIG_MODULE = "ladd_configs"
 PRIMARY_CONFIG = "train"
 #: Precisions of training (Lightning's names) and of the networks at inference; "auto" picks per device.
 TRAIN_PRECISIONS = ("auto", "32-true", "bf16-mixed", "16-mixed", "bf16-true", "16-true", "64-true")
@@ -233,9 +233,9 @@ def register_configs(registry: Registry) -> None:
     store = ConfigStore.instance()
     store.store(name="ladd_schema", node=_schema_node())
     for slot in SLOTS.values():
-        # every component, a clashing name too: it fails with the clash where it is built, not here
-        for component in (c for c in registry if c.kind == slot.kind):
-            store.store(group=slot.name, name=component.name, node=_option_node(component))
+        # every name, a clashing one too: it fails with the clash where it is built, not here
+        for name in registry.names(slot.kind):
+            store.store(group=slot.name, name=name, node=_option_node(registry.option(slot.kind, name)))
 
 
 def search_path_override(registry: Registry, extra: Sequence[str] = ()) -> list[str]:
