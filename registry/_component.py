@@ -13,7 +13,7 @@ from omegaconf.errors import OmegaConfBaseException
 from ._config_types import typed_config
 from ._plugin_code import FAULTS, PluginCode, describe
 from .errors import ComponentError, InvalidConfigError, LaddError, did_you_mean
-from .kinds import KINDS
+from .kinds import KIND_SPECS, KINDS
 
 
 @dataclass(frozen=True)
@@ -107,13 +107,23 @@ class Component:
         factory = self.factory()
         with PluginCode() as code:
             try:
-                return factory(*arguments, **context)
+                instance = factory(*arguments, **context)
             except LaddError:
                 raise
             except FAULTS as error:
                 if not code.is_fault(error):
                     raise
                 raise self._error(f"failed to build: {describe(error)}") from error
+        spec = KIND_SPECS[self.kind]
+        lacking = spec.lacks(instance)
+        if lacking:
+            actual = type(instance)
+            where = "" if actual.__module__ == "builtins" else f"{actual.__module__}."
+            raise self._error(
+                f"factory returned {where}{actual.__qualname__}, expected registry.interfaces.{spec.interface} "
+                f"(it lacks {', '.join(lacking)})"
+            )
+        return instance
 
     def option_names(self) -> list[str]:
         """The options of this component's config, in declaration order."""
