@@ -128,6 +128,7 @@ def _sample(args: argparse.Namespace, registry: Registry) -> None:
         raise LaddError("give either a run folder or --model EXPORTED_FOLDER")
     source = Path(args.run_dir or args.model)
     experiment = load_run(source, registry)[0] if args.run_dir else from_pretrained(source, registry)
+    experiment = _chosen_sampler(args, experiment, registry)
     text = experiment.dataset.tokenizer is not None
     out = Path(args.out or f"samples_{args.steps}steps.{'jsonl' if text else 'txt'}")
     refuse_link(out)  # before sampling, not after
@@ -163,8 +164,7 @@ def _eval(args: argparse.Namespace, registry: Registry) -> None:
     for key in ("num_samples", "batch_size", "loss_batches", "precision", "repeats", "floor_draws"):
         if getattr(args, key):
             eval_cfg[key] = getattr(args, key)
-    if args.sampler:
-        experiment.sampler = registry.build("sampler", args.sampler, _options(args.sampler_option))
+    experiment = _chosen_sampler(args, experiment, registry)
     method = args.method or cfg["method"]
     out = Path(args.out or Path(args.run_dir) / f"eval_{method}.json")
     for target in EvalResult.files(out):
@@ -196,6 +196,21 @@ def _zero_shot(args: argparse.Namespace, registry: Registry) -> None:
     print(f"wrote {out}")
 
 
+def _add_sampler_choice(parser: argparse.ArgumentParser, purpose: str) -> None:
+    """``--sampler NAME`` and repeatable ``--sampler-option KEY=VALUE``, as `sample` and `eval` take them."""
+    parser.add_argument("--sampler", help=f"{purpose} with another registered sampler (e.g. the same model sampled sequentially)")
+    parser.add_argument("--sampler-option", action="append", default=[], metavar="KEY=VALUE", help="option of --sampler")
+
+
+def _chosen_sampler(args: argparse.Namespace, experiment: Any, registry: Registry) -> Any:
+    """The experiment with the sampler ``--sampler`` and ``--sampler-option`` chose, checked against the trained model."""
+    from .assembly import with_sampler
+
+    if args.sampler_option and not args.sampler:
+        raise LaddError("--sampler-option sets an option of --sampler NAME: give the sampler too, e.g. --sampler joint --sampler-option guidance=2")
+    return with_sampler(experiment, registry, args.sampler, _options(args.sampler_option)) if args.sampler else experiment
+
+
 def _options(pairs: list[str]) -> dict[str, Any]:
     """``key=value`` strings to a dict, values parsed as YAML scalars."""
     import yaml
@@ -224,9 +239,7 @@ def _publish(results: list[Any], out: str) -> None:
 
 
 def _compare(args: argparse.Namespace, registry: Registry) -> None:
-    import dataclasses
-
-    from .assembly import Experiment, required_selection
+    from .assembly import Experiment, required_selection, with_sampler
     from .config import compose, to_plain
     from .evaluation import evaluate
     from .runs import training_key
@@ -240,8 +253,7 @@ def _compare(args: argparse.Namespace, registry: Registry) -> None:
         key = training_key(cfg)
         if key in trained:  # same model, other sampler (e.g. Di-LADD joint and sequential): train once
             run_dir, experiment = trained[key]
-            sampler_name, sampler_options = required_selection(cfg, "sampler")
-            experiment = dataclasses.replace(experiment, sampler=registry.build("sampler", sampler_name, sampler_options))
+            experiment = with_sampler(experiment, registry, *required_selection(cfg, "sampler"))
             print(f"{cfg['method']}: sampling the model trained in {run_dir}")
         else:
             run_dir = Path(args.runs_dir) / name.replace("/", "_")
@@ -327,6 +339,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--precision", default="auto", help="the networks' precision: auto (bf16-mixed on CUDA, else 32-true), bf16-mixed or 32-true")
     p.add_argument("--suffix", help="text every sample ends with: with --prompt, an infill between the two")
     p.add_argument("--out", help="default: samples_STEPSsteps.jsonl (text data; ids and text) or .txt (ids) in the current folder")
+    _add_sampler_choice(p, "sample")
     p.set_defaults(run=_sample)
     p = sub.add_parser("export", help="write a run's EMA weights (safetensors) and config (JSON) to a shareable folder")
     p.add_argument("run_dir")
@@ -342,8 +355,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--precision", help="the networks' precision: auto, bf16-mixed or 32-true (default: eval.precision)")
     p.add_argument("--repeats", type=int, help="sample sets per budget, each against its own reference draw (default: eval.repeats)")
     p.add_argument("--floor-draws", type=int, help="data-vs-data pairs behind the data floor (default: eval.floor_draws)")
-    p.add_argument("--sampler", help="evaluate with another registered sampler (e.g. the same model sampled sequentially)")
-    p.add_argument("--sampler-option", action="append", default=[], metavar="KEY=VALUE", help="option of --sampler")
+    _add_sampler_choice(p, "evaluate")
     p.add_argument("--method", help="label in tables (default: the run's method)")
     p.add_argument("--out", help="result file (default: RUN_DIR/eval_METHOD.json)")
     p.set_defaults(run=_eval)

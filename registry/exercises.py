@@ -15,7 +15,17 @@ import torch
 from ._component import Component
 from ._registry import Registry
 from .errors import IncompatibleComponentsError, MissingResourceError
-from .interfaces import TOKEN_STATES, Channels, Latent, Process, RevealingProcess, Sampler, batches_from, device_batches
+from .interfaces import (
+    TOKEN_STATES,
+    Channels,
+    Latent,
+    Process,
+    RevealingProcess,
+    Sampler,
+    batches_from,
+    device_batches,
+    needs_of,
+)
 from .model import DiffusionModel, Objective
 from .probes import ProbeBackbone, ProbeEncoder
 
@@ -193,17 +203,18 @@ def _latent_round(latent: Latent, latent_process: Process, process: Any, registr
     joint = DiffusionModel(
         process, latent, ProbeBackbone(Channels(VOCAB, SEQ, latent)), VOCAB, SEQ,
         Objective(lambda_latent=1.0), ProbeEncoder(VOCAB, latent.length, latent.width), latent_process=latent_process,
+        schedule=_schedule(registry),
     )
     _train_step(joint, "a training step of a joint model")
     sequential = DiffusionModel(
         process, latent, ProbeBackbone(Channels(VOCAB, SEQ, latent)), VOCAB, SEQ,
         Objective(lambda_latent=1.0, latent_time="clean"), ProbeEncoder(VOCAB, latent.length, latent.width),
-        ProbeBackbone(Channels(0, 0, latent)), latent_process,
+        ProbeBackbone(Channels(0, 0, latent)), latent_process, _schedule(registry),
     )
     _train_step(sequential, "a training step of a sequential model (separate latent denoiser)")
     _check_stage2(joint)  # last: the frozen encoder is shared with the sequential model
-    _sample_with(joint, registry, lambda s: s.requires_latent and not s.conditions_on_clean_latent)
-    _sample_with(sequential, registry, lambda s: s.requires_latent and s.conditions_on_clean_latent)
+    _sample_with(joint, registry, lambda s: not s.conditions_on_clean_latent)
+    _sample_with(sequential, registry, lambda s: s.conditions_on_clean_latent)
 
 
 def _check_codes(latent: Latent) -> torch.Tensor:
@@ -238,7 +249,13 @@ def _check_stage2(model: DiffusionModel) -> None:
 
 
 def _sample_with(model: DiffusionModel, registry: Registry, accept: Callable[[Sampler], bool]) -> None:
-    _sample(model, *_built(registry, "sampler", accept)[0])
+    """Sample ``model`` with the first registered sampler that ``accept``s and whose needs the model meets."""
+    _sample(model, *_built(registry, "sampler", lambda sampler: accept(sampler) and _fits(sampler, model))[0])
+
+
+def _fits(sampler: Sampler, model: DiffusionModel) -> bool:
+    """Whether ``model`` has what ``sampler`` declares it needs (a latent channel or none, a kind of token process)."""
+    return needs_of(sampler).unmet("latent" if model.latent is not None else None, "", model.process) is None
 
 
 def _sample(model: DiffusionModel, label: str, sampler: Sampler) -> None:
@@ -259,10 +276,15 @@ def exercise_sampler(component: Component, registry: Registry) -> None:
     """A sample call on a small model with a latent channel when the sampler needs one."""
     sampler: Sampler = component.build()
     schedule = _schedule(registry)
-    processes = _token_processes(registry, schedule)
-    if not sampler.requires_latent:
+    needs = needs_of(sampler)
+    latent = "latent" if needs.latent else None  # so that only the token process can be what is missing
+    processes = [(label, p) for label, p in _token_processes(registry, schedule) if needs.unmet(latent, label, p) is None]
+    if not processes:
+        raise MissingResourceError(f"no registered token process is the kind it needs ({needs.token_process})")
+    if needs.latent is not True:
         _with_a_partner(processes, lambda process: _sample(
-            DiffusionModel(process, None, ProbeBackbone(Channels(VOCAB, SEQ, None)), VOCAB, SEQ, Objective()), f"sampler {component.name!r}", sampler
+            DiffusionModel(process, None, ProbeBackbone(Channels(VOCAB, SEQ, None)), VOCAB, SEQ, Objective(), schedule=schedule),
+            f"sampler {component.name!r}", sampler,
         ))
         return
     channels = [
@@ -275,7 +297,7 @@ def exercise_sampler(component: Component, registry: Registry) -> None:
         process, (latent, latent_process) = pair
         model = DiffusionModel(
             process, latent, ProbeBackbone(Channels(VOCAB, SEQ, latent)), VOCAB, SEQ, Objective(),
-            ProbeEncoder(VOCAB, latent.length, latent.width), latent_process=latent_process,
+            ProbeEncoder(VOCAB, latent.length, latent.width), latent_process=latent_process, schedule=schedule,
         )
         _sample(model, f"sampler {component.name!r}", sampler)
 

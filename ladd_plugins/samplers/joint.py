@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from registry.interfaces import DenoiserModel, SampleOutput, Sampler
+from registry.interfaces import DenoiserModel, Needs, SampleOutput, Sampler
 from registry.toolkit.sampling import (
     check_fixed_kept,
     guidance_seed,
@@ -21,7 +21,7 @@ from .config import JointConfig
 class JointSampler(Sampler):
     """One network call per step predicts both channels; each channel takes its own reverse step."""
 
-    requires_latent = True
+    needs = Needs(latent=True)
 
     def __init__(self, config: JointConfig) -> None:
         self.config = config
