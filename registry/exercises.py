@@ -28,6 +28,7 @@ from .interfaces import (
 )
 from .model import DiffusionModel, Objective
 from .probes import ProbeBackbone, ProbeEncoder
+from .toolkit.sampling import takes_fixed
 
 VOCAB, SEQ, BATCH = 5, 8, 3
 CPU = torch.device("cpu")
@@ -157,8 +158,24 @@ def _token_round(process: Any) -> None:
             t, s = torch.full((BATCH,), k / SEQ), torch.full((BATCH,), (k - 1) / SEQ)
             x = process.step(x, network(x, t, None, None).tokens, t, s, generator)
     _expect(x.dtype == torch.long and bool(((x >= 0) & (x < VOCAB)).all()), f"the reverse chain ends in {x.tolist()}, not in token ids 0..{VOCAB - 1}")
+    if takes_fixed(process):
+        _check_fixed_kept(process, network)
     if isinstance(process, RevealingProcess):
         _check_reveal_matches_step(process, network)
+
+
+def _check_fixed_kept(process: Process, network: ProbeBackbone) -> None:
+    """A step that takes the known tokens (``fixed``) returns them unchanged, from the prior to the end of the chain."""
+    generator = _generator()
+    fixed = torch.full((BATCH, SEQ), VOCAB)
+    fixed[:, 0], fixed[:, -1] = 1, 2
+    known = fixed != VOCAB
+    with _during("the reverse chain with known tokens (fixed)"), torch.no_grad():
+        x = torch.where(known, fixed, process.prior((BATCH, SEQ), CPU, generator))
+        for k in range(SEQ, 0, -1):
+            t, s = torch.full((BATCH,), k / SEQ), torch.full((BATCH,), (k - 1) / SEQ)
+            x = process.step(x, network(x, t, None, None).tokens, t, s, generator, fixed=fixed)
+            _expect(torch.equal(x[known], fixed[known]), f"step(..., fixed=...) changed known tokens at tau={(k - 1) / SEQ:g}")
 
 
 def _check_reveal_matches_step(process: RevealingProcess, network: ProbeBackbone) -> None:

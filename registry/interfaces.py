@@ -95,8 +95,22 @@ class Process(ABC):
         """Per-sample weighted loss ``[B]``, averaged over positions (nats per position)."""
 
     @abstractmethod
-    def step(self, x_t: Tensor, prediction: Tensor, tau_t: Tensor, tau_s: Tensor, generator: torch.Generator | None = None) -> Tensor:
-        """One reverse step from time ``tau_t`` to ``tau_s < tau_t`` given the prediction at ``tau_t``."""
+    def step(
+        self,
+        x_t: Tensor,
+        prediction: Tensor,
+        tau_t: Tensor,
+        tau_s: Tensor,
+        generator: torch.Generator | None = None,
+        fixed: Tensor | None = None,
+    ) -> Tensor:
+        """One reverse step from time ``tau_t`` to ``tau_s < tau_t`` given the prediction at ``tau_t``.
+
+        ``fixed`` (token channel only; None when nothing is known): the known tokens of a prompt or an infill,
+        ``[B, S]`` with the mask id at the free positions; the step must return them unchanged at their positions.
+        A masking process keeps them anyway (it never changes an unmasked position); another, such as a
+        uniform-noise process, writes them back. ladd calls a step whose signature lacks ``fixed`` without it.
+        """
 
     def loss_rows(self, x_t: Tensor) -> Tensor | None:
         """Positions where ``loss`` can be nonzero (bool ``[B, S]``), or None for every position.
@@ -121,13 +135,22 @@ class RevealingProcess(Process):
 
     @abstractmethod
     def reveal(self, x_t: Tensor, tau_t: Tensor, tau_s: Tensor, generator: torch.Generator | None = None) -> Tensor:
-        """Boolean ``[B, S]``: the positions whose value changes in the step from ``tau_t`` to ``tau_s``."""
+        """Boolean ``[B, S]``: the positions whose value changes in the step from ``tau_t`` to ``tau_s``, masked ones only."""
 
     @abstractmethod
     def fill(self, x_t: Tensor, reveal: Tensor, prediction: Tensor, generator: torch.Generator | None = None) -> Tensor:
         """``x_s``: ``x_t`` with new values drawn at ``reveal`` from ``prediction`` (``[N, K]``, one row per revealed position)."""
 
-    def step(self, x_t: Tensor, prediction: Tensor, tau_t: Tensor, tau_s: Tensor, generator: torch.Generator | None = None) -> Tensor:
+    def step(
+        self,
+        x_t: Tensor,
+        prediction: Tensor,
+        tau_t: Tensor,
+        tau_s: Tensor,
+        generator: torch.Generator | None = None,
+        fixed: Tensor | None = None,
+    ) -> Tensor:
+        """``fill`` at the positions ``reveal`` picks; known tokens stay, as ``reveal`` only picks masked positions."""
         reveal = self.reveal(x_t, tau_t, tau_s, generator)
         return self.fill(x_t, reveal, prediction[reveal], generator)
 
