@@ -94,7 +94,8 @@ class Component:
                     except FAULTS as error:
                         if not code.is_fault(error):
                             raise
-                        raise self._error(f"factory {self.spec.factory!r} does not import: {describe(error)}") from error
+                        problem = f"factory {self.spec.factory!r} does not import: {describe(error)}"
+                        raise self._error(problem) from error
             self._resolved.append(target)
         return self._resolved[0]
 

@@ -6,7 +6,7 @@ import dataclasses
 import functools
 import types
 import typing
-from typing import Any, Literal, Optional, Union, get_args, get_origin
+from typing import Any, Literal, Union, get_args, get_origin
 
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -16,7 +16,10 @@ from .ranges import check_choice
 
 #: the value types a ``Literal`` option may choose among (one per field)
 CHOICE_TYPES = (str, int, bool)
-SUPPORTED = "bool, int, float, str, an Enum, a Literal of str, int or bool values, a list, a dict or a dataclass (or Optional of one)"
+SUPPORTED = (
+    "bool, int, float, str, an Enum, a Literal of str, int or bool values, a list, a dict or a dataclass "
+    "(or Optional of one)"
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,7 +42,8 @@ def _choices(name: str, annotation: Any) -> _Choices | None:
     values = tuple(v for v in get_args(annotation) if v is not None)
     kinds = {type(v) for v in values}
     if len(kinds) != 1 or next(iter(kinds)) not in CHOICE_TYPES:
-        raise TypeError(f"field {name!r}: Literal{list(get_args(annotation))} must choose among values of one type: str, int or bool")
+        choices = list(get_args(annotation))
+        raise TypeError(f"field {name!r}: Literal{choices} must choose among values of one type: str, int or bool")
     return _Choices(values, optional or len(values) < len(get_args(annotation)), kinds.pop())
 
 
@@ -53,8 +57,10 @@ def typed_config(config: type) -> type:
     fields = []
     for f in dataclasses.fields(config):
         if f.name in found:
-            value_type: Any = Optional[found[f.name].type] if found[f.name].optional else found[f.name].type  # noqa: UP007 (a runtime type)
-            fields.append((f.name, value_type, dataclasses.field(default=f.default, default_factory=f.default_factory, metadata=f.metadata)))
+            choices = found[f.name]
+            value_type: Any = choices.type | None if choices.optional else choices.type
+            kept = dataclasses.field(default=f.default, default_factory=f.default_factory, metadata=f.metadata)
+            fields.append((f.name, value_type, kept))
 
     def __post_init__(self: Any) -> None:
         for name, choices in found.items():

@@ -41,7 +41,9 @@ class PluginCode:
                 signal.signal(signal.SIGINT, self._on_interrupt)
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
         if self._previous is not None:
             signal.signal(signal.SIGINT, self._previous)
         self._stdout.__exit__(kind, error, trace)

@@ -87,8 +87,8 @@ def _check_config(component: Component) -> None:
     problem = None if config is None else untypable(config)
     if problem is not None:
         raise PluginLoadError(
-            f"config {getattr(config, '__name__', config)} of {component.kind} {component.name!r} is not a type OmegaConf "
-            f"can check ({problem}): use {SUPPORTED}"
+            f"config {getattr(config, '__name__', config)} of {component.kind} {component.name!r} is not a type "
+            f"OmegaConf can check ({problem}): use {SUPPORTED}"
         )
 
 

@@ -117,11 +117,14 @@ def clash_message(found: list[Component]) -> str:
     """One line naming every plugin that registers the same component and how to keep one."""
     first = found[0]
     others = [c for c in found if not c.origin.own]
-    plugins = ", ".join(f"{c.origin.plugin!r} ({c.origin.distribution or '-'} {c.origin.version or '-'})" for c in others)
+    plugins = ", ".join(
+        f"{c.origin.plugin!r} ({c.origin.distribution or '-'} {c.origin.version or '-'})" for c in others
+    )
     if len(others) < len(found):
         return (
-            f"{first.kind} {first.name!r} of {'plugins' if len(others) > 1 else 'plugin'} {plugins} has the name of ladd's own {first.kind}, which configs "
-            f"select; rename it in that plugin (runs and models that recorded it still load it)"
+            f"{first.kind} {first.name!r} of {'plugins' if len(others) > 1 else 'plugin'} {plugins} has the name of "
+            f"ladd's own {first.kind}, which configs select; rename it in that plugin (runs and models that recorded "
+            "it still load it)"
         )
     return (
         f"{first.kind} {first.name!r} is registered by several plugins: {plugins}; to use one, hide the others "

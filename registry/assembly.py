@@ -53,7 +53,9 @@ def required_selection(cfg: Mapping[str, Any], slot: str) -> tuple[str, dict[str
     return chosen
 
 
-def build_experiment(cfg: Mapping[str, Any], registry: Registry, recorded: Mapping[str, Any] | None = None) -> Experiment:
+def build_experiment(
+    cfg: Mapping[str, Any], registry: Registry, recorded: Mapping[str, Any] | None = None
+) -> Experiment:
     """Build dataset, model, sampler and metric from a plain (resolved) config mapping.
 
     ``recorded``: the components a run or a model recorded (slot -> kind, name, plugin, ...); a name two plugins
@@ -67,7 +69,9 @@ def build_experiment(cfg: Mapping[str, Any], registry: Registry, recorded: Mappi
         )
     chosen = {slot: selection(cfg, slot) for slot in SLOTS}
     components = {
-        slot: registry.get(SLOTS[slot].kind, pick[0], recorded_plugin(recorded, slot)) for slot, pick in chosen.items() if pick is not None
+        slot: registry.get(SLOTS[slot].kind, pick[0], recorded_plugin(recorded, slot))
+        for slot, pick in chosen.items()
+        if pick is not None
     }
     # declared needs, read from the classes first: a mismatch is refused before anything is built
     _check_needs(components, {s: _declared(c) for s, c in components.items()}, _declared(components["process"]))
@@ -113,7 +117,9 @@ def build_experiment(cfg: Mapping[str, Any], registry: Registry, recorded: Mappi
     return Experiment(model, dataset, sampler, metric, components)
 
 
-def with_sampler(experiment: Experiment, registry: Registry, name: str, options: Mapping[str, Any] | None = None) -> Experiment:
+def with_sampler(
+    experiment: Experiment, registry: Registry, name: str, options: Mapping[str, Any] | None = None
+) -> Experiment:
     """``experiment`` sampled by sampler ``name`` (built from ``options``) instead of its own, when the trained model
     has what that sampler declares it needs: ``ladd sample --sampler``, ``ladd eval --sampler`` and ``ladd compare``."""
     slot = SLOTS["sampler"]
@@ -124,7 +130,9 @@ def with_sampler(experiment: Experiment, registry: Registry, name: str, options:
     process = getattr(recorded.get("process"), "name", type(model.process).__name__)
     unmet = needs_of(sampler).unmet(latent, process, model.process)
     if unmet is not None:
-        raise IncompatibleComponentsError(f"{slot.name} {name!r} needs {unmet[0]}; choose another {slot.kind} for this model")
+        raise IncompatibleComponentsError(
+            f"{slot.name} {name!r} needs {unmet[0]}; choose another {slot.kind} for this model"
+        )
     return dataclasses.replace(experiment, sampler=sampler, components={**recorded, slot.name: component})
 
 
@@ -133,12 +141,13 @@ def _check_needs(components: Mapping[str, Component], declared: Mapping[str, Any
 
     ``declared``: slot -> the component's class (None when unknown before it is built) or the built component.
     """
-    latent = components.get("latent")
+    latent = None if "latent" not in components else components["latent"].name
     for slot, holder in declared.items():
-        unmet = None if holder is None else needs_of(holder).unmet(latent and latent.name, components["process"].name, process)
+        unmet = None if holder is None else needs_of(holder).unmet(latent, components["process"].name, process)
         if unmet is not None:
             need, fix = unmet
-            raise IncompatibleComponentsError(f"{slot} {components[slot].name!r} needs {need}; {fix} or choose another {SLOTS[slot].kind}")
+            name, kind = components[slot].name, SLOTS[slot].kind
+            raise IncompatibleComponentsError(f"{slot} {name!r} needs {need}; {fix} or choose another {kind}")
 
 
 def _declared(component: Component) -> type | None:

@@ -198,17 +198,22 @@ def _zero_shot(args: argparse.Namespace, registry: Registry) -> None:
 
 def _add_sampler_choice(parser: argparse.ArgumentParser, purpose: str) -> None:
     """``--sampler NAME`` and repeatable ``--sampler-option KEY=VALUE``, as `sample` and `eval` take them."""
-    parser.add_argument("--sampler", help=f"{purpose} with another registered sampler (e.g. the same model sampled sequentially)")
-    parser.add_argument("--sampler-option", action="append", default=[], metavar="KEY=VALUE", help="option of --sampler")
+    parser.add_argument("--sampler", help=f"{purpose} with another registered sampler (e.g. a sequential one)")
+    parser.add_argument("--sampler-option", action="append", default=[], metavar="KEY=VALUE", help="its option")
 
 
 def _chosen_sampler(args: argparse.Namespace, experiment: Any, registry: Registry) -> Any:
-    """The experiment with the sampler ``--sampler`` and ``--sampler-option`` chose, checked against the trained model."""
+    """The experiment with the sampler ``--sampler`` and ``--sampler-option`` chose, checked against its model."""
     from .assembly import with_sampler
 
     if args.sampler_option and not args.sampler:
-        raise LaddError("--sampler-option sets an option of --sampler NAME: give the sampler too, e.g. --sampler joint --sampler-option guidance=2")
-    return with_sampler(experiment, registry, args.sampler, _options(args.sampler_option)) if args.sampler else experiment
+        raise LaddError(
+            "--sampler-option sets an option of --sampler NAME: give the sampler too, e.g. --sampler joint "
+            "--sampler-option guidance=2"
+        )
+    if not args.sampler:
+        return experiment
+    return with_sampler(experiment, registry, args.sampler, _options(args.sampler_option))
 
 
 def _options(pairs: list[str]) -> dict[str, Any]:

@@ -304,7 +304,8 @@ def compose(overrides: list[str], registry: Registry, searchpath: Sequence[str] 
         raise composition_error(error) from None
     check_interpolations(cfg)
     selected = _typed_selections(parsed)
-    reset = _keep_to_selected(cfg, selected, _preset_choices(hydra_overrides, selected, registry, searchpath), _typed_options(parsed), registry)
+    presets = _preset_choices(hydra_overrides, selected, registry, searchpath)
+    reset = _keep_to_selected(cfg, selected, presets, _typed_options(parsed), registry)
     try:
         plain = to_plain(cfg)
     except OmegaConfBaseException as error:
@@ -336,12 +337,16 @@ def _hydra_compose(overrides: Sequence[str], registry: Registry, searchpath: Seq
 def _typed_selections(parsed: Sequence[Override]) -> dict[str, str]:
     """Slot -> the component the command line selects there by name (not ``null``, not a sweep)."""
     return {
-        o.key_or_group: str(o.value()) for o in parsed
-        if o.key_or_group in SLOTS and o.package is None and not o.is_delete() and not o.is_sweep_override() and o.value() is not None
+        o.key_or_group: str(o.value())
+        for o in parsed
+        if o.key_or_group in SLOTS and o.package is None and not o.is_delete() and not o.is_sweep_override()
+        and o.value() is not None
     }
 
 
-def _preset_choices(overrides: Sequence[str], selected: Mapping[str, str], registry: Registry, searchpath: Sequence[str]) -> dict[str, Any]:
+def _preset_choices(
+    overrides: Sequence[str], selected: Mapping[str, str], registry: Registry, searchpath: Sequence[str]
+) -> dict[str, Any]:
     """What the presets select in each slot the command line selects a component for, found by composing without
     the command line's selections and options there; empty when that does not compose (nothing is then kept)."""
     from hydra.errors import HydraException
@@ -356,18 +361,23 @@ def _preset_choices(overrides: Sequence[str], selected: Mapping[str, str], regis
     return {slot: (presets.get(slot) or {}).get("name") for slot in selected}
 
 
-def _keep_to_selected(cfg: DictConfig, selected: Mapping[str, str], presets: Mapping[str, Any], typed: set[str], registry: Registry) -> list[str]:
-    """In each slot where the command line selects another component than the presets did, the options the presets
-    set go back to that component's defaults (they were set for the presets' choice); typed ones stay. Returns the keys."""
+def _keep_to_selected(
+    cfg: DictConfig, selected: Mapping[str, str], presets: Mapping[str, Any], typed: set[str], registry: Registry
+) -> list[str]:
+    """In each slot where the command line selects another component than the presets did, the options the
+    presets set go back to that component's defaults (they were set for the presets' choice); typed ones stay.
+    Returns the keys put back."""
     reset = []
     for slot, name in selected.items():
         if presets.get(slot) == name:
             continue  # the presets set their options for this very component
-        defaults = OmegaConf.to_container(_option_node(registry.option(SLOTS[slot].kind, name)), resolve=False)
         node = cfg[slot]
-        for key, value in cast(dict, OmegaConf.to_container(node, resolve=False)).items():
-            if key in cast(dict, defaults) and key != "name" and f"{slot}.{key}" not in typed and value != defaults[key]:  # type: ignore[index]
-                node[key] = defaults[key]  # type: ignore[index]
+        selected_node = _option_node(registry.option(SLOTS[slot].kind, name))
+        defaults = cast(dict, OmegaConf.to_container(selected_node, resolve=False))
+        current = cast(dict, OmegaConf.to_container(node, resolve=False))
+        for key, value in current.items():
+            if key in defaults and key != "name" and f"{slot}.{key}" not in typed and value != defaults[key]:
+                node[key] = defaults[key]
                 reset.append(f"{slot}.{key}")
     return reset
 

@@ -153,10 +153,7 @@ def _token_round(process: Any) -> None:
             on_rows = process.loss(logits[rows], x0, x_t, tau)
         _expect(torch.allclose(on_rows, loss, atol=1e-5), f"loss at loss_rows differs from the full loss: {on_rows.tolist()} vs {loss.tolist()}")
     with _during("the reverse chain from the prior"), torch.no_grad():
-        x = process.prior((BATCH, SEQ), CPU, generator)
-        for k in range(SEQ, 0, -1):
-            t, s = torch.full((BATCH,), k / SEQ), torch.full((BATCH,), (k - 1) / SEQ)
-            x = process.step(x, network(x, t, None, None).tokens, t, s, generator)
+        *_, (_, x) = _reverse_chain(process, network, process.prior((BATCH, SEQ), CPU, generator), generator)
     _expect(x.dtype == torch.long and bool(((x >= 0) & (x < VOCAB)).all()), f"the reverse chain ends in {x.tolist()}, not in token ids 0..{VOCAB - 1}")
     if takes_fixed(process):
         _check_fixed_kept(process, network)
@@ -171,11 +168,19 @@ def _check_fixed_kept(process: Process, network: ProbeBackbone) -> None:
     fixed[:, 0], fixed[:, -1] = 1, 2
     known = fixed != VOCAB
     with _during("the reverse chain with known tokens (fixed)"), torch.no_grad():
-        x = torch.where(known, fixed, process.prior((BATCH, SEQ), CPU, generator))
-        for k in range(SEQ, 0, -1):
-            t, s = torch.full((BATCH,), k / SEQ), torch.full((BATCH,), (k - 1) / SEQ)
-            x = process.step(x, network(x, t, None, None).tokens, t, s, generator, fixed=fixed)
-            _expect(torch.equal(x[known], fixed[known]), f"step(..., fixed=...) changed known tokens at tau={(k - 1) / SEQ:g}")
+        start = torch.where(known, fixed, process.prior((BATCH, SEQ), CPU, generator))
+        for tau, x in _reverse_chain(process, network, start, generator, fixed=fixed):
+            _expect(torch.equal(x[known], fixed[known]), f"step(..., fixed=...) changed known tokens at tau={tau:g}")
+
+
+def _reverse_chain(
+    process: Process, network: ProbeBackbone, x: torch.Tensor, generator: torch.Generator, **step: Any
+) -> Iterator[tuple[float, torch.Tensor]]:
+    """SEQ reverse steps from ``x`` to time 0 (``step``: extra keywords of ``process.step``), yielding (time, state)."""
+    for k in range(SEQ, 0, -1):
+        t, s = torch.full((BATCH,), k / SEQ), torch.full((BATCH,), (k - 1) / SEQ)
+        x = process.step(x, network(x, t, None, None).tokens, t, s, generator, **step)
+        yield (k - 1) / SEQ, x
 
 
 def _check_reveal_matches_step(process: RevealingProcess, network: ProbeBackbone) -> None:
@@ -294,15 +299,18 @@ def exercise_sampler(component: Component, registry: Registry) -> None:
     sampler: Sampler = component.build()
     schedule = _schedule(registry)
     needs = needs_of(sampler)
-    latent = "latent" if needs.latent else None  # so that only the token process can be what is missing
-    processes = [(label, p) for label, p in _token_processes(registry, schedule) if needs.unmet(latent, label, p) is None]
+    has_latent = "latent" if needs.latent else None  # so that only the token process can be what is missing
+    processes = [(name, p) for name, p in _token_processes(registry, schedule) if not needs.unmet(has_latent, name, p)]
     if not processes:
         raise MissingResourceError(f"no registered token process is the kind it needs ({needs.token_process})")
     if needs.latent is not True:
-        _with_a_partner(processes, lambda process: _sample(
-            DiffusionModel(process, None, ProbeBackbone(Channels(VOCAB, SEQ, None)), VOCAB, SEQ, Objective(), schedule=schedule),
-            f"sampler {component.name!r}", sampler,
-        ))
+
+        def alone(process: Any) -> None:
+            network = ProbeBackbone(Channels(VOCAB, SEQ, None))
+            model = DiffusionModel(process, None, network, VOCAB, SEQ, Objective(), schedule=schedule)
+            _sample(model, f"sampler {component.name!r}", sampler)
+
+        _with_a_partner(processes, alone)
         return
     channels = [
         (f"{name} and {lp}", (latent, latent_process))

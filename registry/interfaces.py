@@ -96,13 +96,8 @@ class Process(ABC):
 
     @abstractmethod
     def step(
-        self,
-        x_t: Tensor,
-        prediction: Tensor,
-        tau_t: Tensor,
-        tau_s: Tensor,
-        generator: torch.Generator | None = None,
-        fixed: Tensor | None = None,
+        self, x_t: Tensor, prediction: Tensor, tau_t: Tensor, tau_s: Tensor,
+        generator: torch.Generator | None = None, fixed: Tensor | None = None,
     ) -> Tensor:
         """One reverse step from time ``tau_t`` to ``tau_s < tau_t`` given the prediction at ``tau_t``.
 
@@ -135,20 +130,15 @@ class RevealingProcess(Process):
 
     @abstractmethod
     def reveal(self, x_t: Tensor, tau_t: Tensor, tau_s: Tensor, generator: torch.Generator | None = None) -> Tensor:
-        """Boolean ``[B, S]``: the positions whose value changes in the step from ``tau_t`` to ``tau_s``, masked ones only."""
+        """Boolean ``[B, S]``: the (masked) positions whose value changes in the step from ``tau_t`` to ``tau_s``."""
 
     @abstractmethod
     def fill(self, x_t: Tensor, reveal: Tensor, prediction: Tensor, generator: torch.Generator | None = None) -> Tensor:
         """``x_s``: ``x_t`` with new values drawn at ``reveal`` from ``prediction`` (``[N, K]``, one row per revealed position)."""
 
     def step(
-        self,
-        x_t: Tensor,
-        prediction: Tensor,
-        tau_t: Tensor,
-        tau_s: Tensor,
-        generator: torch.Generator | None = None,
-        fixed: Tensor | None = None,
+        self, x_t: Tensor, prediction: Tensor, tau_t: Tensor, tau_s: Tensor,
+        generator: torch.Generator | None = None, fixed: Tensor | None = None,
     ) -> Tensor:
         """``fill`` at the positions ``reveal`` picks; known tokens stay, as ``reveal`` only picks masked positions."""
         reveal = self.reveal(x_t, tau_t, tau_s, generator)
@@ -348,7 +338,8 @@ class Needs:
         wanted = self.token_process
         kind = process if isinstance(process, type) else type(process)
         if wanted is not None and process is not None and not issubclass(kind, wanted):
-            need = f"a token process that is a {wanted.__module__}.{wanted.__qualname__}, but process {process_name!r} is not one"
+            interface = f"{wanted.__module__}.{wanted.__qualname__}"
+            need = f"a token process that is a {interface}, but process {process_name!r} is not one"
             return need, "choose another process"
         return None
 

@@ -1,4 +1,4 @@
-"""Config folders: ladd's own (the primary config and its presets) and those plugins add, and the names two of them share."""
+"""Config folders: ladd's own (the primary config and its presets), those plugins add, and the names two share."""
 from __future__ import annotations
 
 import importlib.util
@@ -22,14 +22,16 @@ def preset_clashes(registry: Registry) -> list[str]:
 
     Hydra takes the first folder holding a name: ladd's own, then the plugins' in the order they load.
     """
-    folders = [(own_config_folder(), "ladd's own configs"), *((Path(f), f"plugin {p!r}") for f, p in registry.config_dirs.items())]
+    plugins = [(Path(folder), f"plugin {plugin!r}") for folder, plugin in registry.config_dirs.items()]
+    folders = [(own_config_folder(), "ladd's own configs"), *plugins]
     holders: dict[str, str] = {}
     clashes = []
     for folder, holder in folders:
         for path in sorted(folder.rglob("*.yaml")):
             name = path.relative_to(folder).with_suffix("").as_posix()
             if name in holders:
-                clashes.append(f"config {name} of {holder} has the name of one in {holders[name]}, which is used; rename it")
+                used = holders[name]
+                clashes.append(f"config {name} of {holder} has the name of one in {used}, which is used; rename it")
             else:
                 holders[name] = holder
     return clashes

@@ -1,4 +1,5 @@
 """Prompts and infills with a token process that is not masking: every process's step is given the known tokens."""
+
 from __future__ import annotations
 
 import json
@@ -33,17 +34,20 @@ UNIFORM = """
             return torch.randint(self.vocab_size, shape, device=device, generator=generator)
 
         def corrupt(self, x0, tau, generator=None):
-            keep = torch.rand(x0.shape, generator=generator, device=x0.device) < per_sample(self.schedule.signal(tau), x0)
+            signal = per_sample(self.schedule.signal(tau), x0)
+            keep = torch.rand(x0.shape, generator=generator, device=x0.device) < signal
             return torch.where(keep, x0, self.prior(x0.shape, x0.device, generator))
 
         def loss(self, prediction, x0, x_t, tau):
             return cross_entropy(prediction.flatten(0, -2), x0.flatten()).view(x0.shape).mean(dim=1)
 
         def redraw(self, x_t, prediction, tau_t, tau_s, generator):
-            draw = torch.multinomial(prediction.flatten(0, -2).double().softmax(-1), 1, generator=generator).view(x_t.shape)
+            probabilities = prediction.flatten(0, -2).double().softmax(-1)
+            draw = torch.multinomial(probabilities, 1, generator=generator).view(x_t.shape)
             signal_t, signal_s = self.schedule.signal(tau_t), self.schedule.signal(tau_s)
             gain = torch.where(tau_s <= 0, 1.0, (signal_s - signal_t) / (1 - signal_t).clamp(min=1e-9))
-            return torch.where(torch.rand(x_t.shape, generator=generator, device=x_t.device) < per_sample(gain, x_t), draw, x_t)
+            change = torch.rand(x_t.shape, generator=generator, device=x_t.device) < per_sample(gain, x_t)
+            return torch.where(change, draw, x_t)
 
 
     class KeepsKnown(Uniform):
@@ -65,12 +69,18 @@ UNIFORM = """
     @hookimpl
     def ladd_components():
         return [
-            ComponentSpec("process", "uniform", KeepsKnown, UniformConfig, "uniform noise; the step keeps fixed tokens"),
-            ComponentSpec("process", "uniform_old", OlderSignature, UniformConfig, "the same, its step written without fixed"),
+            ComponentSpec("process", "uniform", KeepsKnown, UniformConfig, "uniform noise, keeping fixed tokens"),
+            ComponentSpec("process", "uniform_old", OlderSignature, UniformConfig, "its step without fixed"),
             ComponentSpec("process", "uniform_deaf", Deaf, UniformConfig, "takes fixed tokens and changes them"),
         ]
 """
-TEXT = ["experiment=demo/mdlm", "dataset.seq_len=16", "train.batch_size=4", "train.progress=false", "train.stages=[{steps:2}]"]
+TEXT = [
+    "experiment=demo/mdlm",
+    "dataset.seq_len=16",
+    "train.batch_size=4",
+    "train.progress=false",
+    "train.stages=[{steps:2}]",
+]
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +102,21 @@ def test_a_uniform_noise_process_keeps_a_prompt_and_an_infills_context(uniform, 
     trained = run_ladd("train", *TEXT, "process=uniform", f"run_dir={run}", env=uniform)
     assert trained.returncode == 0, trained.stderr
     out = tmp_path / "infill.jsonl"
-    sampled = run_ladd("sample", str(run), "--prompt", "ROMEO:", "--suffix", "my lord", "--num", "4", "--steps", "4", "--out", str(out), env=uniform)
+    sampled = run_ladd(
+        "sample",
+        str(run),
+        "--prompt",
+        "ROMEO:",
+        "--suffix",
+        "my lord",
+        "--num",
+        "4",
+        "--steps",
+        "4",
+        "--out",
+        str(out),
+        env=uniform,
+    )
     assert sampled.returncode == 0, sampled.stderr
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(rows) == 4 and len({tuple(r["ids"][:2] + r["ids"][-2:]) for r in rows}) == 1
@@ -104,12 +128,27 @@ def test_a_process_written_before_known_tokens_were_passed_still_samples_and_ref
     run = tmp_path / "run"
     trained = run_ladd("train", *TEXT, "process=uniform_old", f"run_dir={run}", env=uniform)
     assert trained.returncode == 0, trained.stderr
-    free = run_ladd("sample", str(run), "--num", "2", "--steps", "4", "--out", str(tmp_path / "free.jsonl"), env=uniform)
+    free = run_ladd(
+        "sample", str(run), "--num", "2", "--steps", "4", "--out", str(tmp_path / "free.jsonl"), env=uniform
+    )
     assert free.returncode == 0, free.stderr
-    prompted = run_ladd("sample", str(run), "--prompt", "ROMEO:", "--num", "2", "--steps", "4", "--out", str(tmp_path / "p.jsonl"), env=uniform)
+    prompted = run_ladd(
+        "sample",
+        str(run),
+        "--prompt",
+        "ROMEO:",
+        "--num",
+        "2",
+        "--steps",
+        "4",
+        "--out",
+        str(tmp_path / "p.jsonl"),
+        env=uniform,
+    )
     assert prompted.returncode == 2
     assert prompted.stderr.strip().splitlines()[-1] == (
-        "ladd: error: token process OlderSignature changed tokens given in `fixed` (a prompt or an infill): its step must "
+        "ladd: error: token process OlderSignature changed tokens given in `fixed` (a prompt or an infill): "
+        "its step must "
         "take them (step(..., fixed=None)) and keep them"
     )
     assert not (tmp_path / "p.jsonl").exists()

@@ -1,4 +1,5 @@
 """Faulty plugins installed next to ladd: each is left out and named, or its clash reported, and ladd keeps working."""
+
 from __future__ import annotations
 
 import json
@@ -50,12 +51,15 @@ FAULTS = {
 }
 FAULT_ERRORS = {
     "typeless_plugin": (
-        "config Tagged of schedule 'tagged' is not a type OmegaConf can check (field 'tags': Unexpected type annotation: "
-        "set[str]): use bool, int, float, str, an Enum, a Literal of str, int or bool values, a list, a dict or a dataclass "
+        "config Tagged of schedule 'tagged' is not a type OmegaConf can check (field 'tags': Unexpected type "
+        "annotation: set[str]): use bool, int, float, str, an Enum, a Literal of str, int or bool values, a list, "
+        "a dict or a dataclass "
         "(or Optional of one)"
     ),
     "quitting_plugin": "SystemExit: it calls sys.exit(0), which would end every ladd command",
-    "interrupting_plugin": "KeyboardInterrupt: it raises it itself (no Ctrl-C was pressed), which would end every ladd command",
+    "interrupting_plugin": (
+        "KeyboardInterrupt: it raises it itself (no Ctrl-C was pressed), which would end every ladd command"
+    ),
 }
 
 
@@ -76,10 +80,17 @@ def test_each_faulty_plugin_is_left_out_named_and_ladd_keeps_working(faulty, tmp
     listed = run_ladd("list-components", "--json", env=env)
     assert listed.returncode == 0, listed.stderr
     rows = json.loads(listed.stdout)  # what the chatty plugin prints went to stderr
-    assert {(r["kind"], r["name"], r["plugin"]) for r in rows} >= {("schedule", "chatty", "chatty_plugin"), ("backbone", "dit", "builtin")}
+    assert {(r["kind"], r["name"], r["plugin"]) for r in rows} >= {
+        ("schedule", "chatty", "chatty_plugin"),
+        ("backbone", "dit", "builtin"),
+    }
     assert "chatty plugin loading\nchatty plugin declaring\n" in listed.stderr
     for name, error in FAULT_ERRORS.items():
-        assert f"ladd: warning: plugin {name!r} ({name}) failed to load: {error}; fix or uninstall it, or hide it with LADD_PLUGINS_BLOCK={name}" in listed.stderr
+        assert (
+            f"ladd: warning: plugin {name!r} ({name}) failed to load: {error}; fix or uninstall it, or hide it "
+            f"with LADD_PLUGINS_BLOCK={name}"
+            in listed.stderr
+        )
 
     trained = run_ladd("train", *SHORT, f"run_dir={tmp_path / 'run'}", env=env)
     assert trained.returncode == 0, trained.stderr
@@ -88,15 +99,21 @@ def test_each_faulty_plugin_is_left_out_named_and_ladd_keeps_working(faulty, tmp
 
 def test_the_users_ctrl_c_while_a_plugin_loads_still_ends_ladd(tmp_path):
     started = tmp_path / "started"
-    slow = fake_distribution(tmp_path / "slow", "slow_plugin", f"""
+    slow = fake_distribution(
+        tmp_path / "slow",
+        "slow_plugin",
+        f"""
         import pathlib
         import time
 
         pathlib.Path({str(started)!r}).touch()
         time.sleep(60)
-    """)
+    """,
+    )
     command = [sys.executable, "-m", "registry.cli", "plugins"]
-    process = subprocess.Popen(command, env={**os.environ, "PYTHONPATH": slow}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        command, env={**os.environ, "PYTHONPATH": slow}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     deadline = time.monotonic() + 120
     while not started.exists() and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -147,10 +164,25 @@ def test_a_literal_option_is_a_choice_checked_where_the_experiment_assembles(tmp
     )
     assert not (tmp_path / "wrong").exists()
     number = run_ladd("train", "schedule=curve", "schedule.power=4", *SHORT, f"run_dir={tmp_path / 'wrong'}", env=env)
-    assert number.stderr.strip().splitlines()[-1] == "ladd: error: invalid options for schedule 'curve': power=4 is not valid: it must be one of 1, 2, 3"
-    good = run_ladd("train", "schedule=curve", "schedule.shape=square", "schedule.power=2", *SHORT, f"run_dir={tmp_path / 'good'}", env=env)
+    assert (
+        number.stderr.strip().splitlines()[-1]
+        == "ladd: error: invalid options for schedule 'curve': power=4 is not valid: it must be one of 1, 2, 3"
+    )
+    good = run_ladd(
+        "train",
+        "schedule=curve",
+        "schedule.shape=square",
+        "schedule.power=2",
+        *SHORT,
+        f"run_dir={tmp_path / 'good'}",
+        env=env,
+    )
     assert good.returncode == 0, good.stderr
-    assert yaml.safe_load((tmp_path / "good" / "config.yaml").read_text())["schedule"] == {"shape": "square", "power": 2, "name": "curve"}
+    assert yaml.safe_load((tmp_path / "good" / "config.yaml").read_text())["schedule"] == {
+        "shape": "square",
+        "power": 2,
+        "name": "curve",
+    }
 
 
 SAME_NAME = """
@@ -175,23 +207,30 @@ SAME_PRESET = "# @package _global_\ndefaults:\n  - /experiment/binsaw/mdlm\n  - 
 def impostor(tmp_path_factory) -> str:
     """A plugin registering backbone 'dit' and shipping a preset named experiment/binsaw/mdlm_cpu."""
     root = tmp_path_factory.mktemp("impostor")
-    path = fake_distribution(root, "impostor_plugin", SAME_NAME + """
+    path = fake_distribution(
+        root,
+        "impostor_plugin",
+        SAME_NAME
+        + """
 
     @hookimpl
     def ladd_config_dirs():
         import pathlib
 
         return [pathlib.Path(__file__).parent / "impostor_conf"]
-    """)
+    """,
+    )
     (root / "impostor_conf" / "experiment" / "binsaw").mkdir(parents=True)
     (root / "impostor_conf" / "experiment" / "binsaw" / "mdlm_cpu.yaml").write_text(SAME_PRESET)
     return path
 
 
 IMPOSTOR_LINES = [
-    "backbone 'dit' of plugin 'impostor_plugin' (impostor_plugin 0.0.1) has the name of ladd's own backbone, which configs "
+    "backbone 'dit' of plugin 'impostor_plugin' (impostor_plugin 0.0.1) has the name of ladd's own backbone, "
+    "which configs "
     "select; rename it in that plugin (runs and models that recorded it still load it)",
-    "config experiment/binsaw/mdlm_cpu of plugin 'impostor_plugin' has the name of one in ladd's own configs, which is used; rename it",
+    "config experiment/binsaw/mdlm_cpu of plugin 'impostor_plugin' has the name of one in ladd's own configs, "
+    "which is used; rename it",
 ]
 
 
@@ -228,8 +267,14 @@ TWIN = """
 
 
 def test_a_run_loads_the_component_of_the_plugin_it_recorded_when_two_plugins_register_its_name(tmp_path):
-    first = fake_distribution(tmp_path / "a", "twin_a", TWIN.format(config="DiTConfig", factory="ladd_plugins.backbones.dit:DiT"))
-    second = fake_distribution(tmp_path / "b", "twin_b", TWIN.format(config="MLPDenoiserConfig", factory="ladd_plugins.backbones.mlp:MLPDenoiser"))
+    first = fake_distribution(
+        tmp_path / "a", "twin_a", TWIN.format(config="DiTConfig", factory="ladd_plugins.backbones.dit:DiT")
+    )
+    second = fake_distribution(
+        tmp_path / "b",
+        "twin_b",
+        TWIN.format(config="MLPDenoiserConfig", factory="ladd_plugins.backbones.mlp:MLPDenoiser"),
+    )
     both = {"PYTHONPATH": f"{first}:{second}"}
     run = tmp_path / "run"
     trained = run_ladd("train", "backbone=twin", *SHORT, f"run_dir={run}", env={**both, "LADD_PLUGINS_BLOCK": "twin_b"})
@@ -241,7 +286,10 @@ def test_a_run_loads_the_component_of_the_plugin_it_recorded_when_two_plugins_re
 
 
 def test_a_factory_returning_the_wrong_type_is_named_in_one_line(tmp_path):
-    path = fake_distribution(tmp_path / "wrong", "wrong_type_plugin", """
+    path = fake_distribution(
+        tmp_path / "wrong",
+        "wrong_type_plugin",
+        """
         from registry import ComponentSpec, hookimpl
 
 
@@ -252,12 +300,14 @@ def test_a_factory_returning_the_wrong_type_is_named_in_one_line(tmp_path):
         @hookimpl
         def ladd_components():
             return [ComponentSpec("backbone", "words", words, None)]
-    """)
+    """,
+    )
     out = run_ladd("train", "backbone=words", *SHORT, f"run_dir={tmp_path / 'run'}", env={"PYTHONPATH": path})
     assert out.returncode == 2
     assert out.stderr.strip().splitlines()[-1] == (
-        "ladd: error: backbone 'words' of plugin 'wrong_type_plugin' (wrong_type_plugin 0.0.1) factory returned str, expected "
-        "registry.interfaces.Backbone (it lacks torch.nn.Module, forward); fix or update plugin 'wrong_type_plugin', or choose "
+        "ladd: error: backbone 'words' of plugin 'wrong_type_plugin' (wrong_type_plugin 0.0.1) factory returned str, "
+        "expected registry.interfaces.Backbone (it lacks torch.nn.Module, forward); fix or update plugin "
+        "'wrong_type_plugin', or choose "
         "another backbone (`ladd list-components --kind backbone`)"
     )
     assert not (tmp_path / "run").exists()
@@ -270,4 +320,3 @@ def test_blocking_ladds_own_plugin_leaves_it_loaded_with_a_note():
     assert out.stderr == "ladd: note: LADD_PLUGINS_BLOCK names ladd's own plugin 'builtin', which always loads\n"
     listed = run_ladd("list-components", "--kind", "backbone", env={"LADD_PLUGINS_BLOCK": "builtin"})
     assert listed.returncode == 0 and "mmdit" in listed.stdout
-

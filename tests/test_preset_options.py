@@ -1,4 +1,5 @@
-"""Options a preset set for the component it selected apply to that component only, not to another one selected on top."""
+"""Options a preset set for the component it selected apply to that component, not to another one selected on top."""
+
 from __future__ import annotations
 
 import pytest
@@ -43,17 +44,25 @@ def reg(patient, monkeypatch):
 
 def test_a_component_selected_on_top_of_a_preset_gets_its_defaults_not_the_presets_values(reg, capsys):
     cfg = to_plain(compose(["experiment=binsaw/mdlm_cpu", "process=patient"], reg))
-    assert cfg["process"] == {"horizon": 100, "weighting": "constant", "name": "patient"}  # not the preset's 4000 and elbo
+    assert cfg["process"] == {
+        "horizon": 100,
+        "weighting": "constant",
+        "name": "patient",
+    }  # not the preset's 4000 and elbo
     assert capsys.readouterr().err == f"{NOTE}process.horizon, process.weighting\n"
     typed = to_plain(compose(["experiment=binsaw/mdlm_cpu", "process=patient", "process.horizon=50"], reg))
     assert typed["process"]["horizon"] == 50 and capsys.readouterr().err == f"{NOTE}process.weighting\n"
     network = to_plain(compose(["experiment=binsaw/mdlm_cpu", "backbone=mmdit"], reg))["backbone"]
-    assert network["layers"] == 4 and capsys.readouterr().err == f"{NOTE}backbone.layers\n"  # setup/binsaw_cpu's 2 was for dit
+    assert (
+        network["layers"] == 4 and capsys.readouterr().err == f"{NOTE}backbone.layers\n"
+    )  # setup/binsaw_cpu's 2 was for dit
 
 
 def test_the_component_the_preset_selected_keeps_its_values_when_typed_again(reg, capsys):
     preset = to_plain(compose(["experiment=binsaw/diladd_seq_cpu", "run_dir=r"], reg))
-    again = to_plain(compose(["experiment=binsaw/diladd_seq_cpu", "run_dir=r", "sampler=sequential", "process=masked"], reg))
+    again = to_plain(
+        compose(["experiment=binsaw/diladd_seq_cpu", "run_dir=r", "sampler=sequential", "process=masked"], reg)
+    )
     assert again == preset and again["sampler"]["latent_steps"] == 8 and again["process"]["horizon"] == 4000
     assert capsys.readouterr().err == ""
     other = to_plain(compose(["experiment=binsaw/diladd_seq_cpu", "sampler=joint"], reg))
@@ -75,7 +84,18 @@ def test_what_an_interpolation_reads_is_the_selected_components_value(reg, tmp_p
 
 @pytest.mark.slow
 def test_ladd_train_gives_a_plugin_process_its_own_horizon(patient, tmp_path):
-    out = run_ladd("train", "process=patient", *TINY, "train.stages=[{steps:2}]", f"run_dir={tmp_path}", env={"PYTHONPATH": patient})
+    out = run_ladd(
+        "train",
+        "process=patient",
+        *TINY,
+        "train.stages=[{steps:2}]",
+        f"run_dir={tmp_path}",
+        env={"PYTHONPATH": patient},
+    )
     assert out.returncode == 0, out.stderr
     assert f"{NOTE}process.horizon, process.weighting" in out.stderr.splitlines()
-    assert yaml.safe_load((tmp_path / "config.yaml").read_text())["process"] == {"horizon": 100, "weighting": "constant", "name": "patient"}
+    assert yaml.safe_load((tmp_path / "config.yaml").read_text())["process"] == {
+        "horizon": 100,
+        "weighting": "constant",
+        "name": "patient",
+    }

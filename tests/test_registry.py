@@ -10,7 +10,6 @@ from conftest import fake_distribution
 from registry import ComponentSpec, Origin, Registry, hookimpl
 from registry._component import Component
 from registry._plugins import PluginHost
-from registry.interfaces import Schedule
 from registry.errors import (
     ComponentClashError,
     ComponentError,
@@ -18,6 +17,7 @@ from registry.errors import (
     PluginLoadError,
     UnknownComponentError,
 )
+from registry.interfaces import Schedule
 
 
 @dataclasses.dataclass

@@ -1,5 +1,6 @@
 """What components declare they need (a latent channel or none, a revealing token process) is checked before anything
 trains, and again when `ladd sample` or `ladd eval` choose another sampler for a trained model."""
+
 from __future__ import annotations
 
 import math
@@ -38,7 +39,8 @@ CONFIDENCE = """
             for tau_t, tau_s in time_grid(steps):
                 t, s = times(num_samples, tau_t, model.device), times(num_samples, tau_s, model.device)
                 masked = x == mask_id(model.vocab_size)
-                gain = (model.schedule.signal(s) - model.schedule.signal(t)) / (1 - model.schedule.signal(t)).clamp(min=1e-9)
+                signal_t, signal_s = model.schedule.signal(t), model.schedule.signal(s)
+                gain = (signal_s - signal_t) / (1 - signal_t).clamp(min=1e-9)
                 count = torch.where(s <= 0, masked.sum(1), (masked.sum(1) * gain).round().long())
                 confidence = model.predict(x, t, None, None).tokens.softmax(-1).amax(-1).masked_fill(~masked, -1.0)
                 rank = confidence.argsort(dim=1, descending=True).argsort(dim=1)
@@ -87,21 +89,25 @@ def confidence(tmp_path_factory) -> dict[str, str]:
     [
         (
             ["experiment=binsaw/coladd_joint_cpu", "sampler=confidence"],
-            "sampler 'confidence' needs a model without a latent channel, but latent 'continuous' is selected; set latent=null "
+            "sampler 'confidence' needs a model without a latent channel, but latent 'continuous' is selected; "
+            "set latent=null "
             "or choose another sampler",
         ),
         (
             ["sampler=confidence", "process=still"],
-            "sampler 'confidence' needs a token process that is a registry.interfaces.RevealingProcess, but process 'still' is "
+            "sampler 'confidence' needs a token process that is a registry.interfaces.RevealingProcess, but process "
+            "'still' is "
             "not one; choose another process or choose another sampler",
         ),
         (
             ["sampler=joint"],
-            "sampler 'joint' needs a latent channel, but there is none (latent=null); choose a latent or choose another sampler",
+            "sampler 'joint' needs a latent channel, but there is none (latent=null); choose a latent or choose "
+            "another sampler",
         ),
         (
             ["experiment=binsaw/diladd_joint_cpu", "sampler=ancestral"],
-            "sampler 'ancestral' needs a model without a latent channel, but latent 'discrete' is selected; set latent=null or "
+            "sampler 'ancestral' needs a model without a latent channel, but latent 'discrete' is selected; "
+            "set latent=null or "
             "choose another sampler",
         ),
     ],
@@ -119,7 +125,9 @@ def test_a_sampler_is_given_the_token_schedule(confidence, tmp_path, monkeypatch
     run = tmp_path / "run"
     trained = run_ladd("train", "sampler=confidence", "schedule=cosine", *SHORT, f"run_dir={run}", env=confidence)
     assert trained.returncode == 0, trained.stderr
-    sampled = run_ladd("sample", str(run), "--steps", "4", "--num", "3", "--out", str(tmp_path / "s.txt"), env=confidence)
+    sampled = run_ladd(
+        "sample", str(run), "--steps", "4", "--num", "3", "--out", str(tmp_path / "s.txt"), env=confidence
+    )
     assert sampled.returncode == 0, sampled.stderr
     rows = [[int(v) for v in line.split()] for line in (tmp_path / "s.txt").read_text().splitlines()]
     assert len(rows) == 3 and all(len(row) == 16 and set(row) <= {0, 1} for row in rows)
@@ -153,8 +161,17 @@ def test_sample_chooses_a_sampler_and_its_options_as_eval_does(diladd_run, tmp_p
     from registry.training import load_run
 
     arguments = ["--steps", "4", "--num", "5", "--seed", "3"]
-    chosen = run_ladd("sample", str(diladd_run), *arguments, "--sampler", "sequential", "--sampler-option", "latent_steps=2",
-                      "--out", str(tmp_path / "sequential.txt"))
+    chosen = run_ladd(
+        "sample",
+        str(diladd_run),
+        *arguments,
+        "--sampler",
+        "sequential",
+        "--sampler-option",
+        "latent_steps=2",
+        "--out",
+        str(tmp_path / "sequential.txt"),
+    )
     assert chosen.returncode == 0, chosen.stderr
     own = run_ladd("sample", str(diladd_run), *arguments, "--out", str(tmp_path / "joint.txt"))
     assert own.returncode == 0, own.stderr
@@ -182,4 +199,3 @@ def test_a_sampler_the_trained_model_cannot_serve_is_refused(diladd_run, tmp_pat
         "--sampler-option guidance=2"
     ]
     assert not (tmp_path / "out").exists()
-

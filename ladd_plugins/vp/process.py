@@ -60,15 +60,10 @@ class VPGaussianProcess(Process):
         return per_vector.flatten(1).mean(dim=1) * self.weight(tau).float()
 
     def step(
-        self,
-        x_t: Tensor,
-        prediction: Tensor,
-        tau_t: Tensor,
-        tau_s: Tensor,
-        generator: torch.Generator | None = None,
-        fixed: Tensor | None = None,
+        self, x_t: Tensor, prediction: Tensor, tau_t: Tensor, tau_s: Tensor,
+        generator: torch.Generator | None = None, fixed: Tensor | None = None,
     ) -> Tensor:
-        """DDIM kernel (eq. app_ddim_kernel): eta=1 is the Markovian bridge, eta=0 deterministic (vectors: nothing is fixed)."""
+        """DDIM kernel (eq. app_ddim_kernel): eta=1 is the Markovian bridge, eta=0 deterministic (``fixed``: unused)."""
         abar2_t, sbar2_t = self._variances(tau_t)
         abar2_s, sbar2_s = self._variances(tau_s)
         y0_hat = prediction.double()

@@ -68,8 +68,13 @@ def check_fixed_kept(tokens: Tensor, fixed: Tensor | None, model: DenoiserModel)
         known = fixed != mask_id(model.vocab_size)
         if not torch.equal(tokens[known], fixed[known]):
             name = type(model.process).__name__
-            fix = "must return them unchanged" if takes_fixed(model.process) else "must take them (step(..., fixed=None)) and keep them"
-            raise LaddError(f"token process {name} changed tokens given in `fixed` (a prompt or an infill): its step {fix}")
+            if takes_fixed(model.process):
+                fix = "must return them unchanged"
+            else:
+                fix = "must take them (step(..., fixed=None)) and keep them"
+            raise LaddError(
+                f"token process {name} changed tokens given in `fixed` (a prompt or an infill): its step {fix}"
+            )
     return tokens
 
 
@@ -79,13 +84,19 @@ def takes_fixed(process: Process) -> bool:
 
 
 @functools.cache
-def _step_takes_fixed(process: type) -> bool:
+def _step_takes_fixed(process: type[Process]) -> bool:
     parameters = inspect.signature(process.step).parameters.values()
     return any(p.name == "fixed" or p.kind is p.VAR_KEYWORD for p in parameters)
 
 
 def reverse_step(
-    process: Process, x_t: Tensor, prediction: Tensor, tau_t: Tensor, tau_s: Tensor, generator: torch.Generator, fixed: Tensor | None
+    process: Process,
+    x_t: Tensor,
+    prediction: Tensor,
+    tau_t: Tensor,
+    tau_s: Tensor,
+    generator: torch.Generator,
+    fixed: Tensor | None,
 ) -> Tensor:
     """``process.step``, given the known tokens ``fixed`` when there are some; a step written without the keyword
     is called without it (``check_fixed_kept`` then tells whether it kept them)."""
