@@ -211,7 +211,7 @@ def _check_latent_side(latent: Latent | None, encoder: Any, objective: Objective
 
 def recorded_plugin(recorded: Mapping[str, Any] | None, slot: str) -> str | None:
     """The plugin recorded for ``slot``'s component, or None when nothing usable is recorded."""
-    entry = (recorded or {}).get(slot)
+    entry = recorded.get(slot) if isinstance(recorded, Mapping) else None
     plugin = entry.get("plugin") if isinstance(entry, Mapping) else None
     return plugin if isinstance(plugin, str) else None
 
