@@ -335,13 +335,14 @@ def _hydra_compose(overrides: Sequence[str], registry: Registry, searchpath: Seq
 
 
 def _typed_selections(parsed: Sequence[Override]) -> dict[str, str]:
-    """Slot -> the component the command line selects there by name (not ``null``, not a sweep)."""
-    return {
-        o.key_or_group: str(o.value())
-        for o in parsed
-        if o.key_or_group in SLOTS and o.package is None and not o.is_delete() and not o.is_sweep_override()
-        and o.value() is not None
-    }
+    """Slot -> the component the command line selects there by name, last one first (``null`` selects none)."""
+    selected: dict[str, str] = {}
+    for o in (o for o in parsed if o.key_or_group in SLOTS and o.package is None):
+        if o.is_delete() or o.is_sweep_override() or o.value() is None:
+            selected.pop(o.key_or_group, None)
+        else:
+            selected[o.key_or_group] = str(o.value())
+    return selected
 
 
 def _preset_choices(
