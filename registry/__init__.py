@@ -1,7 +1,8 @@
 """ladd's framework core: plugin contract, component registry, config assembly, training and sampling loops."""
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ._component import KINDS, Component, ComponentSpec, Origin
 from ._hookspecs import hookimpl, hookspec
@@ -17,14 +18,22 @@ from .errors import (
     UnknownComponentError,
 )
 
+if TYPE_CHECKING:  # importing it here would import torch with every `import registry`
+    from .assembly import Experiment
+
 
 def build(kind: str, name: str, options: dict[str, Any] | None = None, **context: Any) -> Any:
     """Build one registered component from Python: ``options`` are checked like config options, ``context`` as ladd passes it."""
     return load().build(kind, name, options, **context)
 
 
-def from_pretrained(path: str, registry: Registry | None = None):
-    """Load a model folder written by ``ladd export`` (weights are safetensors: loading runs no code)."""
+def from_pretrained(path: str | Path, registry: Registry | None = None) -> Experiment:
+    """Load a model folder written by ``ladd export`` (weights are safetensors: loading runs no code).
+
+    Returns a ``registry.assembly.Experiment``: ``model`` (a ``DiffusionModel`` on the CPU, in eval mode, its
+    weights the exported EMA weights), ``sampler`` (``sampler.sample(model, n, steps, generator)``),
+    ``dataset``, ``metric`` and ``components`` (slot -> the registered component, with its origin).
+    """
     from .export import from_pretrained as _from_pretrained
 
     return _from_pretrained(path, registry)

@@ -10,8 +10,10 @@ from typing import Any
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from ._config_types import typed_config
+from ._plugin_code import FAULTS, PluginCode, describe
 from .errors import ComponentError, InvalidConfigError, LaddError, did_you_mean
-from .kinds import KINDS
+from .kinds import KIND_SPECS, KINDS
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,7 @@ class Origin:
     plugin: str
     distribution: str | None = None
     version: str | None = None
+    own: bool = False  # registered by ladd's own distribution: its names win over a third party's
 
 
 @dataclass(frozen=True)
@@ -85,10 +88,14 @@ class Component:
         if not self._resolved:
             target = self.spec.factory
             if isinstance(target, str):
-                try:
-                    target = _import(target)
-                except Exception as error:
-                    raise self._error(f"factory {self.spec.factory!r} does not import: {type(error).__name__}: {error}") from error
+                with PluginCode() as code:
+                    try:
+                        target = _import(target)
+                    except FAULTS as error:
+                        if not code.is_fault(error):
+                            raise
+                        problem = f"factory {self.spec.factory!r} does not import: {describe(error)}"
+                        raise self._error(problem) from error
             self._resolved.append(target)
         return self._resolved[0]
 
@@ -99,12 +106,25 @@ class Component:
             raise InvalidConfigError(f"{self.kind} {self.name!r} takes no options, got {sorted(options)}")
         arguments = () if self.spec.config is None else (self._config(options),)
         factory = self.factory()
-        try:
-            return factory(*arguments, **context)
-        except LaddError:
-            raise
-        except Exception as error:
-            raise self._error(f"failed to build: {type(error).__name__}: {error}") from error
+        with PluginCode() as code:
+            try:
+                instance = factory(*arguments, **context)
+            except LaddError:
+                raise
+            except FAULTS as error:
+                if not code.is_fault(error):
+                    raise
+                raise self._error(f"failed to build: {describe(error)}") from error
+        spec = KIND_SPECS[self.kind]
+        lacking = spec.lacks(instance)
+        if lacking:
+            actual = type(instance)
+            where = "" if actual.__module__ == "builtins" else f"{actual.__module__}."
+            raise self._error(
+                f"factory returned {where}{actual.__qualname__}, expected registry.interfaces.{spec.interface} "
+                f"(it lacks {', '.join(lacking)})"
+            )
+        return instance
 
     def option_names(self) -> list[str]:
         """The options of this component's config, in declaration order."""
@@ -123,7 +143,7 @@ class Component:
             if key not in self.option_names():
                 raise InvalidConfigError(self.unknown_option(key))
         try:
-            return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(self.spec.config), options))
+            return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(typed_config(self.spec.config)), options))
         except OmegaConfBaseException as error:
             full_key = getattr(error, "full_key", None)
             where = f"option {full_key!r} of " if full_key else "options for "

@@ -1,6 +1,7 @@
 """Plugin discovery: entry points of group ``ladd`` loaded into a pluggy manager, each plugin checked before use."""
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from importlib import metadata
@@ -12,6 +13,8 @@ import pluggy
 
 from . import _hookspecs
 from ._component import Component, ComponentSpec, Origin
+from ._config_types import SUPPORTED, untypable
+from ._plugin_code import FAULTS, PluginCode, describe
 from .errors import PluginLoadError, did_you_mean
 from .model_folders import ModelFolder
 from .switches import switch
@@ -62,10 +65,10 @@ def own_entry_points() -> set[tuple[str, str]]:
 
 def blocked_reason(plugin: str, own: bool, autoload: bool = True) -> str | None:
     """Why the environment keeps this plugin from loading, or None when it may load (``own``: ladd's own entry point)."""
-    if plugin in (_names(BLOCK_ENV) or set()):
-        return f"blocked by {BLOCK_ENV}"
     if own:
         return None
+    if plugin in (_names(BLOCK_ENV) or set()):
+        return f"blocked by {BLOCK_ENV}"
     if not autoload:
         return f"autoloading disabled by {NO_AUTOLOAD_ENV}"
     allowed = _names(ALLOW_ENV)
@@ -74,8 +77,19 @@ def blocked_reason(plugin: str, own: bool, autoload: bool = True) -> str | None:
     return None
 
 
-def _describe(error: Exception) -> str:
-    return str(error) if isinstance(error, PluginLoadError) else f"{type(error).__name__}: {error}"
+def _describe(error: BaseException) -> str:
+    return str(error) if isinstance(error, PluginLoadError) else describe(error)
+
+
+def _check_config(component: Component) -> None:
+    """A component's config dataclass must be one OmegaConf can type: else no config of any experiment composes."""
+    config = component.spec.config
+    problem = None if config is None else untypable(config)
+    if problem is not None:
+        raise PluginLoadError(
+            f"config {getattr(config, '__name__', config)} of {component.kind} {component.name!r} is not a type "
+            f"OmegaConf can check ({problem}): use {SUPPORTED}"
+        )
 
 
 class PluginHost:
@@ -89,27 +103,36 @@ class PluginHost:
         self.manager = pluggy.PluginManager(_hookspecs.PROJECT)
         self.manager.add_hookspecs(_hookspecs)
         self.components: list[Component] = []
-        self.config_dirs: list[Path] = []
+        self.config_dirs: dict[Path, str] = {}  # folder -> the plugin contributing it
         self.model_folders: dict[str, ModelFolder] = {}
         self.failures: list[PluginFailure] = []
         self.blocked: list[PluginFailure] = []
+        self.notes: list[str] = []  # one line each, for the user: what the environment asked that ladd did not do
         self._origins: dict[str, Origin] = {}
 
     def register(self, plugin: ModuleType | Any, name: str, origin: Origin | None = None, own: bool = False) -> None:
         """Register one plugin object under ``name`` and collect what it contributes (``own``: ladd's own, whose failure is fatal)."""
-        origin = origin or Origin(plugin=name)
+        origin = dataclasses.replace(origin or Origin(plugin=name), own=own)
         if self.manager.has_plugin(name):
             taken = self._origins[name].distribution
             error = f"the plugin name {name!r} is already taken by distribution {taken}; rename this entry point"
             self._fail(PluginFailure(name, error, origin.distribution), PluginLoadError(error))
             return
-        try:
-            self.manager.register(plugin, name=name)
-        except Exception as exc:  # pluggy's validation of a hook's arguments
-            self._fail(PluginFailure(name, _describe(exc), origin.distribution), exc, own)
-            return
-        self._origins[name] = origin
-        self._admit(name, origin, own)
+        with PluginCode() as code:
+            try:
+                self.manager.register(plugin, name=name)  # pluggy validates each hook's arguments
+                self._origins[name] = origin
+                collected = self._collect(name, origin)
+            except FAULTS as exc:
+                if not code.is_fault(exc):
+                    raise
+                if self.manager.is_registered(plugin):
+                    self.manager.unregister(name=name)
+                self._fail(PluginFailure(name, _describe(exc), origin.distribution), exc, own)
+                return
+        self.components.extend(collected[0])
+        self.config_dirs.update(dict.fromkeys(collected[1], name))
+        self.model_folders.update(collected[2])
 
     def load_entry_points(self) -> None:
         """Load every permitted plugin of entry-point group ``ladd``; third-party failures are recorded, not raised."""
@@ -122,31 +145,30 @@ class PluginHost:
             dist = entry_point.dist
             origin = Origin(plugin=entry_point.name, distribution=dist.metadata["Name"] if dist else None, version=dist.version if dist else None)
             is_own = (entry_point.name, entry_point.value) in own
+            if is_own and entry_point.name in (_names(BLOCK_ENV) or set()):
+                self.notes.append(f"{BLOCK_ENV} names ladd's own plugin {entry_point.name!r}, which always loads")
             reason = blocked_reason(entry_point.name, is_own, autoload)
             if reason is not None:
                 self.manager.set_blocked(entry_point.name)
                 self.blocked.append(PluginFailure(entry_point.name, reason, origin.distribution))
                 continue
-            try:
-                plugin = entry_point.load()
-            except Exception as exc:  # a broken third-party plugin must not take the others down
-                self._fail(PluginFailure(entry_point.name, _describe(exc), origin.distribution), exc, is_own)
-                continue
+            with PluginCode() as code:
+                try:
+                    plugin = entry_point.load()
+                except FAULTS as exc:  # a broken third-party plugin must not take the others down
+                    if not code.is_fault(exc):
+                        raise
+                    self._fail(PluginFailure(entry_point.name, _describe(exc), origin.distribution), exc, is_own)
+                    continue
             self.register(plugin, entry_point.name, origin, is_own)
 
-    def _admit(self, name: str, origin: Origin, own: bool) -> None:
-        try:
-            self._check_hooks(name)
-            components = [Component(spec, origin) for spec in self._specs(name)]
-            folders = self._folders(name)
-            models = self._model_folders(name, origin)
-        except Exception as exc:
-            self.manager.unregister(name=name)
-            self._fail(PluginFailure(name, _describe(exc), origin.distribution), exc, own)
-            return
-        self.components.extend(components)
-        self.config_dirs.extend(folders)
-        self.model_folders.update(models)
+    def _collect(self, name: str, origin: Origin) -> tuple[list[Component], list[Path], dict[str, ModelFolder]]:
+        """Plugin ``name``'s components, config folders and model folders, each checked (raises on the first fault)."""
+        self._check_hooks(name)
+        components = [Component(spec, origin) for spec in self._specs(name)]
+        for component in components:
+            _check_config(component)
+        return components, self._folders(name), self._model_folders(name, origin)
 
     def _hook_names(self) -> list[str]:
         return sorted(n for n, caller in vars(self.manager.hook).items() if not n.startswith("_") and caller.has_spec())
@@ -209,7 +231,7 @@ class PluginHost:
                 declared[folder] = ModelFolder(folder, locator, origin)
         return declared
 
-    def _fail(self, failure: PluginFailure, exc: Exception, own: bool = False) -> None:
+    def _fail(self, failure: PluginFailure, exc: BaseException, own: bool = False) -> None:
         if own:
             raise PluginLoadError(
                 f"ladd's own plugin {failure.plugin!r} failed to load ({failure.error}): this installation of ladd "

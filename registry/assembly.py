@@ -1,6 +1,7 @@
 """Turning a resolved experiment config into components and a model, with compatibility checks."""
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -9,7 +10,7 @@ from typing import Any
 from ._component import Component
 from ._registry import Registry
 from .errors import IncompatibleComponentsError, LaddError, UnknownComponentError
-from .interfaces import Dataset, Latent, Metric, Sampler
+from .interfaces import Dataset, Latent, Metric, Sampler, needs_of
 from .kinds import SLOTS
 from .model import DiffusionModel, Objective
 from .safety import check_config
@@ -52,38 +53,52 @@ def required_selection(cfg: Mapping[str, Any], slot: str) -> tuple[str, dict[str
     return chosen
 
 
-def build_experiment(cfg: Mapping[str, Any], registry: Registry) -> Experiment:
-    """Build dataset, model, sampler and metric from a plain (resolved) config mapping."""
+def build_experiment(
+    cfg: Mapping[str, Any], registry: Registry, recorded: Mapping[str, Any] | None = None
+) -> Experiment:
+    """Build dataset, model, sampler and metric from a plain (resolved) config mapping.
+
+    ``recorded``: the components a run or a model recorded (slot -> kind, name, plugin, ...); a name two plugins
+    register is then the recorded plugin's.
+    """
     check_config(cfg)
     if cfg.get("latent") is not None and "latent_process" not in cfg:
         raise IncompatibleComponentsError(
             "this config predates the latent_process slot (a latent's process options now live there); "
             "re-create it with the current presets"
         )
-    components: dict[str, Component] = {}
+    chosen = {slot: selection(cfg, slot) for slot in SLOTS}
+    components = {
+        slot: registry.get(SLOTS[slot].kind, pick[0], recorded_plugin(recorded, slot))
+        for slot, pick in chosen.items()
+        if pick is not None
+    }
+    # declared needs, read from the classes first: a mismatch is refused before anything is built
+    _check_needs(components, {s: _declared(c) for s, c in components.items()}, _declared(components["process"]))
     built: dict[str, Any] = {}
     for slot in SLOTS.values():
-        chosen = selection(cfg, slot.name)
         if slot.needs_latent and built["latent"] is None:
-            if chosen is not None:
+            if chosen[slot.name] is not None:
                 raise IncompatibleComponentsError(f"{slot.name} is set but there is no latent channel; set latent=NAME or {slot.name}=null")
             built[slot.name] = None
             continue
         pairing = slot.pairing(built, components) if slot.pairing is not None else None
-        if chosen is None:
+        pick = chosen[slot.name]
+        if pick is None:
             if pairing is not None:
                 raise IncompatibleComponentsError(
                     f"{pairing[0]} holds {' or '.join(pairing[1])} and needs a process: set {slot.name}=NAME ({_pairings(registry)})"
                 )
             built[slot.name] = None
             continue
-        name, options = chosen
-        component = components[slot.name] = registry.get(slot.kind, name)
+        name, options = pick
+        component = components[slot.name]
         if pairing is not None:  # before building: a process is never built for a state it cannot take
             _check_pairing(registry, slot.name, name, pairing, _state(component, "diffuses"))
         built[slot.name] = component.build(options, **slot.context(built))
         if pairing is not None:
             _check_pairing(registry, slot.name, name, pairing, built[slot.name].diffuses)
+    _check_needs(components, {s: built[s] for s in components}, built["process"])
     dataset: Dataset = built["dataset"]
     latent: Latent | None = built["latent"]
     objective = Objective(**dict(cfg.get("objective") or {}))
@@ -94,17 +109,54 @@ def build_experiment(cfg: Mapping[str, Any], registry: Registry) -> Experiment:
             "needs its own denoiser: set latent_backbone=NAME (e.g. one of the latent-only backbones)"
         )
     sampler: Sampler = built["sampler"]
-    if sampler.requires_latent and latent is None:
-        raise IncompatibleComponentsError(
-            f"sampler {components['sampler'].name!r} generates a latent channel but there is none (latent=null); "
-            "use a token-only sampler or choose a latent"
-        )
     model = DiffusionModel(
         built["process"], latent, built["backbone"], dataset.vocab_size, dataset.seq_len, objective,
-        built["encoder"], built["latent_backbone"], built["latent_process"],
+        built["encoder"], built["latent_backbone"], built["latent_process"], built["schedule"],
     )
     metric: Metric = built["metric"]
     return Experiment(model, dataset, sampler, metric, components)
+
+
+def with_sampler(
+    experiment: Experiment, registry: Registry, name: str, options: Mapping[str, Any] | None = None
+) -> Experiment:
+    """``experiment`` sampled by sampler ``name`` (built from ``options``) instead of its own, when the trained model
+    has what that sampler declares it needs: ``ladd sample --sampler``, ``ladd eval --sampler`` and ``ladd compare``."""
+    slot = SLOTS["sampler"]
+    component = registry.get(slot.kind, name)
+    sampler = component.build(dict(options or {}))
+    model, recorded = experiment.model, experiment.components
+    latent = None if model.latent is None else getattr(recorded.get("latent"), "name", type(model.latent).__name__)
+    process = getattr(recorded.get("process"), "name", type(model.process).__name__)
+    unmet = needs_of(sampler).unmet(latent, process, model.process)
+    if unmet is not None:
+        raise IncompatibleComponentsError(
+            f"{slot.name} {name!r} needs {unmet[0]}; choose another {slot.kind} for this model"
+        )
+    return dataclasses.replace(experiment, sampler=sampler, components={**recorded, slot.name: component})
+
+
+def _check_needs(components: Mapping[str, Component], declared: Mapping[str, Any], process: Any) -> None:
+    """Refuse a component whose declared ``needs`` (a latent channel or none, a kind of token process) are unmet.
+
+    ``declared``: slot -> the component's class (None when unknown before it is built) or the built component.
+    """
+    latent = None if "latent" not in components else components["latent"].name
+    for slot, holder in declared.items():
+        unmet = None if holder is None else needs_of(holder).unmet(latent, components["process"].name, process)
+        if unmet is not None:
+            need, fix = unmet
+            name, kind = components[slot].name, SLOTS[slot].kind
+            raise IncompatibleComponentsError(f"{slot} {name!r} needs {need}; {fix} or choose another {kind}")
+
+
+def _declared(component: Component) -> type | None:
+    """The class a component's factory is, whose declarations hold before it is built (None for a function factory)."""
+    try:
+        factory = component.factory()
+    except LaddError:
+        return None  # reported where it is built
+    return factory if isinstance(factory, type) else None
 
 
 def _state(component: Component, attribute: str) -> str | None:
@@ -157,11 +209,18 @@ def _check_latent_side(latent: Latent | None, encoder: Any, objective: Objective
         )
 
 
+def recorded_plugin(recorded: Mapping[str, Any] | None, slot: str) -> str | None:
+    """The plugin recorded for ``slot``'s component, or None when nothing usable is recorded."""
+    entry = recorded.get(slot) if isinstance(recorded, Mapping) else None
+    plugin = entry.get("plugin") if isinstance(entry, Mapping) else None
+    return plugin if isinstance(plugin, str) else None
+
+
 def check_installed(components: dict[str, dict[str, Any]], registry: Registry, owner: str) -> None:
     """Every component ``owner`` recorded must be installed (naming its plugin and how to get it); another version only warns."""
     for slot, wanted in components.items():
         try:
-            found = registry.get(wanted["kind"], wanted["name"])
+            found = registry.get(wanted["kind"], wanted["name"], recorded_plugin(components, slot))
         except UnknownComponentError:
             recorded = f"{wanted['kind']} {wanted['name']!r} from plugin {wanted['plugin']!r} (distribution {wanted['distribution']} {wanted['version']})"
             reason = registry.unavailable(wanted["plugin"])

@@ -33,11 +33,14 @@ def _list_components(args: argparse.Namespace, registry: Registry) -> None:
 
 def _print_problems(registry: Registry) -> None:
     from ._registry import clash_message
+    from .presets import preset_clashes
 
+    for note in registry.notes:
+        print(f"ladd: note: {note}", file=sys.stderr)
     for failure in registry.failures:
         print(f"ladd: warning: {failure.message}", file=sys.stderr)
-    for found in registry.clashes():
-        print(f"ladd: warning: {clash_message(found)}", file=sys.stderr)
+    for line in [clash_message(found) for found in registry.clashes()] + preset_clashes(registry):
+        print(f"ladd: warning: {line}", file=sys.stderr)
 
 
 def _show(args: argparse.Namespace, registry: Registry) -> None:
@@ -55,6 +58,7 @@ def _show(args: argparse.Namespace, registry: Registry) -> None:
 
 def _plugins(args: argparse.Namespace, registry: Registry) -> None:
     from ._registry import clash_message
+    from .presets import preset_clashes
 
     if args.action == "check":
         _check_plugin(args.name, registry)
@@ -69,8 +73,10 @@ def _plugins(args: argparse.Namespace, registry: Registry) -> None:
         print(f"{failure.plugin:<16} {failure.distribution or '-':<24} {'-':<10} FAILED: {failure.error}")
     for blocked in registry.blocked:
         print(f"{blocked.plugin:<16} {blocked.distribution or '-':<24} {'-':<10} BLOCKED: {blocked.error}")
-    for found in registry.clashes():
-        print(f"CLASH: {clash_message(found)}")
+    for line in [clash_message(found) for found in registry.clashes()] + preset_clashes(registry):
+        print(f"CLASH: {line}")
+    for note in registry.notes:
+        print(f"ladd: note: {note}", file=sys.stderr)
 
 
 def _check_plugin(name: str | None, registry: Registry) -> None:
@@ -122,6 +128,7 @@ def _sample(args: argparse.Namespace, registry: Registry) -> None:
         raise LaddError("give either a run folder or --model EXPORTED_FOLDER")
     source = Path(args.run_dir or args.model)
     experiment = load_run(source, registry)[0] if args.run_dir else from_pretrained(source, registry)
+    experiment = _chosen_sampler(args, experiment, registry)
     text = experiment.dataset.tokenizer is not None
     out = Path(args.out or f"samples_{args.steps}steps.{'jsonl' if text else 'txt'}")
     refuse_link(out)  # before sampling, not after
@@ -157,8 +164,7 @@ def _eval(args: argparse.Namespace, registry: Registry) -> None:
     for key in ("num_samples", "batch_size", "loss_batches", "precision", "repeats", "floor_draws"):
         if getattr(args, key):
             eval_cfg[key] = getattr(args, key)
-    if args.sampler:
-        experiment.sampler = registry.build("sampler", args.sampler, _options(args.sampler_option))
+    experiment = _chosen_sampler(args, experiment, registry)
     method = args.method or cfg["method"]
     out = Path(args.out or Path(args.run_dir) / f"eval_{method}.json")
     for target in EvalResult.files(out):
@@ -190,6 +196,26 @@ def _zero_shot(args: argparse.Namespace, registry: Registry) -> None:
     print(f"wrote {out}")
 
 
+def _add_sampler_choice(parser: argparse.ArgumentParser, purpose: str) -> None:
+    """``--sampler NAME`` and repeatable ``--sampler-option KEY=VALUE``, as `sample` and `eval` take them."""
+    parser.add_argument("--sampler", help=f"{purpose} with another registered sampler (e.g. a sequential one)")
+    parser.add_argument("--sampler-option", action="append", default=[], metavar="KEY=VALUE", help="its option")
+
+
+def _chosen_sampler(args: argparse.Namespace, experiment: Any, registry: Registry) -> Any:
+    """The experiment with the sampler ``--sampler`` and ``--sampler-option`` chose, checked against its model."""
+    from .assembly import with_sampler
+
+    if args.sampler_option and not args.sampler:
+        raise LaddError(
+            "--sampler-option sets an option of --sampler NAME: give the sampler too, e.g. --sampler joint "
+            "--sampler-option guidance=2"
+        )
+    if not args.sampler:
+        return experiment
+    return with_sampler(experiment, registry, args.sampler, _options(args.sampler_option))
+
+
 def _options(pairs: list[str]) -> dict[str, Any]:
     """``key=value`` strings to a dict, values parsed as YAML scalars."""
     import yaml
@@ -218,9 +244,7 @@ def _publish(results: list[Any], out: str) -> None:
 
 
 def _compare(args: argparse.Namespace, registry: Registry) -> None:
-    import dataclasses
-
-    from .assembly import Experiment, required_selection
+    from .assembly import Experiment, required_selection, with_sampler
     from .config import compose, to_plain
     from .evaluation import evaluate
     from .runs import training_key
@@ -234,8 +258,7 @@ def _compare(args: argparse.Namespace, registry: Registry) -> None:
         key = training_key(cfg)
         if key in trained:  # same model, other sampler (e.g. Di-LADD joint and sequential): train once
             run_dir, experiment = trained[key]
-            sampler_name, sampler_options = required_selection(cfg, "sampler")
-            experiment = dataclasses.replace(experiment, sampler=registry.build("sampler", sampler_name, sampler_options))
+            experiment = with_sampler(experiment, registry, *required_selection(cfg, "sampler"))
             print(f"{cfg['method']}: sampling the model trained in {run_dir}")
         else:
             run_dir = Path(args.runs_dir) / name.replace("/", "_")
@@ -321,6 +344,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--precision", default="auto", help="the networks' precision: auto (bf16-mixed on CUDA, else 32-true), bf16-mixed or 32-true")
     p.add_argument("--suffix", help="text every sample ends with: with --prompt, an infill between the two")
     p.add_argument("--out", help="default: samples_STEPSsteps.jsonl (text data; ids and text) or .txt (ids) in the current folder")
+    _add_sampler_choice(p, "sample")
     p.set_defaults(run=_sample)
     p = sub.add_parser("export", help="write a run's EMA weights (safetensors) and config (JSON) to a shareable folder")
     p.add_argument("run_dir")
@@ -336,8 +360,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--precision", help="the networks' precision: auto, bf16-mixed or 32-true (default: eval.precision)")
     p.add_argument("--repeats", type=int, help="sample sets per budget, each against its own reference draw (default: eval.repeats)")
     p.add_argument("--floor-draws", type=int, help="data-vs-data pairs behind the data floor (default: eval.floor_draws)")
-    p.add_argument("--sampler", help="evaluate with another registered sampler (e.g. the same model sampled sequentially)")
-    p.add_argument("--sampler-option", action="append", default=[], metavar="KEY=VALUE", help="option of --sampler")
+    _add_sampler_choice(p, "evaluate")
     p.add_argument("--method", help="label in tables (default: the run's method)")
     p.add_argument("--out", help="result file (default: RUN_DIR/eval_METHOD.json)")
     p.set_defaults(run=_eval)

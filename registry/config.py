@@ -14,15 +14,16 @@ from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
 from ._component import Component
+from ._config_types import typed_config
 from ._registry import Registry
 from .errors import InvalidConfigError, did_you_mean
 from .kinds import SLOTS
 from .lr_schedules import SCHEDULES
 from .model import Objective
+from .presets import CONFIG_MODULE
 from .ranges import check_choice, check_each, check_range
 from .safety import check_config, check_interpolations
 
-CONFIG_MODULE = "ladd_configs"
 PRIMARY_CONFIG = "train"
 #: Precisions of training (Lightning's names) and of the networks at inference; "auto" picks per device.
 TRAIN_PRECISIONS = ("auto", "32-true", "bf16-mixed", "16-mixed", "bf16-true", "16-true", "64-true")
@@ -213,7 +214,7 @@ def _option_node(component: Component) -> DictConfig:
     selected merge in even when the command line selects another one, and compose() sorts them out.
     """
     name_field = ("name", str, dataclasses.field(default=component.name))
-    bases = () if component.spec.config is None else (component.spec.config,)
+    bases = () if component.spec.config is None else (typed_config(component.spec.config),)
     node = OmegaConf.structured(dataclasses.make_dataclass(f"{component.name}_option", [name_field], bases=bases))
     OmegaConf.set_struct(node, False)
     return node
@@ -232,9 +233,9 @@ def register_configs(registry: Registry) -> None:
     store = ConfigStore.instance()
     store.store(name="ladd_schema", node=_schema_node())
     for slot in SLOTS.values():
-        # every component, a clashing name too: it fails with the clash where it is built, not here
-        for component in (c for c in registry if c.kind == slot.kind):
-            store.store(group=slot.name, name=component.name, node=_option_node(component))
+        # every name, a clashing one too: it fails with the clash where it is built, not here
+        for name in registry.names(slot.kind):
+            store.store(group=slot.name, name=name, node=_option_node(registry.option(slot.kind, name)))
 
 
 def search_path_override(registry: Registry, extra: Sequence[str] = ()) -> list[str]:
@@ -285,9 +286,6 @@ def empty_slots_as_deletions(overrides: list[str]) -> list[str]:
 
 def compose(overrides: list[str], registry: Registry, searchpath: Sequence[str] = ()) -> DictConfig:
     """Compose, resolve and check an experiment config; Hydra's own runtime settings (``hydra:``) are dropped, never used."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_module
-    from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import HydraException
 
     check_selections(overrides, registry)
@@ -298,15 +296,16 @@ def compose(overrides: list[str], registry: Registry, searchpath: Sequence[str] 
     replaces_stages = [o.key_or_group == STAGES_KEY and isinstance(o.value(), list) for o in parsed]
     stage_lists = [o.value() for o, replaces in zip(parsed, replaces_stages, strict=True) if replaces]
     hydra_overrides = [text for text, replaces in zip(overrides, replaces_stages, strict=True) if not replaces]
-    GlobalHydra.instance().clear()
     try:
-        with initialize_config_module(CONFIG_MODULE, version_base=None):
-            cfg = hydra_compose(PRIMARY_CONFIG, overrides=[*search_path_override(registry, searchpath), *hydra_overrides])
+        cfg = _hydra_compose(hydra_overrides, registry, searchpath)
         stages = named_stages(stage_lists[-1] if stage_lists else cfg.train.stages)
         cfg.train.stages = {name: OmegaConf.merge(OmegaConf.structured(StageConfig), stage) for name, stage in stages.items()}
     except (HydraException, OmegaConfBaseException) as error:
         raise composition_error(error) from None
     check_interpolations(cfg)
+    selected = _typed_selections(parsed)
+    presets = _preset_choices(hydra_overrides, selected, registry, searchpath)
+    reset = _keep_to_selected(cfg, selected, presets, _typed_options(parsed), registry)
     try:
         plain = to_plain(cfg)
     except OmegaConfBaseException as error:
@@ -315,13 +314,73 @@ def compose(overrides: list[str], registry: Registry, searchpath: Sequence[str] 
     emptied = _empty_latent_slots(plain, _typed_slots(parsed))
     if emptied:
         print(f"ladd: note: left out what presets set for the latent channel, which latent=null removes: {', '.join(emptied)}", file=sys.stderr)
-    left_out = _fit_options(plain, _typed_options(parsed), registry)
+    left_out = reset + _fit_options(plain, _typed_options(parsed), registry)
     if left_out:
         print(f"ladd: note: left out options that presets set for other components than the ones selected: {', '.join(left_out)}", file=sys.stderr)
     check_values(plain)
     resolved = OmegaConf.create(plain)
     OmegaConf.set_struct(resolved, True)
     return resolved
+
+
+def _hydra_compose(overrides: Sequence[str], registry: Registry, searchpath: Sequence[str]) -> DictConfig:
+    """Hydra's composition of the primary config with ``overrides`` (raising Hydra's and OmegaConf's errors)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    with initialize_config_module(CONFIG_MODULE, version_base=None):
+        return hydra_compose(PRIMARY_CONFIG, overrides=[*search_path_override(registry, searchpath), *overrides])
+
+
+def _typed_selections(parsed: Sequence[Override]) -> dict[str, str]:
+    """Slot -> the component the command line selects there by name, last one first (``null`` selects none)."""
+    selected: dict[str, str] = {}
+    for o in (o for o in parsed if o.key_or_group in SLOTS and o.package is None):
+        if o.is_delete() or o.is_sweep_override() or o.value() is None:
+            selected.pop(o.key_or_group, None)
+        else:
+            selected[o.key_or_group] = str(o.value())
+    return selected
+
+
+def _preset_choices(
+    overrides: Sequence[str], selected: Mapping[str, str], registry: Registry, searchpath: Sequence[str]
+) -> dict[str, Any]:
+    """What the presets select in each slot the command line selects a component for, found by composing without
+    the command line's selections and options there; empty when that does not compose (nothing is then kept)."""
+    from hydra.errors import HydraException
+
+    if not selected:
+        return {}
+    others = [text for text in overrides if parse_override(text).key_or_group.split(".")[0] not in selected]
+    try:
+        presets = _hydra_compose(others, registry, searchpath)
+    except (HydraException, OmegaConfBaseException):
+        return {}
+    return {slot: (presets.get(slot) or {}).get("name") for slot in selected}
+
+
+def _keep_to_selected(
+    cfg: DictConfig, selected: Mapping[str, str], presets: Mapping[str, Any], typed: set[str], registry: Registry
+) -> list[str]:
+    """In each slot where the command line selects another component than the presets did, the options the
+    presets set go back to that component's defaults (they were set for the presets' choice); typed ones stay.
+    Returns the keys put back."""
+    reset = []
+    for slot, name in selected.items():
+        if presets.get(slot) == name:
+            continue  # the presets set their options for this very component
+        node = cfg[slot]
+        selected_node = _option_node(registry.option(SLOTS[slot].kind, name))
+        defaults = cast(dict, OmegaConf.to_container(selected_node, resolve=False))
+        current = cast(dict, OmegaConf.to_container(node, resolve=False))
+        for key, value in current.items():
+            if key in defaults and key != "name" and f"{slot}.{key}" not in typed and value != defaults[key]:
+                node[key] = defaults[key]
+                reset.append(f"{slot}.{key}")
+    return reset
 
 
 def parse_override(override: str) -> Override:

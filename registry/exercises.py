@@ -15,9 +15,20 @@ import torch
 from ._component import Component
 from ._registry import Registry
 from .errors import IncompatibleComponentsError, MissingResourceError
-from .interfaces import TOKEN_STATES, Channels, Latent, Process, RevealingProcess, Sampler, batches_from, device_batches
+from .interfaces import (
+    TOKEN_STATES,
+    Channels,
+    Latent,
+    Process,
+    RevealingProcess,
+    Sampler,
+    batches_from,
+    device_batches,
+    needs_of,
+)
 from .model import DiffusionModel, Objective
 from .probes import ProbeBackbone, ProbeEncoder
+from .toolkit.sampling import takes_fixed
 
 VOCAB, SEQ, BATCH = 5, 8, 3
 CPU = torch.device("cpu")
@@ -142,13 +153,34 @@ def _token_round(process: Any) -> None:
             on_rows = process.loss(logits[rows], x0, x_t, tau)
         _expect(torch.allclose(on_rows, loss, atol=1e-5), f"loss at loss_rows differs from the full loss: {on_rows.tolist()} vs {loss.tolist()}")
     with _during("the reverse chain from the prior"), torch.no_grad():
-        x = process.prior((BATCH, SEQ), CPU, generator)
-        for k in range(SEQ, 0, -1):
-            t, s = torch.full((BATCH,), k / SEQ), torch.full((BATCH,), (k - 1) / SEQ)
-            x = process.step(x, network(x, t, None, None).tokens, t, s, generator)
+        *_, (_, x) = _reverse_chain(process, network, process.prior((BATCH, SEQ), CPU, generator), generator)
     _expect(x.dtype == torch.long and bool(((x >= 0) & (x < VOCAB)).all()), f"the reverse chain ends in {x.tolist()}, not in token ids 0..{VOCAB - 1}")
+    if takes_fixed(process):
+        _check_fixed_kept(process, network)
     if isinstance(process, RevealingProcess):
         _check_reveal_matches_step(process, network)
+
+
+def _check_fixed_kept(process: Process, network: ProbeBackbone) -> None:
+    """A step that takes the known tokens (``fixed``) returns them unchanged, from the prior to the end of the chain."""
+    generator = _generator()
+    fixed = torch.full((BATCH, SEQ), VOCAB)
+    fixed[:, 0], fixed[:, -1] = 1, 2
+    known = fixed != VOCAB
+    with _during("the reverse chain with known tokens (fixed)"), torch.no_grad():
+        start = torch.where(known, fixed, process.prior((BATCH, SEQ), CPU, generator))
+        for tau, x in _reverse_chain(process, network, start, generator, fixed=fixed):
+            _expect(torch.equal(x[known], fixed[known]), f"step(..., fixed=...) changed known tokens at tau={tau:g}")
+
+
+def _reverse_chain(
+    process: Process, network: ProbeBackbone, x: torch.Tensor, generator: torch.Generator, **step: Any
+) -> Iterator[tuple[float, torch.Tensor]]:
+    """SEQ reverse steps from ``x`` to time 0 (``step``: extra keywords of ``process.step``), yielding (time, state)."""
+    for k in range(SEQ, 0, -1):
+        t, s = torch.full((BATCH,), k / SEQ), torch.full((BATCH,), (k - 1) / SEQ)
+        x = process.step(x, network(x, t, None, None).tokens, t, s, generator, **step)
+        yield (k - 1) / SEQ, x
 
 
 def _check_reveal_matches_step(process: RevealingProcess, network: ProbeBackbone) -> None:
@@ -193,17 +225,18 @@ def _latent_round(latent: Latent, latent_process: Process, process: Any, registr
     joint = DiffusionModel(
         process, latent, ProbeBackbone(Channels(VOCAB, SEQ, latent)), VOCAB, SEQ,
         Objective(lambda_latent=1.0), ProbeEncoder(VOCAB, latent.length, latent.width), latent_process=latent_process,
+        schedule=_schedule(registry),
     )
     _train_step(joint, "a training step of a joint model")
     sequential = DiffusionModel(
         process, latent, ProbeBackbone(Channels(VOCAB, SEQ, latent)), VOCAB, SEQ,
         Objective(lambda_latent=1.0, latent_time="clean"), ProbeEncoder(VOCAB, latent.length, latent.width),
-        ProbeBackbone(Channels(0, 0, latent)), latent_process,
+        ProbeBackbone(Channels(0, 0, latent)), latent_process, _schedule(registry),
     )
     _train_step(sequential, "a training step of a sequential model (separate latent denoiser)")
     _check_stage2(joint)  # last: the frozen encoder is shared with the sequential model
-    _sample_with(joint, registry, lambda s: s.requires_latent and not s.conditions_on_clean_latent)
-    _sample_with(sequential, registry, lambda s: s.requires_latent and s.conditions_on_clean_latent)
+    _sample_with(joint, registry, lambda s: not s.conditions_on_clean_latent)
+    _sample_with(sequential, registry, lambda s: s.conditions_on_clean_latent)
 
 
 def _check_codes(latent: Latent) -> torch.Tensor:
@@ -238,7 +271,13 @@ def _check_stage2(model: DiffusionModel) -> None:
 
 
 def _sample_with(model: DiffusionModel, registry: Registry, accept: Callable[[Sampler], bool]) -> None:
-    _sample(model, *_built(registry, "sampler", accept)[0])
+    """Sample ``model`` with the first registered sampler that ``accept``s and whose needs the model meets."""
+    _sample(model, *_built(registry, "sampler", lambda sampler: accept(sampler) and _fits(sampler, model))[0])
+
+
+def _fits(sampler: Sampler, model: DiffusionModel) -> bool:
+    """Whether ``model`` has what ``sampler`` declares it needs (a latent channel or none, a kind of token process)."""
+    return needs_of(sampler).unmet("latent" if model.latent is not None else None, "", model.process) is None
 
 
 def _sample(model: DiffusionModel, label: str, sampler: Sampler) -> None:
@@ -259,11 +298,19 @@ def exercise_sampler(component: Component, registry: Registry) -> None:
     """A sample call on a small model with a latent channel when the sampler needs one."""
     sampler: Sampler = component.build()
     schedule = _schedule(registry)
-    processes = _token_processes(registry, schedule)
-    if not sampler.requires_latent:
-        _with_a_partner(processes, lambda process: _sample(
-            DiffusionModel(process, None, ProbeBackbone(Channels(VOCAB, SEQ, None)), VOCAB, SEQ, Objective()), f"sampler {component.name!r}", sampler
-        ))
+    needs = needs_of(sampler)
+    has_latent = "latent" if needs.latent else None  # so that only the token process can be what is missing
+    processes = [(name, p) for name, p in _token_processes(registry, schedule) if not needs.unmet(has_latent, name, p)]
+    if not processes:
+        raise MissingResourceError(f"no registered token process is the kind it needs ({needs.token_process})")
+    if needs.latent is not True:
+
+        def alone(process: Any) -> None:
+            network = ProbeBackbone(Channels(VOCAB, SEQ, None))
+            model = DiffusionModel(process, None, network, VOCAB, SEQ, Objective(), schedule=schedule)
+            _sample(model, f"sampler {component.name!r}", sampler)
+
+        _with_a_partner(processes, alone)
         return
     channels = [
         (f"{name} and {lp}", (latent, latent_process))
@@ -275,7 +322,7 @@ def exercise_sampler(component: Component, registry: Registry) -> None:
         process, (latent, latent_process) = pair
         model = DiffusionModel(
             process, latent, ProbeBackbone(Channels(VOCAB, SEQ, latent)), VOCAB, SEQ, Objective(),
-            ProbeEncoder(VOCAB, latent.length, latent.width), latent_process=latent_process,
+            ProbeEncoder(VOCAB, latent.length, latent.width), latent_process=latent_process, schedule=schedule,
         )
         _sample(model, f"sampler {component.name!r}", sampler)
 

@@ -65,7 +65,7 @@ def from_pretrained(path: str | Path, registry: Registry | None = None) -> Exper
         raise LaddError(f"{path} is not an exported ladd model (expected {CONFIG_JSON} and {WEIGHTS})")
     document = read_document(path / CONFIG_JSON)
     check_installed(document["components"], registry, f"model {path}")
-    experiment = build_experiment(document["config"], registry)
+    experiment = build_experiment(document["config"], registry, document["components"])
     load_weights(experiment.model, path / WEIGHTS)
     experiment.model.eval()
     return experiment

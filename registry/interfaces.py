@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import islice
 from typing import Any
 
@@ -33,6 +33,8 @@ __all__ = [
     "DenoiserModel",
     "Dataset",
     "Metric",
+    "Needs",
+    "needs_of",
     "mask_id",
     "batches_from",
     "device_batches",
@@ -93,8 +95,17 @@ class Process(ABC):
         """Per-sample weighted loss ``[B]``, averaged over positions (nats per position)."""
 
     @abstractmethod
-    def step(self, x_t: Tensor, prediction: Tensor, tau_t: Tensor, tau_s: Tensor, generator: torch.Generator | None = None) -> Tensor:
-        """One reverse step from time ``tau_t`` to ``tau_s < tau_t`` given the prediction at ``tau_t``."""
+    def step(
+        self, x_t: Tensor, prediction: Tensor, tau_t: Tensor, tau_s: Tensor,
+        generator: torch.Generator | None = None, fixed: Tensor | None = None,
+    ) -> Tensor:
+        """One reverse step from time ``tau_t`` to ``tau_s < tau_t`` given the prediction at ``tau_t``.
+
+        ``fixed`` (token channel only; None when nothing is known): the known tokens of a prompt or an infill,
+        ``[B, S]`` with the mask id at the free positions; the step must return them unchanged at their positions.
+        A masking process keeps them anyway (it never changes an unmasked position); another, such as a
+        uniform-noise process, writes them back. ladd calls a step whose signature lacks ``fixed`` without it.
+        """
 
     def loss_rows(self, x_t: Tensor) -> Tensor | None:
         """Positions where ``loss`` can be nonzero (bool ``[B, S]``), or None for every position.
@@ -119,13 +130,17 @@ class RevealingProcess(Process):
 
     @abstractmethod
     def reveal(self, x_t: Tensor, tau_t: Tensor, tau_s: Tensor, generator: torch.Generator | None = None) -> Tensor:
-        """Boolean ``[B, S]``: the positions whose value changes in the step from ``tau_t`` to ``tau_s``."""
+        """Boolean ``[B, S]``: the (masked) positions whose value changes in the step from ``tau_t`` to ``tau_s``."""
 
     @abstractmethod
     def fill(self, x_t: Tensor, reveal: Tensor, prediction: Tensor, generator: torch.Generator | None = None) -> Tensor:
         """``x_s``: ``x_t`` with new values drawn at ``reveal`` from ``prediction`` (``[N, K]``, one row per revealed position)."""
 
-    def step(self, x_t: Tensor, prediction: Tensor, tau_t: Tensor, tau_s: Tensor, generator: torch.Generator | None = None) -> Tensor:
+    def step(
+        self, x_t: Tensor, prediction: Tensor, tau_t: Tensor, tau_s: Tensor,
+        generator: torch.Generator | None = None, fixed: Tensor | None = None,
+    ) -> Tensor:
+        """``fill`` at the positions ``reveal`` picks; known tokens stay, as ``reveal`` only picks masked positions."""
         reveal = self.reveal(x_t, tau_t, tau_s, generator)
         return self.fill(x_t, reveal, prediction[reveal], generator)
 
@@ -250,6 +265,8 @@ class DenoiserModel(ABC):
     """What a sampler sees of a trained model (implemented by the core's model)."""
 
     process: Process
+    #: the token process's schedule (the ``schedule`` slot's), for a sampler that paces its steps by the signal
+    schedule: Schedule | None = None
     latent: Latent | None  # None without a latent channel
     latent_process: Process | None  # the process on the latent channel's ``y``
     seq_len: int
@@ -298,13 +315,56 @@ class SampleOutput:
     network_calls: int = 0
 
 
+@dataclass(frozen=True)
+class Needs:
+    """What a component needs of the experiment around it, declared on its class (``needs = Needs(...)``).
+
+    ladd checks it when the experiment assembles, before anything trains, and when ``ladd sample`` or
+    ``ladd eval`` choose another sampler for a trained model; a mismatch is one line naming both components.
+    """
+
+    latent: bool | None = None  # True: a latent channel; False: none (a token-only model); None: either
+    token_process: type | None = None  # an interface the token process must implement, e.g. RevealingProcess
+
+    def unmet(self, latent: str | None, process_name: str, process: Any) -> tuple[str, str] | None:
+        """What is missing, as (what is needed and what is there, the change to the config), or None.
+
+        ``latent``: the selected latent's name (None without one); ``process``: the token process, or its class.
+        """
+        if self.latent is True and latent is None:
+            return "a latent channel, but there is none (latent=null)", "choose a latent"
+        if self.latent is False and latent is not None:
+            return f"a model without a latent channel, but latent {latent!r} is selected", "set latent=null"
+        wanted = self.token_process
+        kind = process if isinstance(process, type) else type(process)
+        if wanted is not None and process is not None and not issubclass(kind, wanted):
+            interface = f"{wanted.__module__}.{wanted.__qualname__}"
+            need = f"a token process that is a {interface}, but process {process_name!r} is not one"
+            return need, "choose another process"
+        return None
+
+
+def needs_of(component: Any) -> Needs:
+    """What a component (or its class) declares it needs; a sampler's ``requires_latent = True`` counts as a latent."""
+    needs = getattr(component, "needs", None)
+    needs = needs if isinstance(needs, Needs) else Needs()
+    if needs.latent is None and getattr(component, "requires_latent", False) is True:
+        return replace(needs, latent=True)
+    return needs
+
+
 class Sampler(ABC):
     """A reverse-time sampling strategy. Built as ``factory(config)``."""
 
-    #: True when the sampler needs a latent channel (checked when the experiment is assembled)
-    requires_latent: bool = False
+    #: what the sampler needs of the model: a latent channel or none, a kind of token process
+    needs: Needs = Needs()
     #: True when tokens are denoised given a finished clean latent (sequential); evaluation follows it
     conditions_on_clean_latent: bool = False
+
+    @property
+    def requires_latent(self) -> bool:
+        """True when the sampler needs a latent channel (``needs.latent``; a subclass may still set it instead)."""
+        return self.needs.latent is True
 
     @abstractmethod
     def sample(

@@ -29,6 +29,17 @@ class KindSpec:
         """The interface every component of this kind implements."""
         return getattr(importlib.import_module("registry.interfaces"), self.interface)
 
+    def lacks(self, instance: Any) -> list[str]:
+        """What ``instance`` lacks of this kind's interface (torch.nn.Module for a network, abstract methods), or []."""
+        from torch import nn
+
+        interface = self.interface_class()
+        if isinstance(instance, interface):
+            return []
+        module = ["torch.nn.Module"] if issubclass(interface, nn.Module) and not isinstance(instance, nn.Module) else []
+        abstract = sorted(getattr(interface, "__abstractmethods__", ()))
+        return module + [name for name in abstract if not callable(getattr(instance, name, None))]
+
     def exercise_function(self) -> Callable[..., None]:
         """The exercise ``ladd plugins check`` runs on each component of this kind."""
         return getattr(importlib.import_module("registry.exercises"), self.exercise)

@@ -16,6 +16,7 @@ from .interfaces import (
     Latent,
     LatentCode,
     Process,
+    Schedule,
     mask_id,
 )
 from .timesteps import draw_independent_times, draw_times
@@ -81,11 +82,13 @@ class DiffusionModel(nn.Module, DenoiserModel):
         encoder: Encoder | None = None,
         latent_backbone: Backbone | None = None,
         latent_process: Process | None = None,
+        schedule: Schedule | None = None,
     ) -> None:
         super().__init__()
         if (latent is None) != (latent_process is None):
             raise IncompatibleComponentsError("a latent channel needs both a latent and a latent process, or neither")
         self.process = process
+        self.schedule = schedule
         self.latent = latent
         self.latent_process = latent_process
         self.backbone = backbone

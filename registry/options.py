@@ -7,6 +7,7 @@ import inspect
 import io
 import textwrap
 import tokenize
+import typing
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,7 +51,11 @@ def format_options(component: Component) -> str:
 
 
 def _type_name(annotation: Any) -> str:
-    return annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
+    if isinstance(annotation, str):
+        return annotation
+    if typing.get_args(annotation):  # Literal['a', 'b'], Optional[int], list[int]: spelt out, not just "Literal"
+        return str(annotation).replace("typing.", "")
+    return getattr(annotation, "__name__", str(annotation))
 
 
 def _default(field: dataclasses.Field) -> str:

@@ -38,11 +38,11 @@ def check_each(key: str, values: Iterable[float], low: float | None = None, high
         check_range(f"{key}[{index}]", value, low, high, **bounds)
 
 
-def check_choice(key: str, value: str, choices: Iterable[str]) -> None:
+def check_choice(key: str, value: object, choices: Iterable[object]) -> None:
     """Raise InvalidConfigError unless ``value`` is one of ``choices``."""
     choices = tuple(choices)
     if value not in choices:
-        raise InvalidConfigError(f"{key}={value!r} is not valid: it must be one of {', '.join(choices)}")
+        raise InvalidConfigError(f"{key}={value!r} is not valid: it must be one of {', '.join(map(str, choices))}")
 
 
 def _describe(low: float | None, high: float | None, low_open: bool, high_open: bool) -> str:

@@ -467,9 +467,9 @@ def load_run(run_dir: str | Path, registry: Registry) -> tuple[Experiment, dict[
     plain = read_config(config_path)
     check_values(plain)
     recorded = run_dir / COMPONENTS_FILE
-    if recorded.is_file():
-        check_installed(json.loads(recorded.read_text()), registry, f"run {run_dir}")
-    experiment = build_experiment(plain, registry)
+    origins = json.loads(recorded.read_text()) if recorded.is_file() else {}
+    check_installed(origins, registry, f"run {run_dir}")
+    experiment = build_experiment(plain, registry, origins)
     load_weights(experiment.model, weights_path)
     experiment.model.eval()
     return experiment, plain

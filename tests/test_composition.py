@@ -37,9 +37,9 @@ def test_every_latent_can_be_selected_on_top_of_every_preset(preset, reg):
 def test_options_of_the_replaced_component_drop_out_with_a_note(reg, capsys):
     kept = to_plain(compose(["experiment=lm1b/diladd_32", "latent=continuous", "latent_process=vp", "latent_schedule=vp_sqrt"], reg))
     assert kept["latent"]["name"] == "continuous" and "decay" not in kept["latent"]
-    assert (kept["latent"]["length"], kept["latent"]["width"]) == (32, 32), "options both latents have stay as the preset set them"
+    assert (kept["latent"]["length"], kept["latent"]["width"]) == (1, 32), "continuous's defaults, not the preset's"
     note = capsys.readouterr().err
-    assert note.count("\n") == 1 and "latent.decay" in note and "latent.width" not in note
+    assert note.count("\n") == 1 and "latent.decay" in note and "latent.length" in note and "latent.width" not in note
     to_plain(compose(["experiment=lm1b/diladd_32"], reg))
     assert capsys.readouterr().err == "", "a preset used as it is drops nothing"
     swapped = to_plain(compose(["experiment=lm1b/coladd_32", "latent=fsq", "latent_process=masked", "latent_schedule=linear"], reg))

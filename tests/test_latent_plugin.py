@@ -129,5 +129,6 @@ def test_a_latent_process_added_by_a_plugin_diffuses_co_ladds_latent(tmp_path):
     assert json.loads((run / "components.json").read_text())["latent_process"]["plugin"] == "flow_plugin"
     latent_losses = [float(row.split(",")[4]) for row in (run / "metrics.csv").read_text().splitlines()[1:] if row.startswith("2,")]
     assert latent_losses and all(loss > 0 for loss in latent_losses)
-    refused = run_ladd("train", "latent=fsq", "latent_process=flow", f"run_dir={tmp_path / 'no'}", env={"PYTHONPATH": path})
+    overrides = ["latent=fsq", "latent_process=flow", "sampler=joint", f"run_dir={tmp_path / 'no'}"]
+    refused = run_ladd("train", *overrides, env={"PYTHONPATH": path})
     assert refused.returncode == 2 and "latent_process 'flow' diffuses vectors but latent 'fsq' holds ids" in refused.stderr

@@ -17,6 +17,7 @@ from registry.errors import (
     PluginLoadError,
     UnknownComponentError,
 )
+from registry.interfaces import Schedule
 
 
 @dataclasses.dataclass
@@ -24,8 +25,18 @@ class _Options:
     width: int = 3
 
 
-def _make(config: _Options, **context):
-    return ("built", config.width, context)
+class _Built(Schedule):
+    """A schedule that remembers what it was built from."""
+
+    def __init__(self, config: _Options, **context) -> None:
+        self.built = (config.width, context)
+
+    def signal(self, tau):
+        return 1 - tau
+
+
+def _make(config: _Options, **context) -> _Built:
+    return _Built(config, **context)
 
 
 def _plugin(*specs: ComponentSpec) -> types.SimpleNamespace:
@@ -51,13 +62,18 @@ def test_host_records_origin_from_the_distribution_and_builds_with_config_and_co
     path = fake_distribution(tmp_path, "mine", """
         import dataclasses
         from registry import ComponentSpec, hookimpl
+        from registry.interfaces import Schedule
 
         @dataclasses.dataclass
         class Options:
             width: int = 3
 
-        def make(config, **context):
-            return ("built", config.width, context)
+        class make(Schedule):
+            def __init__(self, config, **context):
+                self.built = (config.width, context)
+
+            def signal(self, tau):
+                return 1 - tau
 
         @hookimpl
         def ladd_components():
@@ -72,7 +88,7 @@ def test_host_records_origin_from_the_distribution_and_builds_with_config_and_co
     assert component.as_dict() == {
         "kind": "schedule", "name": "s1", "plugin": "mine", "distribution": "mine", "version": "1.2", "description": "doc",
     }
-    assert registry.build("schedule", "s1", {"width": 7}, extra=1) == ("built", 7, {"extra": 1})
+    assert registry.build("schedule", "s1", {"width": 7}, extra=1).built == (7, {"extra": 1})
     assert "builtin" in {c.origin.plugin for c in registry}
 
 
@@ -101,7 +117,7 @@ def test_options_from_python_are_type_checked_and_converted_as_in_a_config():
     with pytest.raises(InvalidConfigError) as info:
         component.build({"width": "wide"})
     assert str(info.value).startswith("invalid option 'width' of schedule 's1': Value 'wide' of type 'str' could not be converted to Integer")
-    assert component.build({"width": "7"}) == ("built", 7, {})
+    assert component.build({"width": "7"}).built == (7, {})
 
 
 def test_name_clash_is_listed_and_is_an_error_only_where_the_name_is_used():

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from registry.interfaces import DenoiserModel, SampleOutput, Sampler
+from registry.interfaces import DenoiserModel, Needs, SampleOutput, Sampler
 from registry.toolkit.sampling import denoise_tokens
 
 __all__ = ["AutoregressiveSampler"]
@@ -19,6 +19,8 @@ class AutoregressiveSampler(Sampler):
     revealed row goes through the output head. Known tokens right of a free position (an infill's
     suffix) are kept but unseen there: a causal model conditions on the left context only.
     """
+
+    needs = Needs(latent=False)  # its predictions take no latent
 
     @torch.no_grad()
     def sample(

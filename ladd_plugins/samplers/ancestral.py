@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from registry.interfaces import DenoiserModel, SampleOutput, Sampler
+from registry.interfaces import DenoiserModel, Needs, SampleOutput, Sampler
 from registry.toolkit.sampling import denoise_tokens
 
 from .config import AncestralConfig
@@ -12,6 +12,8 @@ from .config import AncestralConfig
 
 class AncestralSampler(Sampler):
     """MDLM sampling: the token chain alone."""
+
+    needs = Needs(latent=False)  # its predictions take no latent
 
     def __init__(self, config: AncestralConfig) -> None:
         self.config = config

@@ -4,11 +4,13 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from registry.interfaces import DenoiserModel, SampleOutput, Sampler
+from registry.interfaces import DenoiserModel, Needs, SampleOutput, Sampler
 from registry.toolkit.sampling import (
     check_fixed_kept,
     guidance_seed,
+    known_tokens,
     reveals_first,
+    reverse_step,
     start_tokens,
     time_grid,
     times,
@@ -21,7 +23,7 @@ from .config import JointConfig
 class JointSampler(Sampler):
     """One network call per step predicts both channels; each channel takes its own reverse step."""
 
-    requires_latent = True
+    needs = Needs(latent=True)
 
     def __init__(self, config: JointConfig) -> None:
         self.config = config
@@ -32,6 +34,7 @@ class JointSampler(Sampler):
     ) -> SampleOutput:
         device = model.device
         x = start_tokens(model, num_samples, device, generator, fixed)
+        known = known_tokens(model, num_samples, fixed, device)
         y = model.latent_prior(num_samples, generator)
         fast, calls = reveals_first(model, self.config.fast), 0
         null_seed = guidance_seed(generator, self.config.guidance)
@@ -43,7 +46,7 @@ class JointSampler(Sampler):
                 x = model.process.fill(x, reveal, rows, generator)
             else:
                 logits, latent_prediction, used = token_logits(model, x, t, y, t, self.config.guidance, null_seed)
-                x = model.process.step(x, logits, t, s, generator)
+                x = reverse_step(model.process, x, logits, t, s, generator, known)
             calls += used
             y = model.latent_process.step(y, latent_prediction, t, s, generator)
         return SampleOutput(check_fixed_kept(x, fixed, model), y, calls)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from registry.interfaces import DenoiserModel, SampleOutput, Sampler
+from registry.interfaces import DenoiserModel, Needs, SampleOutput, Sampler
 from registry.toolkit.sampling import denoise_tokens, known_tokens, time_grid, times
 
 from .config import SequentialConfig
@@ -17,7 +17,7 @@ class SequentialSampler(Sampler):
     denoised by the token network (Di-LADD's MM-DiT); a separate latent-only denoiser cannot read them.
     """
 
-    requires_latent = True
+    needs = Needs(latent=True)
     conditions_on_clean_latent = True
 
     def __init__(self, config: SequentialConfig) -> None:

@@ -59,8 +59,11 @@ class VPGaussianProcess(Process):
         per_vector = squared.mean(dim=-1) if self.feature_reduction == "mean" else squared.sum(dim=-1)
         return per_vector.flatten(1).mean(dim=1) * self.weight(tau).float()
 
-    def step(self, x_t: Tensor, prediction: Tensor, tau_t: Tensor, tau_s: Tensor, generator: torch.Generator | None = None) -> Tensor:
-        """DDIM kernel (eq. app_ddim_kernel): eta=1 is the Markovian bridge, eta=0 deterministic."""
+    def step(
+        self, x_t: Tensor, prediction: Tensor, tau_t: Tensor, tau_s: Tensor,
+        generator: torch.Generator | None = None, fixed: Tensor | None = None,
+    ) -> Tensor:
+        """DDIM kernel (eq. app_ddim_kernel): eta=1 is the Markovian bridge, eta=0 deterministic (``fixed``: unused)."""
         abar2_t, sbar2_t = self._variances(tau_t)
         abar2_s, sbar2_s = self._variances(tau_s)
         y0_hat = prediction.double()

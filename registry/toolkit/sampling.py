@@ -1,11 +1,14 @@
 """Sampler helpers: the reverse time grid, known tokens, guided token predictions and the token denoising chain."""
 from __future__ import annotations
 
+import functools
+import inspect
+
 import torch
 from torch import Tensor
 
 from ..errors import InvalidConfigError, LaddError
-from ..interfaces import Denoised, DenoiserModel, RevealingProcess, mask_id
+from ..interfaces import Denoised, DenoiserModel, Process, RevealingProcess, mask_id
 
 __all__ = [
     "check_fixed_kept",
@@ -13,7 +16,9 @@ __all__ = [
     "guidance_seed",
     "known_tokens",
     "reveals_first",
+    "reverse_step",
     "start_tokens",
+    "takes_fixed",
     "time_grid",
     "times",
     "token_logits",
@@ -62,11 +67,42 @@ def check_fixed_kept(tokens: Tensor, fixed: Tensor | None, model: DenoiserModel)
         fixed = fixed.to(tokens.device)
         known = fixed != mask_id(model.vocab_size)
         if not torch.equal(tokens[known], fixed[known]):
+            name = type(model.process).__name__
+            if takes_fixed(model.process):
+                fix = "must return them unchanged"
+            else:
+                fix = "must take them (step(..., fixed=None)) and keep them"
             raise LaddError(
-                f"token process {type(model.process).__name__} changed tokens given in `fixed`: conditioning on known "
-                "tokens needs a reverse step that never changes an unmasked position (as masked processes do)"
+                f"token process {name} changed tokens given in `fixed` (a prompt or an infill): its step {fix}"
             )
     return tokens
+
+
+def takes_fixed(process: Process) -> bool:
+    """Whether ``process.step`` takes the known tokens (``fixed=``); a process written before the keyword does not."""
+    return _step_takes_fixed(type(process))
+
+
+@functools.cache
+def _step_takes_fixed(process: type[Process]) -> bool:
+    parameters = inspect.signature(process.step).parameters.values()
+    return any(p.name == "fixed" or p.kind is p.VAR_KEYWORD for p in parameters)
+
+
+def reverse_step(
+    process: Process,
+    x_t: Tensor,
+    prediction: Tensor,
+    tau_t: Tensor,
+    tau_s: Tensor,
+    generator: torch.Generator,
+    fixed: Tensor | None,
+) -> Tensor:
+    """``process.step``, given the known tokens ``fixed`` when there are some; a step written without the keyword
+    is called without it (``check_fixed_kept`` then tells whether it kept them)."""
+    if fixed is None or not takes_fixed(process):
+        return process.step(x_t, prediction, tau_t, tau_s, generator)
+    return process.step(x_t, prediction, tau_t, tau_s, generator, fixed=fixed)
 
 
 def reveals_first(model: DenoiserModel, fast: bool) -> bool:
@@ -136,10 +172,11 @@ def denoise_tokens(
     Fast path (exact): draw the positions that reveal first, then compute the output head and the
     categorical draw there only; a step that reveals nothing calls no network. Plain path: predict
     every position, and reuse the last prediction while nothing changes and the denoiser ignores
-    the token time (it would be recomputed from identical inputs). Known tokens (``fixed``) start
-    unmasked, so a masked process never changes them and the chain only fills the free positions.
+    the token time (it would be recomputed from identical inputs); any process runs on it. Known tokens
+    (``fixed``) start in place and every step is given them, so the chain only fills the free positions.
     """
     x = start_tokens(model, num_samples, device, generator, fixed)
+    known = known_tokens(model, num_samples, fixed, device)
     tau_y = None if latent is None else times(num_samples, 0.0, device)
     fast = reveals_first(model, fast)
     null_seed = guidance_seed(generator, guidance)
@@ -157,7 +194,7 @@ def denoise_tokens(
         if logits is None or not model.caches_token_predictions:
             logits, _, used = token_logits(model, x, t, latent, tau_y, guidance, null_seed)
             calls += used
-        x_next = model.process.step(x, logits, t, s, generator)
+        x_next = reverse_step(model.process, x, logits, t, s, generator, known)
         if not torch.equal(x_next, x):
             logits = None
         x = x_next
