@@ -114,7 +114,7 @@ def _train(args: list[str], registry: Registry) -> None:
 def _sample(args: argparse.Namespace, registry: Registry) -> None:
     from .evaluation import sample
     from .export import from_pretrained
-    from .files import refuse_link, write_text
+    from .files import check_target, write_text
     from .prompts import decode, fixed_tokens
     from .training import load_run
 
@@ -124,7 +124,7 @@ def _sample(args: argparse.Namespace, registry: Registry) -> None:
     experiment = load_run(source, registry)[0] if args.run_dir else from_pretrained(source, registry)
     text = experiment.dataset.tokenizer is not None
     out = Path(args.out or f"samples_{args.steps}steps.{'jsonl' if text else 'txt'}")
-    refuse_link(out)  # before sampling, not after
+    check_target(out)  # before sampling, not after
     fixed = fixed_tokens(experiment.dataset, args.num, args.prompt, args.suffix) if args.prompt or args.suffix else None
     tokens, calls = sample(experiment, args.num, args.steps, args.batch_size, args.seed, progress=True, fixed=fixed, precision=args.precision)
     if text:
@@ -144,7 +144,7 @@ def _export(args: argparse.Namespace, registry: Registry) -> None:
 def _eval(args: argparse.Namespace, registry: Registry) -> None:
     from .distributed import connect, is_main
     from .evaluation import EvalResult, evaluate
-    from .files import refuse_link
+    from .files import check_target
     from .report import format_table
     from .training import load_run
     from .zeroshot import PPL_NOTE
@@ -162,7 +162,7 @@ def _eval(args: argparse.Namespace, registry: Registry) -> None:
     method = args.method or cfg["method"]
     out = Path(args.out or Path(args.run_dir) / f"eval_{method}.json")
     for target in EvalResult.files(out):
-        refuse_link(target)  # before evaluating, not after
+        check_target(target)  # before evaluating, not after
     result = evaluate(experiment, method, eval_cfg, progress=is_main())
     if not is_main():
         return
