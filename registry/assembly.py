@@ -12,6 +12,7 @@ from .errors import IncompatibleComponentsError, LaddError, UnknownComponentErro
 from .interfaces import Dataset, Latent, Metric, Sampler
 from .kinds import SLOTS
 from .model import DiffusionModel, Objective
+from .records import checked_components, install_hint
 from .safety import check_config
 
 
@@ -159,7 +160,7 @@ def _check_latent_side(latent: Latent | None, encoder: Any, objective: Objective
 
 def check_installed(components: dict[str, dict[str, Any]], registry: Registry, owner: str) -> None:
     """Every component ``owner`` recorded must be installed (naming its plugin and how to get it); another version only warns."""
-    for slot, wanted in components.items():
+    for slot, wanted in checked_components(components, owner).items():
         try:
             found = registry.get(wanted["kind"], wanted["name"])
         except UnknownComponentError:
@@ -167,7 +168,7 @@ def check_installed(components: dict[str, dict[str, Any]], registry: Registry, o
             reason = registry.unavailable(wanted["plugin"])
             if reason is not None:
                 raise LaddError(f"{owner}'s {slot} is {recorded}, which is not available: {reason}") from None
-            install = f"pip install '{wanted['distribution']}=={wanted['version']}'" if wanted["distribution"] else "install its plugin"
+            install = install_hint(wanted["distribution"], wanted["version"])
             raise LaddError(f"{owner}'s {slot} is {recorded}, which is not installed: {install}") from None
         if (found.origin.distribution, found.origin.version) != (wanted["distribution"], wanted["version"]):
             warnings.warn(

@@ -11,7 +11,8 @@ from .config import check_values, upgraded
 from .errors import LaddError
 from .files import write_text
 from .kinds import SLOTS
-from .runs import COMPONENTS_FILE
+from .records import read_json
+from .runs import COMPONENTS_FILE, recorded_components
 from .training import load_run
 from .weights import load_weights, save_weights
 
@@ -32,7 +33,9 @@ def export(run_dir: str | Path, out_dir: str | Path, registry: Registry, overwri
     if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())) and not overwrite:
         raise LaddError(f"{out_dir} already exists and is not empty; choose a new folder, or replace its files with {OVERWRITE_FLAG}")
     experiment, cfg = load_run(run_dir, registry)
-    components = json.loads((Path(run_dir) / COMPONENTS_FILE).read_text(encoding="utf-8"))
+    components = recorded_components(run_dir)
+    if components is None:
+        raise LaddError(f"{run_dir} has no {COMPONENTS_FILE} (a run of an older ladd); train it again to export it")
     cfg = portable(cfg)
     out_dir.mkdir(parents=True, exist_ok=True)
     save_weights(experiment.model, out_dir / WEIGHTS)
@@ -73,10 +76,7 @@ def from_pretrained(path: str | Path, registry: Registry | None = None) -> Exper
 
 def read_document(path: Path) -> dict[str, Any]:
     """An exported ``config.json``, checked: JSON, this format, a valid config, and components that agree with it."""
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise LaddError(f"{path} is not valid JSON ({error}); the export is damaged") from None
+    document = read_json(path, "an exported model's config", "the export is damaged")
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         found = document.get("format") if isinstance(document, dict) else type(document).__name__
         raise LaddError(f"{path} has format {found!r}; this ladd reads {FORMAT!r}")

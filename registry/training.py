@@ -41,7 +41,8 @@ from .interfaces import Dataset, batches_from, device_batches
 from .lr_schedules import lr_factor
 from .memory import check_fits
 from .model import DiffusionModel
-from .runs import COMPONENTS_FILE, CONFIG_FILE, WEIGHTS_FILE, RunFolder
+from .records import check_yaml
+from .runs import COMPONENTS_FILE, CONFIG_FILE, WEIGHTS_FILE, RunFolder, recorded_components
 from .trainable import unreached_parameters
 from .weights import check_checkpoint, check_dtypes, check_shapes, load_weights, save_weights, verify_weights
 
@@ -449,6 +450,7 @@ def read_metrics(path: Path) -> list[tuple[tuple[int, int], dict[str, str]]]:
 
 def read_config(path: Path) -> dict[str, Any]:
     """A saved run config as plain data (it was saved resolved: nothing in it is evaluated), in this ladd's form."""
+    check_yaml(path, "a ladd config", "restore it from a copy of the run")
     try:
         plain = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
     except (OSError, ValueError, yaml.YAMLError, OmegaConfBaseException) as error:
@@ -466,9 +468,9 @@ def load_run(run_dir: str | Path, registry: Registry) -> tuple[Experiment, dict[
         raise LaddError(f"{run_dir} is not a finished ladd run (expected {CONFIG_FILE} and {WEIGHTS_FILE} inside)")
     plain = read_config(config_path)
     check_values(plain)
-    recorded = run_dir / COMPONENTS_FILE
-    if recorded.is_file():
-        check_installed(json.loads(recorded.read_text()), registry, f"run {run_dir}")
+    recorded = recorded_components(run_dir)
+    if recorded is not None:
+        check_installed(recorded, registry, f"run {run_dir}")
     experiment = build_experiment(plain, registry)
     load_weights(experiment.model, weights_path)
     experiment.model.eval()
