@@ -144,7 +144,7 @@ def _export(args: argparse.Namespace, registry: Registry) -> None:
 def _eval(args: argparse.Namespace, registry: Registry) -> None:
     from .distributed import connect, is_main
     from .evaluation import EvalResult, evaluate
-    from .files import check_target
+    from .files import check_name, check_target
     from .report import format_table
     from .training import load_run
     from .zeroshot import PPL_NOTE
@@ -160,6 +160,7 @@ def _eval(args: argparse.Namespace, registry: Registry) -> None:
     if args.sampler:
         experiment.sampler = registry.build("sampler", args.sampler, _options(args.sampler_option))
     method = args.method or cfg["method"]
+    check_name("--method", method, "eval_METHOD.json")
     out = Path(args.out or Path(args.run_dir) / f"eval_{method}.json")
     for target in EvalResult.files(out):
         check_target(target)  # before evaluating, not after

@@ -16,6 +16,7 @@ from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 from ._component import Component
 from ._registry import Registry
 from .errors import InvalidConfigError, did_you_mean
+from .files import check_name
 from .kinds import SLOTS
 from .lr_schedules import SCHEDULES
 from .model import Objective
@@ -178,6 +179,7 @@ class Settings:
 
     def __post_init__(self) -> None:
         check_range("seed", self.seed, 0, MAX_SEED - len(self.train.stages))
+        check_name("method", self.method, "eval_METHOD.json")
 
 
 def schema() -> type:

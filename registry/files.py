@@ -23,6 +23,8 @@ from typing import Any
 from .errors import LaddError
 
 PARTIAL_SUFFIX = ".partial"
+#: names that become parts of file names (a run's method, a metric): no separators, no leading dot
+_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,99}")
 _PARTIAL_NAME = re.compile(rf"\..+\.ladd-(?P<pid>[0-9]+)-[0-9a-f]{{12}}{re.escape(PARTIAL_SUFFIX)}")
 _KINDS = {stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device", stat.S_IFIFO: "a FIFO (named pipe)",
           stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a folder"}
@@ -44,6 +46,15 @@ def check_target(path: Path) -> None:
         raise LaddError(
             f"refusing to write {path}: it is {kind}, not a regular file, and ladd never replaces or writes into one; "
             f"name a new file or a regular one"
+        )
+
+
+def check_name(key: str, value: object, use: str) -> None:
+    """Refuse a ``value`` of ``key`` that could not be part of a file name as ``use`` (a path, ``..``, a separator)."""
+    if not isinstance(value, str) or _SAFE_NAME.fullmatch(value) is None:
+        raise LaddError(
+            f"{key}={value!r} cannot be part of a file name ({use}): use up to 100 letters, digits and _ . + - "
+            f"starting with a letter or digit"
         )
 
 
