@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import logging
 import sys
@@ -16,6 +17,7 @@ from .kinds import KIND_SPECS, KINDS
 from .switches import debugging
 
 DEBUG_ENV = "LADD_DEBUG"
+_DISK_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
 
 
 def _list_components(args: argparse.Namespace, registry: Registry) -> None:
@@ -402,6 +404,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _describe_os_error(error: OSError) -> str:
     where = f" ({error.filename})" if error.filename else ""
+    if error.errno in _DISK_FULL:  # ladd writes every file whole, so what existed is still there
+        return f"{error.strerror}{where}: the disk is full or a size limit applies; free space and run the command again"
     return f"{error.strerror or error}{where}"
 
 

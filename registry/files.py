@@ -61,23 +61,42 @@ def check_name(key: str, value: object, use: str) -> None:
 @contextmanager
 def replacing(path: str | Path) -> Iterator[Path]:
     """A fresh temporary path beside ``path`` to write to; renamed over ``path`` on success, removed on failure."""
-    path = Path(path)
-    check_target(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(partial_name(path.name))
-    os.close(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666))
-    try:
+    with replacing_all([Path(path)]) as (partial,):
         yield partial
-        os.chmod(partial, 0o666 & ~_umask())  # some writers (safetensors) recreate the file as 0600
-        os.replace(partial, path)
+
+
+@contextmanager
+def replacing_all(paths: list[Path]) -> Iterator[list[Path]]:
+    """Fresh temporary paths beside each of ``paths``: renamed into place once every one is written, all removed
+    otherwise, so a full disk or an error part way leaves every target as it was."""
+    for path in paths:
+        check_target(path)
+    partials: list[Path] = []
+    try:
+        for path in paths:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            partial = path.with_name(partial_name(path.name))
+            os.close(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666))
+            partials.append(partial)
+        yield partials
+        for partial in partials:
+            os.chmod(partial, 0o666 & ~_umask())  # some writers (safetensors) recreate the file as 0600
+        for partial, path in zip(partials, paths, strict=True):
+            os.replace(partial, path)
     except OSError as error:
-        partial.unlink(missing_ok=True)
+        _remove(partials)
         if error.filename is not None:
             raise
-        raise OSError(error.errno, error.strerror or str(error), str(path)) from error  # name the file being written
+        written = str(paths[0]) if len(paths) == 1 else str(paths[0].parent)
+        raise OSError(error.errno, error.strerror or str(error), written) from error  # name what was being written
     except BaseException:
-        partial.unlink(missing_ok=True)
+        _remove(partials)
         raise
+
+
+def _remove(partials: list[Path]) -> None:
+    for partial in partials:
+        partial.unlink(missing_ok=True)
 
 
 def _umask() -> int:

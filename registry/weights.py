@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import pickle
+import re
 import struct
 import zipfile
 from pathlib import Path
@@ -39,9 +41,21 @@ class CorruptFileError(LaddError):
 def save_weights(model: torch.nn.Module, path: str | Path) -> Path:
     """The model's state as safetensors with the checksum of the whole file, written atomically."""
     with replacing(path) as partial:
-        save_model(model, str(partial), metadata={FILE_DIGEST_KEY: _PLACEHOLDER})
-        _write_digest(partial)
+        write_weights(model, partial)
     return Path(path)
+
+
+def write_weights(model: torch.nn.Module, path: Path) -> None:
+    """The model's state as safetensors with the checksum of the whole file, written in place (to a fresh file)."""
+    try:
+        save_model(model, str(path), metadata={FILE_DIGEST_KEY: _PLACEHOLDER})
+    except SafetensorError as error:  # a full disk surfaces as safetensors' own error: report it as the system's
+        found = re.search(r"os error (\d+)", str(error))
+        if found is None:
+            raise
+        code = int(found[1])
+        raise OSError(code, os.strerror(code)) from error
+    _write_digest(path)
 
 
 def _digest_entry(value: str) -> bytes:
