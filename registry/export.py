@@ -13,6 +13,7 @@ from .files import is_abandoned, remove_partials, replacing_all
 from .kinds import SLOTS
 from .records import read_json
 from .runs import COMPONENTS_FILE, RECORD_FILE, recorded_components
+from .safety import without_local_paths
 from .training import load_run
 from .weights import load_weights, write_weights
 
@@ -99,7 +100,7 @@ def from_pretrained(path: str | Path, registry: Registry | None = None) -> Exper
         raise LaddError(f"{path} is not an exported ladd model (expected {CONFIG_JSON} and {WEIGHTS})")
     document = read_document(path / CONFIG_JSON)
     check_installed(document["components"], registry, f"model {path}")
-    experiment = build_experiment(document["config"], registry)
+    experiment = build_experiment(without_local_paths(document["config"], registry), registry)
     load_weights(experiment.model, path / WEIGHTS)
     experiment.model.eval()
     return experiment

@@ -43,6 +43,7 @@ from .memory import check_fits
 from .model import DiffusionModel
 from .records import check_yaml
 from .runs import COMPONENTS_FILE, CONFIG_FILE, WEIGHTS_FILE, RunFolder, recorded_components
+from .safety import without_local_paths
 from .trainable import unreached_parameters
 from .weights import check_checkpoint, check_dtypes, check_shapes, load_weights, save_weights, verify_weights
 
@@ -466,7 +467,7 @@ def load_run(run_dir: str | Path, registry: Registry) -> tuple[Experiment, dict[
     config_path, weights_path = run_dir / CONFIG_FILE, run_dir / WEIGHTS_FILE
     if not config_path.is_file() or not weights_path.is_file():
         raise LaddError(f"{run_dir} is not a finished ladd run (expected {CONFIG_FILE} and {WEIGHTS_FILE} inside)")
-    plain = read_config(config_path)
+    plain = without_local_paths(read_config(config_path), registry)
     check_values(plain)
     recorded = recorded_components(run_dir)
     if recorded is not None:

@@ -19,7 +19,7 @@ import sys
 import textwrap
 import time
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -164,6 +164,20 @@ def text_overrides(root: Path) -> list[str]:
         f"dataset.cache_dir={root / 'cache'}", f"dataset.source={corpus}", "metric=entropy",
         "+dataset.split_map={train: 'train', validation: 'train', test: 'train'}",
     ]
+
+
+@contextlib.contextmanager
+def user_cache(folder: Path) -> Iterator[None]:
+    """``LADD_CACHE_DIR`` set to ``folder`` (the user's cache, where runs read back keep their token caches)."""
+    before = os.environ.get("LADD_CACHE_DIR")
+    os.environ["LADD_CACHE_DIR"] = str(folder)
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["LADD_CACHE_DIR"]
+        else:
+            os.environ["LADD_CACHE_DIR"] = before
 
 
 def text_dataset(root: Path, **options: str) -> dict:
@@ -639,9 +653,12 @@ case("11d", "a `.txt` corpus that is a link to a device (`/dev/zero`)")(_text_re
 @case("11e", "a token cache entry whose tokens.bin was truncated; `ladd eval RUN`")
 def damaged_token_cache(root: Path) -> Outcome:
     run_dir = trained(root, "run", *text_overrides(root))
-    for tokens in (root / "cache").rglob("tokens.bin"):
-        tokens.write_bytes(tokens.read_bytes()[:10])
-    return ladd("eval", str(run_dir), "--budgets", "1", "--num-samples", "2", "--batch-size", "2", "--loss-batches", "1")
+    evaluation = ["eval", str(run_dir), "--budgets", "1", "--num-samples", "2", "--batch-size", "2", "--loss-batches", "1"]
+    with user_cache(root / "user_cache"):
+        assert ladd(*evaluation).code == 0  # tokenises into the user's cache
+        for tokens in (root / "user_cache").rglob("tokens.bin"):
+            tokens.write_bytes(tokens.read_bytes()[:10])
+        return ladd(*evaluation)
 
 
 @case("11f", "held-out data with token ids outside the vocabulary (`evaluation.token_loss`)")
