@@ -289,9 +289,9 @@ def train(cfg: Any, run_dir: str | Path, registry: Registry, allow_changes: bool
         # all refused before anything is written
         _check_saved_state(experiment.model, run_dir)
         read_metrics(run_dir / METRICS_FILE)
-        first_batch(experiment.dataset, train_cfg["batch_size"], plain["seed"])
         value_bytes = _VALUE_BYTES.get(hardware.arguments["precision"], 2)
         check_fits(experiment.model, train_cfg["batch_size"] // world, value_bytes, hardware.device, "train.batch_size")
+        first_batch(experiment.dataset, train_cfg["batch_size"], plain["seed"])  # it allocates: after the size check
     with folder.claim(plain, allow_changes) if main else nullcontext():
         if main:
             write_text(run_dir / COMPONENTS_FILE, json.dumps(experiment.origins(), indent=2))
