@@ -108,12 +108,14 @@ def _train(args: list[str], registry: Registry) -> None:
     _print_problems(registry)  # a preset of a plugin that failed to load is missing too, not only its components
     command = TrainCommand.parse(args)
     check_selections(command.overrides, registry)  # every value of a sweep, before its first run trains
-    for number, job in enumerate(command.jobs()):
-        cfg, run_dir = command.compose(job, number, registry)
+    jobs = command.prepared(registry)
+    for number, job in enumerate(jobs):
+        if command.multirun:
+            print(f"job {number} of {len(jobs)}: {' '.join(job.swept) or '(nothing swept)'} -> {job.run_dir}", flush=True)
         # Lightning's DDP launcher starts the other ranks by running this process's command line again.
-        sys.argv = [sys.argv[0], "train", *command.relaunch(job, run_dir)]
-        train(cfg, run_dir, registry, command.allow_changes)
-        print(f"trained {cfg.method}: {run_dir}")
+        sys.argv = [sys.argv[0], "train", *command.relaunch(job.overrides, job.run_dir)]
+        train(job.cfg, job.run_dir, registry, command.allow_changes)
+        print(f"trained {job.cfg.method}: {job.run_dir}")
 
 
 def _sample(args: argparse.Namespace, registry: Registry) -> None:
