@@ -105,7 +105,7 @@ def verify_weights(path: str | Path) -> dict[str, torch.Tensor]:
     if not _matches_checksum(path, metadata):
         raise CorruptFileError(
             f"{path} is corrupt: its header or tensor data does not match the checksum written with it (bit rot or "
-            f"an edited file); restore it from a copy, or delete it to train that stage again"
+            f"an edited file); restore it from a copy (a stage's weights in a run folder: delete them to train it again)"
         )
     return tensors
 

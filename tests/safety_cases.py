@@ -13,6 +13,7 @@ import os
 import resource
 import shutil
 import signal
+import stat
 import struct
 import subprocess
 import sys
@@ -729,3 +730,249 @@ def foreign_metrics(root: Path) -> Outcome:
     run_dir = in_progress(root, "run")
     (run_dir / "metrics.csv").write_text("epoch,accuracy\n1,0.5\n")
     return ladd("train", "experiment=binsaw/mdlm_cpu", *TINY, ONE_STAGE, "train.checkpoint_every=1", f"run_dir={run_dir}")
+
+
+# ---------------------------------------------------------------- hostile input: shared runs, exports, outputs
+
+
+@case("13a", "a `run_dir` holding only a file of the user's named `.notes.partial`")
+def users_partial_file(root: Path) -> Outcome:
+    folder = root / "mine"
+    folder.mkdir()
+    (folder / ".notes.partial").write_text("my notes\n")
+    before = snapshot(folder)
+    outcome = ladd("train", *TINY, ONE_STAGE, f"run_dir={folder}")
+    assert snapshot(folder) == before
+    return outcome
+
+
+@case("13b", "`ladd sample --out FIFO` (a named pipe)")
+def sample_into_fifo(root: Path) -> Outcome:
+    run_dir = trained(root, "run")
+    os.mkfifo(root / "pipe")
+    outcome = ladd("sample", str(run_dir), "--steps", "2", "--num", "2", "--out", str(root / "pipe"))
+    assert stat.S_ISFIFO((root / "pipe").stat().st_mode)
+    return outcome
+
+
+@case("13c", "`ladd export RUN_A RUN_B --overwrite` where RUN_B is another finished run")
+def export_over_a_run(root: Path) -> Outcome:
+    run_a, run_b = trained(root, "run_a"), trained(root, "run_b")
+    before = snapshot(run_b)
+    outcome = ladd("export", str(run_a), str(run_b), "--overwrite")
+    assert snapshot(run_b) == before and ladd("sample", str(run_b), "--steps", "2", "--num", "2", cwd=root).code == 0
+    return outcome
+
+
+@case("13d", "`ladd export --overwrite` into a folder holding an export and a file of the user's")
+def export_over_foreign_files(root: Path) -> Outcome:
+    model = exported(root, "model")
+    (model / "notes.txt").write_text("my notes\n")
+    before = snapshot(model)
+    outcome = ladd("export", str(trained(root, "run")), str(model), "--overwrite")
+    assert snapshot(model) == before
+    return outcome
+
+
+@case("13e", "the disk fills up while `ladd export --overwrite` replaces an earlier export (writes past 200 kB fail)")
+def disk_full_during_export(root: Path) -> Outcome:
+    model = exported(root, "model")
+    before = snapshot(model)
+    outcome = ladd_process("export", str(trained(root, "other", "seed=1")), str(model), "--overwrite", limit_file_size=200_000)
+    assert snapshot(model) == before, "the earlier export was changed"
+    return outcome
+
+
+@case("13f", "a shared run's config.yaml says `method: x/../../victim/settings`; `ladd eval RUN`")
+def method_as_path(root: Path) -> Outcome:
+    run_dir = trained(root, "run")
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    config["method"] = "x/../../victim/settings"
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(config))
+    outcome = ladd("eval", str(run_dir), "--budgets", "1", "--num-samples", "2", "--batch-size", "2", "--loss-batches", "1")
+    assert not (root / "victim").exists()
+    return outcome
+
+
+@case("13g", "a shared eval result whose `metric` is `../victim/settings`; `ladd report`")
+def metric_as_path(root: Path) -> Outcome:
+    result = {"method": "m", "metric": "../victim/settings", "token_loss": 1.0, "scores": [
+        {"steps": 1, "network_calls": 1, "scores": {"../victim/settings": 0.5}}]}
+    (root / "eval_m.json").write_text(json.dumps(result))
+    outcome = ladd("report", str(root / "eval_m.json"), "--out", str(root / "out"))
+    assert not (root / "victim").exists() and not (root / "out").exists()
+    return outcome
+
+
+@case("13h", "a shared run's config names a local file as its corpus and a token cache inside the run; `ladd eval RUN`")
+def corpus_and_cache_from_a_shared_config(root: Path) -> Outcome:
+    run_dir = trained(root, "run", *text_overrides(root))
+    (root / "secret.txt").write_text("the secret is in the cat\n\n" * 20)
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    config["dataset"].update(source=str(root / "secret.txt"), cache_dir=str(run_dir / "stolen"))
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(config))
+    with user_cache(root / "user_cache"):
+        outcome = ladd("eval", str(run_dir), "--budgets", "1", "--num-samples", "2", "--batch-size", "2", "--loss-batches", "1")
+    assert outcome.code == 0, outcome.message
+    assert not (run_dir / "stolen").exists(), "a cache was written where the shared config chose"
+    assert list((root / "user_cache").rglob("tokens.bin")), "the corpus was not tokenised into the user's cache"
+    return Outcome(0, "evaluates; the corpus is tokenised into the user's own cache folder (`LADD_CACHE_DIR`, "
+                      "default ~/.cache/ladd), never at the `cache_dir` a saved config names", refused=False)
+
+
+def _sampled_after(edit: Callable[[Path], None]) -> Callable[[Path], Outcome]:
+    """A case: a run whose folder ``edit`` damaged, sampled with ``ladd sample RUN``."""
+
+    def run(root: Path) -> Outcome:
+        run_dir = trained(root, "run")
+        edit(run_dir)
+        return ladd("sample", str(run_dir), "--steps", "2", "--num", "2", cwd=root)
+
+    return run
+
+
+def _components(entries: object) -> Callable[[Path], None]:
+    return lambda run_dir: (run_dir / "components.json").write_text(json.dumps(entries))
+
+
+def _without_distribution(run_dir: Path) -> None:
+    components = json.loads((run_dir / "components.json").read_text())
+    del components["backbone"]["distribution"]
+    _components(components)(run_dir)
+
+
+def _hostile_distribution(run_dir: Path) -> None:
+    components = json.loads((run_dir / "components.json").read_text())
+    components["backbone"].update(name="fancy", distribution="x'; touch pwned; echo '", version="1.0")
+    _components(components)(run_dir)
+
+
+def _alias_bomb(run_dir: Path) -> None:
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 10)]
+    (run_dir / "config.yaml").write_text("\n".join(lines) + "\n")
+
+
+def _huge_sequences(run_dir: Path) -> None:
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    config["dataset"]["seq_len"] = 10**9
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(config))
+
+
+for _number, _title, _edit in [
+    ("13i", "a shared run's `components.json` names a missing plugin whose distribution is shell text", _hostile_distribution),
+    ("13j", "a run's `components.json` is not JSON", lambda run_dir: (run_dir / "components.json").write_text("{not json")),
+    ("13k", "a run's `components.json` is a list", _components([1, 2])),
+    ("13l", "a run's `components.json` entry without `distribution`", _without_distribution),
+    ("13m", "a run's `config.yaml` is a YAML alias bomb (a billion values from 100 lines)", _alias_bomb),
+    ("13n", "a shared run's `config.yaml` says `dataset.seq_len: 1000000000`; `ladd sample RUN`", _huge_sequences),
+]:
+    case(_number, _title)(_sampled_after(_edit))
+
+
+@case("13o", "a run in progress whose `run.json` `changes` is not a list; `ladd train --allow-changes`")
+def changes_not_a_list(root: Path) -> Outcome:
+    run_dir = in_progress(root, "run")
+    record = json.loads((run_dir / "run.json").read_text())
+    record["changes"] = {"train.lr": "0.003"}
+    (run_dir / "run.json").write_text(json.dumps(record))
+    before = snapshot(run_dir)
+    changed = ["experiment=binsaw/mdlm_cpu", *TINY, ONE_STAGE, "train.checkpoint_every=1", "train.lr=3e-3"]
+    outcome = ladd("train", "--allow-changes", *changed, f"run_dir={run_dir}")
+    assert snapshot(run_dir) == before
+    return outcome
+
+
+@case("13p", "a run in progress whose `last.ckpt` holds no `state_dict`")
+def checkpoint_without_state(root: Path) -> Outcome:
+    run_dir = in_progress(root, "run")
+    torch.save({"epoch": 0, "global_step": 1}, run_dir / "checkpoints" / "stage1" / "last.ckpt")
+    before = snapshot(run_dir)
+    outcome = ladd("train", "experiment=binsaw/mdlm_cpu", *TINY, ONE_STAGE, "train.checkpoint_every=1", f"run_dir={run_dir}")
+    assert snapshot(run_dir) == before
+    return outcome
+
+
+def _sampled_export_after(edit: Callable[[Path], None]) -> Callable[[Path], Outcome]:
+    """A case: an export that ``edit`` damaged, sampled with ``ladd sample --model``."""
+
+    def run(root: Path) -> Outcome:
+        model = exported(root, "model")
+        edit(model)
+        return ladd("sample", "--model", str(model), "--steps", "2", "--num", "2", cwd=root)
+
+    return run
+
+
+def _weights_edited(change: Callable[[dict[str, torch.Tensor]], None]) -> Callable[[Path], None]:
+    def edit(model: Path) -> None:
+        tensors = load_file(model / "model.safetensors")
+        change(tensors)
+        save_file(tensors, model / "model.safetensors")
+
+    return edit
+
+
+def _nan(tensors: dict[str, torch.Tensor]) -> None:
+    tensors["backbone.embed.weight"][1, 2] = float("nan")
+
+
+def _inf(tensors: dict[str, torch.Tensor]) -> None:
+    tensors["backbone.final.adaln.proj.bias"][0] = float("inf")
+
+
+def swap_offsets(weights: Path) -> tuple[str, str]:
+    """Swap the data offsets of two tensors of one dtype and shape in a safetensors header (the data stays)."""
+    data = bytearray(weights.read_bytes())
+    (length,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8 : 8 + length])
+    by_layout: dict[tuple[str, tuple[int, ...]], list[str]] = {}
+    for name, entry in header.items():
+        if name != "__metadata__":
+            by_layout.setdefault((entry["dtype"], tuple(entry["shape"])), []).append(name)
+    first, second = next(names for names in by_layout.values() if len(names) > 1)[:2]
+    header[first]["data_offsets"], header[second]["data_offsets"] = header[second]["data_offsets"], header[first]["data_offsets"]
+    data[8 : 8 + length] = json.dumps(header, separators=(",", ":")).encode().ljust(length)
+    weights.write_bytes(bytes(data))
+    return first, second
+
+
+for _number, _title, _edit in [
+    ("13q", "an exported model whose weights hold a NaN", _weights_edited(_nan)),
+    ("13r", "an exported model whose weights hold an infinity", _weights_edited(_inf)),
+    ("13s", "an exported model whose header swaps the offsets of two tensors of one shape", lambda m: swap_offsets(m / "model.safetensors")),
+    ("13t", "an exported model whose weights lack a tensor", _weights_edited(lambda tensors: tensors.pop("backbone.embed.weight"))),
+    ("13u", "an exported model whose `config.json` is JSON nested 100,000 deep", lambda m: (m / "config.json").write_text("[" * 10**5 + "]" * 10**5)),
+]:
+    case(_number, _title)(_sampled_export_after(_edit))
+
+
+@case("13v", "an exported model whose weights hold a NaN, loaded with `registry.from_pretrained`")
+def nan_weights_from_python(root: Path) -> Outcome:
+    model = exported(root, "model")
+    _weights_edited(_nan)(model)
+    return api(lambda: registry.from_pretrained(model))
+
+
+for _number, _title, _arguments in [
+    ("13w", "`ladd sample RUN --steps 1000000000` (runs for months)", ["--steps", "1000000000"]),
+    ("13x", "`ladd sample RUN --num 1000000000` (the samples alone need more memory than there is)", ["--num", "1000000000"]),
+    ("13y", "`ladd sample RUN --seed -1`", ["--seed", "-1"]),
+    ("13z", "`ladd sample RUN --seed 2**64`", ["--seed", str(2**64)]),
+]:
+    case(_number, _title)(lambda root, arguments=_arguments: ladd("sample", str(trained(root, "run")), *arguments, cwd=root))
+
+case("14a", "`train.batch_size=1000000000000` (the first batch alone cannot be allocated)")(_refused_value("train.batch_size=1000000000000"))
+
+
+@case("14b", "a sweep (`-m`) whose second job has a bad value (`train.lr=1e-3,-1`)")
+def sweep_with_a_bad_job(root: Path) -> Outcome:
+    outcome = ladd("train", "-m", *TINY, ONE_STAGE, "train.lr=1e-3,-1", f"run_dir={root / 'sweep'}")
+    assert not (root / "sweep").exists(), "a job trained before the bad one was found"
+    return outcome
+
+
+@case("14c", "a prompt with characters the tokenizer does not know (`--prompt 'the café'` with text8's alphabet)")
+def prompt_outside_the_tokenizer(root: Path) -> Outcome:
+    run_dir = trained(root, "run", *text_overrides(root))
+    return ladd("sample", str(run_dir), "--steps", "2", "--num", "2", "--prompt", "the café", cwd=root)
