@@ -22,6 +22,7 @@ from omegaconf import DictConfig
 from ._registry import Registry
 from .config import compose, composition_error, parse_override, to_plain
 from .errors import InvalidConfigError, LaddError
+from .kinds import SLOTS
 from .runs import ALLOW_CHANGES_FLAG, RunFolder
 
 SWEEP_FLAGS = ("-m", "--multirun")
@@ -117,6 +118,7 @@ class TrainCommand:
             swept = [o for o in overrides if o not in common and parse_override(o).key_or_group != RUN_DIR]
             try:
                 cfg, run_dir = self.compose(overrides, number, registry)
+                _check_options(cfg, registry)
                 RunFolder(run_dir).check(to_plain(cfg), self.allow_changes)
             except LaddError as error:
                 if not self.multirun:
@@ -143,6 +145,14 @@ class TrainCommand:
         """Arguments that train this one job again in ``run_dir`` (how Lightning starts the other DDP ranks)."""
         searchpath = [f"{SEARCHPATH}=[{','.join(self.searchpath)}]"] if self.searchpath else []
         return [*searchpath, *_without_run_dir(job), quoted_folder(f"{RUN_DIR}={run_dir}")]
+
+
+def _check_options(cfg: DictConfig, registry: Registry) -> None:
+    """Every selected component's options, checked as its config checks them when it is built."""
+    for slot in SLOTS.values():
+        node = cfg.get(slot.name)
+        if node is not None and "name" in node:
+            registry.get(slot.kind, node["name"]).check_options({k: v for k, v in node.items() if k != "name"})
 
 
 def quoted_folder(arg: str) -> str:

@@ -972,7 +972,14 @@ def sweep_with_a_bad_job(root: Path) -> Outcome:
     return outcome
 
 
-@case("14c", "a prompt with characters the tokenizer does not know (`--prompt 'the café'` with text8's alphabet)")
+@case("14c", "a sweep (`-m`) whose second job has a component option its component refuses (`backbone.heads=4,5`)")
+def sweep_with_a_bad_option(root: Path) -> Outcome:
+    outcome = ladd("train", "-m", *TINY, ONE_STAGE, "backbone.heads=4,5", f"run_dir={root / 'sweep'}")
+    assert not (root / "sweep").exists(), "a job trained before the bad one was found"
+    return outcome
+
+
+@case("14d", "a prompt with characters the tokenizer does not know (`--prompt 'the café'` with text8's alphabet)")
 def prompt_outside_the_tokenizer(root: Path) -> Outcome:
     run_dir = trained(root, "run", *text_overrides(root))
     return ladd("sample", str(run_dir), "--steps", "2", "--num", "2", "--prompt", "the café", cwd=root)
