@@ -482,7 +482,10 @@ def export_over_files(root: Path) -> Outcome:
     before = snapshot(folder)
     outcome = ladd("export", str(run_dir), str(folder))
     assert snapshot(folder) == before
-    assert ladd("export", "--overwrite", str(run_dir), str(folder)).code == 0
+    assert ladd("export", "--overwrite", str(run_dir), str(folder)).code == 2, "--overwrite replaced a file of the user's"
+    assert snapshot(folder) == before
+    model = exported(root, "model")
+    assert ladd("export", "--overwrite", str(run_dir), str(model)).code == 0, "--overwrite refused an earlier export"
     return outcome
 
 
@@ -675,17 +678,18 @@ def held_out_out_of_vocabulary(root: Path) -> Outcome:
     return api(lambda: token_loss(experiment, 1, 4, 0))
 
 
-@case("11g", "a prompt containing the mask token's text (`--prompt 'the <|mask|>'`)")
+@case("11g", "a prompt containing the mask token's text (`--prompt 'the <|mask|>'`, GPT-2 BPE)")
 def prompt_with_mask_text(root: Path) -> Outcome:
-    run_dir = trained(root, "run", *text_overrides(root))
+    run_dir = trained(root, "run", *text_overrides(root), "dataset.tokenizer=gpt2-bpe")
     experiment, _ = load_run(run_dir, registry.load())
     from registry.prompts import fixed_tokens
 
-    fixed = fixed_tokens(experiment.dataset, 1, "the <|mask|>")
-    mask = experiment.dataset.vocab_size
-    prompt_length = int((fixed[0] != mask).sum())
-    assert prompt_length == len("the <|mask|>"), "the mask token's text became a mask"
-    return Outcome(0, "the text is read as plain text (each character a token), as in training data; no position becomes a mask", refused=False)
+    fixed = fixed_tokens(experiment.dataset, 1, "the <|mask|>")[0]
+    prompt = fixed[fixed != experiment.dataset.vocab_size].tolist()
+    assert fixed[: len(prompt)].tolist() == prompt, "the mask token's text became a mask"
+    assert experiment.dataset.tokenizer.decode(prompt) == "the <|mask|>"
+    return Outcome(0, "the text is read as plain text, as in training data (its tokens decode to the text typed); "
+                      "no position becomes a mask", refused=False)
 
 
 # ---------------------------------------------------------------- damaged or edited shared files
@@ -864,7 +868,7 @@ for _number, _title, _edit in [
     ("13j", "a run's `components.json` is not JSON", lambda run_dir: (run_dir / "components.json").write_text("{not json")),
     ("13k", "a run's `components.json` is a list", _components([1, 2])),
     ("13l", "a run's `components.json` entry without `distribution`", _without_distribution),
-    ("13m", "a run's `config.yaml` is a YAML alias bomb (a billion values from 100 lines)", _alias_bomb),
+    ("13m", "a run's `config.yaml` is a YAML alias bomb (10 lines that expand to 10^10 values)", _alias_bomb),
     ("13n", "a shared run's `config.yaml` says `dataset.seq_len: 1000000000`; `ladd sample RUN`", _huge_sequences),
 ]:
     case(_number, _title)(_sampled_after(_edit))
@@ -963,6 +967,7 @@ for _number, _title, _arguments in [
     case(_number, _title)(lambda root, arguments=_arguments: ladd("sample", str(trained(root, "run")), *arguments, cwd=root))
 
 case("14a", "`train.batch_size=1000000000000` (the first batch alone cannot be allocated)")(_refused_value("train.batch_size=1000000000000"))
+case("14e", "`eval.seed=-1` (a seed no random generator takes)")(_refused_value("eval.seed=-1"))
 
 
 @case("14b", "a sweep (`-m`) whose second job has a bad value (`train.lr=1e-3,-1`)")
