@@ -126,6 +126,14 @@ def snapshot(folder: Path) -> dict[str, bytes]:
     return found
 
 
+def unchanged(folder: Path, command: Callable[[], Outcome]) -> Outcome:
+    """The outcome of ``command``, after checking that ``folder`` is byte-identical to what it was before."""
+    before = snapshot(folder)
+    outcome = command()
+    assert snapshot(folder) == before, f"{folder} was changed"
+    return outcome
+
+
 _TRAINED: dict[tuple[str, ...], Path] = {}
 
 
@@ -447,14 +455,16 @@ def resume_with_changes(root: Path) -> Outcome:
 
 @case("7d", "a `run_dir` that is not a run: a folder of the user's with config.yaml, metrics.csv, model.safetensors")
 def foreign_folder(root: Path) -> Outcome:
+    return train_into_users_folder(root, {name: f"my own {name}\n" for name in ("config.yaml", "metrics.csv", "model.safetensors")})
+
+
+def train_into_users_folder(root: Path, files: dict[str, str]) -> Outcome:
+    """``ladd train`` into a folder of the user's holding ``files`` (name -> text), which must stay as they were."""
     folder = root / "mine"
     folder.mkdir()
-    for name in ("config.yaml", "metrics.csv", "model.safetensors"):
-        (folder / name).write_text(f"my own {name}\n")
-    before = snapshot(folder)
-    outcome = ladd("train", *TINY, ONE_STAGE, f"run_dir={folder}")
-    assert snapshot(folder) == before
-    return outcome
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    return unchanged(folder, lambda: ladd("train", *TINY, ONE_STAGE, f"run_dir={folder}"))
 
 
 @case("7e", "two `ladd train` processes on one run folder at the same time")
@@ -741,13 +751,7 @@ def foreign_metrics(root: Path) -> Outcome:
 
 @case("13a", "a `run_dir` holding only a file of the user's named `.notes.partial`")
 def users_partial_file(root: Path) -> Outcome:
-    folder = root / "mine"
-    folder.mkdir()
-    (folder / ".notes.partial").write_text("my notes\n")
-    before = snapshot(folder)
-    outcome = ladd("train", *TINY, ONE_STAGE, f"run_dir={folder}")
-    assert snapshot(folder) == before
-    return outcome
+    return train_into_users_folder(root, {".notes.partial": "my notes\n"})
 
 
 @case("13b", "`ladd sample --out FIFO` (a named pipe)")
@@ -762,9 +766,8 @@ def sample_into_fifo(root: Path) -> Outcome:
 @case("13c", "`ladd export RUN_A RUN_B --overwrite` where RUN_B is another finished run")
 def export_over_a_run(root: Path) -> Outcome:
     run_a, run_b = trained(root, "run_a"), trained(root, "run_b")
-    before = snapshot(run_b)
-    outcome = ladd("export", str(run_a), str(run_b), "--overwrite")
-    assert snapshot(run_b) == before and ladd("sample", str(run_b), "--steps", "2", "--num", "2", cwd=root).code == 0
+    outcome = unchanged(run_b, lambda: ladd("export", str(run_a), str(run_b), "--overwrite"))
+    assert ladd("sample", str(run_b), "--steps", "2", "--num", "2", cwd=root).code == 0
     return outcome
 
 
@@ -772,19 +775,13 @@ def export_over_a_run(root: Path) -> Outcome:
 def export_over_foreign_files(root: Path) -> Outcome:
     model = exported(root, "model")
     (model / "notes.txt").write_text("my notes\n")
-    before = snapshot(model)
-    outcome = ladd("export", str(trained(root, "run")), str(model), "--overwrite")
-    assert snapshot(model) == before
-    return outcome
+    return unchanged(model, lambda: ladd("export", str(trained(root, "run")), str(model), "--overwrite"))
 
 
 @case("13e", "the disk fills up while `ladd export --overwrite` replaces an earlier export (writes past 200 kB fail)")
 def disk_full_during_export(root: Path) -> Outcome:
-    model = exported(root, "model")
-    before = snapshot(model)
-    outcome = ladd_process("export", str(trained(root, "other", "seed=1")), str(model), "--overwrite", limit_file_size=200_000)
-    assert snapshot(model) == before, "the earlier export was changed"
-    return outcome
+    model, other = exported(root, "model"), trained(root, "other", "seed=1")
+    return unchanged(model, lambda: ladd_process("export", str(other), str(model), "--overwrite", limit_file_size=200_000))
 
 
 @case("13f", "a shared run's config.yaml says `method: x/../../victim/settings`; `ladd eval RUN`")
@@ -880,21 +877,16 @@ def changes_not_a_list(root: Path) -> Outcome:
     record = json.loads((run_dir / "run.json").read_text())
     record["changes"] = {"train.lr": "0.003"}
     (run_dir / "run.json").write_text(json.dumps(record))
-    before = snapshot(run_dir)
     changed = ["experiment=binsaw/mdlm_cpu", *TINY, ONE_STAGE, "train.checkpoint_every=1", "train.lr=3e-3"]
-    outcome = ladd("train", "--allow-changes", *changed, f"run_dir={run_dir}")
-    assert snapshot(run_dir) == before
-    return outcome
+    return unchanged(run_dir, lambda: ladd("train", "--allow-changes", *changed, f"run_dir={run_dir}"))
 
 
 @case("13p", "a run in progress whose `last.ckpt` holds no `state_dict`")
 def checkpoint_without_state(root: Path) -> Outcome:
     run_dir = in_progress(root, "run")
     torch.save({"epoch": 0, "global_step": 1}, run_dir / "checkpoints" / "stage1" / "last.ckpt")
-    before = snapshot(run_dir)
-    outcome = ladd("train", "experiment=binsaw/mdlm_cpu", *TINY, ONE_STAGE, "train.checkpoint_every=1", f"run_dir={run_dir}")
-    assert snapshot(run_dir) == before
-    return outcome
+    resume = ["experiment=binsaw/mdlm_cpu", *TINY, ONE_STAGE, "train.checkpoint_every=1", f"run_dir={run_dir}"]
+    return unchanged(run_dir, lambda: ladd("train", *resume))
 
 
 def _sampled_export_after(edit: Callable[[Path], None]) -> Callable[[Path], Outcome]:
