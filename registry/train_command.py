@@ -138,7 +138,7 @@ class TrainCommand:
 
     def _given_run_dir(self) -> str | None:
         """The ``run_dir`` the command line gives (the last one), or None."""
-        given = [parse_override(o) for o in self.overrides if parse_override(o).key_or_group == RUN_DIR]
+        given = [override for override in map(parse_override, self.overrides) if override.key_or_group == RUN_DIR]
         return str(given[-1].value()) if given else None
 
     def relaunch(self, job: list[str], run_dir: Path) -> list[str]:
