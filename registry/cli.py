@@ -111,7 +111,8 @@ def _train(args: list[str], registry: Registry) -> None:
     jobs = command.prepared(registry)
     for number, job in enumerate(jobs):
         if command.multirun:
-            print(f"job {number} of {len(jobs)}: {' '.join(job.swept) or '(nothing swept)'} -> {job.run_dir}", flush=True)
+            swept = " ".join(job.swept) or "(nothing swept)"
+            print(f"job {number} of {len(jobs)}: {swept} -> {job.run_dir}", flush=True)
         # Lightning's DDP launcher starts the other ranks by running this process's command line again.
         sys.argv = [sys.argv[0], "train", *command.relaunch(job.overrides, job.run_dir)]
         train(job.cfg, job.run_dir, registry, command.allow_changes)
@@ -459,7 +460,7 @@ def _describe_out_of_memory(error: BaseException) -> str:
 def _describe_os_error(error: OSError) -> str:
     where = f" ({error.filename})" if error.filename else ""
     if error.errno in _DISK_FULL:  # ladd writes every file whole, so what existed is still there
-        return f"{error.strerror}{where}: the disk is full or a size limit applies; free space and run the command again"
+        return f"{error.strerror}{where}: the disk is full or a size limit applies; free space and run it again"
     return f"{error.strerror or error}{where}"
 
 

@@ -64,7 +64,10 @@ def _check_destination(out_dir: Path, overwrite: bool) -> None:
     if not held:
         return
     if not overwrite:
-        raise LaddError(f"{out_dir} already exists and is not empty; choose a new folder, or replace its files with {OVERWRITE_FLAG}")
+        raise LaddError(
+            f"{out_dir} already exists and is not empty; choose a new folder, or replace its files with "
+            f"{OVERWRITE_FLAG}"
+        )
     refusal = f"{OVERWRITE_FLAG} replaces only a folder written by ladd export: choose a new folder"
     if RECORD_FILE in held:
         raise LaddError(f"{out_dir} is a ladd run folder (it holds {RECORD_FILE}), not an exported model; {refusal}")
@@ -74,7 +77,7 @@ def _check_destination(out_dir: Path, overwrite: bool) -> None:
         raise LaddError(f"{out_dir} is not an exported model (it {what}); {refusal}")
     document = read_json(out_dir / CONFIG_JSON, "an exported model's config", refusal)
     if not isinstance(document, dict) or document.get("format") != FORMAT:
-        raise LaddError(f"{out_dir / CONFIG_JSON} is not the config of an exported model (format {FORMAT!r}); {refusal}")
+        raise LaddError(f"{out_dir / CONFIG_JSON} is not an exported model's config (format {FORMAT!r}); {refusal}")
 
 
 def portable(node: Any) -> Any:

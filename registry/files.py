@@ -31,7 +31,7 @@ _KINDS = {stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device", st
 
 
 def check_target(path: Path) -> None:
-    """Raise LaddError unless ``path`` is new or a regular file: ladd replaces files, never links, devices or folders."""
+    """Raise LaddError unless ``path`` is new or a regular file: ladd never replaces links, devices or folders."""
     if path.is_symlink():
         raise LaddError(
             f"refusing to write {path}: it is a symbolic link (to {os.readlink(path)}), which ladd never writes "

@@ -39,8 +39,8 @@ def _encode(dataset: Dataset, text: str | None) -> list[int]:
     unknown = _unknown_parts(tokenizer, text, ids)
     if unknown:
         raise LaddError(
-            f"the prompt {text!r} holds text the tokenizer does not know ({', '.join(map(repr, unknown))}), which would "
-            f"become its unknown token {tokenizer.unk_token!r}; remove or replace it"
+            f"the prompt {text!r} holds text the tokenizer does not know ({', '.join(map(repr, unknown))}), which "
+            f"would become its unknown token {tokenizer.unk_token!r}; remove or replace it"
         )
     return ids
 
@@ -54,7 +54,8 @@ def _unknown_parts(tokenizer: Any, text: str, ids: list[int]) -> list[str]:
         spans = tokenizer(text, add_special_tokens=False, split_special_tokens=True, return_offsets_mapping=True)
         parts = [text[start:end] for i, (start, end) in zip(ids, spans["offset_mapping"], strict=True) if i == unk]
     else:
-        parts = [c for c in text if unk in tokenizer(c, add_special_tokens=False, split_special_tokens=True)["input_ids"]]
+        encoded = tokenizer(list(text), add_special_tokens=False, split_special_tokens=True)["input_ids"]
+        parts = [c for c, ids in zip(text, encoded, strict=True) if unk in ids]
     return list(dict.fromkeys(parts))
 
 

@@ -32,7 +32,7 @@ _VERSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+!_-]*")
 
 
 def read_json(path: Path, what: str, fix: str) -> Any:
-    """The JSON value in ``path`` (a ``what``); a file that is not JSON, too large or too deep is one line ending in ``fix``."""
+    """The JSON value in ``path`` (a ``what``); one not JSON, too large or too deep is refused, ending in ``fix``."""
     _check_size(path, what, fix)
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
@@ -116,7 +116,7 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
 
 
 def checked_components(components: Any, owner: str) -> dict[str, dict[str, Any]]:
-    """A component record (slot -> kind, name, plugin, distribution, version), refused as damaged unless every field is sound."""
+    """A component record (slot -> kind, name, plugin, distribution, version), refused unless every field is sound."""
     damaged = f"{owner}'s component record is damaged or was edited"
     if not isinstance(components, Mapping):
         raise LaddError(f"{damaged}: it is {type(components).__name__}, not a mapping of slots to components")

@@ -2,7 +2,8 @@
 
 Both are estimates. The memory is a lower bound (the samples kept on the host, and one chunk's activations
 and logits), compared with what the device has free. The time is measured: for jobs large enough to matter,
-one chunk is sampled with one and with two steps, and the job's length extrapolated from the difference.
+one chunk is sampled with one step and with k steps (k doubling until that call takes a measurable time, after a first call that pays
+one-time costs), and the job's length extrapolated from the difference.
 """
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ DEFAULT_MAX_HOURS = 2.0
 MAX_HOURS_FLAG = "--max-hours"
 #: chunks x steps below which a job is not timed (a probe would cost more than it could save)
 _TIMED_WORK = 2_000
+#: the duration of the longest timing call, long enough for the clock's and the machine's noise not to matter
+_MEASURED_SECONDS = 0.2
 #: values per position that a transformer block holds at once at inference (residual, normed input, attention)
 _INFERENCE_WIDTHS = 4
 _TOKEN_BYTES = 8  # int64 ids
@@ -47,31 +50,41 @@ def check_sampling_memory(experiment: Experiment, num_samples: int, batch_size: 
 
     needed, free = sampling_bytes(experiment, num_samples, batch_size), available_bytes(experiment.model.device)
     if free is not None and needed > free:
-        rows, length = min(batch_size, num_samples), experiment.model.seq_len
+        rows, length, device = min(batch_size, num_samples), experiment.model.seq_len, experiment.model.device.type
         raise InvalidConfigError(
-            f"{what}: {num_samples} samples of length {length} in chunks of {rows} need at least {needed / GIB:.1f} GiB "
-            f"(an estimate: the samples and one chunk's activations), but {experiment.model.device.type} has "
+            f"{what}: {num_samples} samples of length {length} in chunks of {rows} need at least "
+            f"{needed / GIB:.1f} GiB (an estimate: the samples and one chunk's activations), but {device} has "
             f"{free / GIB:.1f} GiB free; sample fewer at a time or shorter sequences"
         )
 
 
 def check_sampling_time(
-    experiment: Experiment, num_samples: int, steps: int, batch_size: int, max_hours: float, fixed: torch.Tensor | None = None
+    experiment: Experiment, num_samples: int, steps: int, batch_size: int, max_hours: float,
+    fixed: torch.Tensor | None = None,
 ) -> None:
     """Refuse a job whose measured estimate exceeds ``max_hours`` (jobs too small to matter are not timed)."""
     rows = min(batch_size, num_samples)
     chunks = math.ceil(num_samples / rows)
     if chunks * steps <= _TIMED_WORK:
         return
-    one, two = _seconds(experiment, rows, 1, fixed), _seconds(experiment, rows, 2, fixed)
-    per_step = max(two - one, 0.0)
-    estimate = chunks * (one - per_step + steps * per_step)
+    fixed_part, per_step = _step_seconds(experiment, rows, steps, fixed)
+    estimate = chunks * (fixed_part + steps * per_step)
     if estimate > max_hours * 3600:
         raise InvalidConfigError(
             f"{num_samples} samples at {steps} steps would take about {_duration(estimate)} here ({chunks} chunk(s) of "
             f"{rows}; {1000 * per_step:.2f} ms per step measured); ladd sample refuses jobs estimated past "
             f"{MAX_HOURS_FLAG} {max_hours:g}: give a larger {MAX_HOURS_FLAG} if that is intended"
         )
+
+
+def _step_seconds(experiment: Experiment, rows: int, steps: int, fixed: torch.Tensor | None) -> tuple[float, float]:
+    """The seconds of a call's fixed part and of each step, from calls of 1 and of k steps (k < ``steps``)."""
+    _seconds(experiment, rows, 1, fixed)  # the first call pays one-time costs (allocations, caches)
+    one, k = _seconds(experiment, rows, 1, fixed), 2
+    while (many := _seconds(experiment, rows, k, fixed)) < _MEASURED_SECONDS and 2 * k < steps:
+        k *= 2
+    per_step = max(many - one, 0.0) / (k - 1)
+    return max(one - per_step, 0.0), per_step
 
 
 def _seconds(experiment: Experiment, rows: int, steps: int, fixed: torch.Tensor | None) -> float:

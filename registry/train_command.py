@@ -110,7 +110,7 @@ class TrainCommand:
             raise composition_error(error) from None
 
     def prepared(self, registry: Registry) -> list[Job]:
-        """Every job composed and its run folder checked, before any trains: a sweep's bad value stops it before job 0."""
+        """Every job composed and checked before any trains: a sweep's bad value stops it before job 0."""
         jobs = self.jobs()
         common = set.intersection(*(set(job) for job in jobs))
         prepared = []
@@ -123,7 +123,8 @@ class TrainCommand:
             except LaddError as error:
                 if not self.multirun:
                     raise
-                raise LaddError(f"sweep job {number} ({' '.join(swept) or 'nothing swept'}): {error}; no job was trained") from None
+                values = " ".join(swept) or "nothing swept"
+                raise LaddError(f"sweep job {number} ({values}): {error}; no job was trained") from None
             prepared.append(Job(overrides, cfg, run_dir, swept))
         return prepared
 

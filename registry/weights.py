@@ -105,7 +105,7 @@ def verify_weights(path: str | Path) -> dict[str, torch.Tensor]:
     if not _matches_checksum(path, metadata):
         raise CorruptFileError(
             f"{path} is corrupt: its header or tensor data does not match the checksum written with it (bit rot or "
-            f"an edited file); restore it from a copy (a stage's weights in a run folder: delete them to train it again)"
+            f"an edited file); restore it from a copy (a stage's weights in a run folder: delete them to train again)"
         )
     return tensors
 
@@ -123,7 +123,7 @@ def _matches_checksum(path: Path, metadata: dict[str, str]) -> bool:
 
 
 def load_weights(model: torch.nn.Module, path: str | Path) -> None:
-    """Load safetensors (verified) or a tensors-only torch file into ``model``, every tensor checked; pickles refused."""
+    """Load safetensors (verified) or a tensors-only torch file into ``model``, each tensor checked; no pickles."""
     path = Path(path)
     safetensors = path.suffix == ".safetensors"
     tensors = verify_weights(path) if safetensors else _torch_tensors(path)
@@ -213,4 +213,6 @@ def check_checkpoint(path: str | Path) -> None:
         ) from None
     state = checkpoint.get("state_dict") if isinstance(checkpoint, dict) else None
     if not isinstance(state, dict) or not all(isinstance(tensor, torch.Tensor) for tensor in state.values()):
-        raise CorruptFileError(f"cannot resume from {path}: it is not a ladd checkpoint (it has no state_dict of tensors); {advice}")
+        raise CorruptFileError(
+            f"cannot resume from {path}: it is not a ladd checkpoint (it has no state_dict of tensors); {advice}"
+        )

@@ -36,6 +36,8 @@ from registry.evaluation import token_loss
 from registry.training import load_run, train
 
 ONE_STAGE = "train.stages=[{steps:2}]"
+#: ``ladd eval`` at the smallest sizes
+SMALL_EVAL = ["--budgets", "1", "--num-samples", "2", "--batch-size", "2", "--loss-batches", "1"]
 
 
 @dataclass
@@ -88,13 +90,22 @@ def ladd(*args: str, cwd: Path | None = None) -> Outcome:
     return Outcome(code, err.getvalue().strip())
 
 
-def ladd_process(*args: str, env: dict[str, str] | None = None, limit_file_size: int | None = None) -> Outcome:
+#: the address space of a ``ladd`` process that must refuse a size before allocating it: were the refusal to fail,
+#: the allocation fails inside this bound instead of exhausting the machine
+BOUNDED_MEMORY = 8 * 2**30
+
+
+def ladd_process(
+    *args: str, env: dict[str, str] | None = None, limit_file_size: int | None = None, limit_memory: int | None = None
+) -> Outcome:
     """Run ``ladd`` in a fresh interpreter (for plugin discovery, concurrency and resource limits)."""
 
     def limits() -> None:
         if limit_file_size is not None:  # a disk that fills up: writes past the limit fail with EFBIG
             signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
             resource.setrlimit(resource.RLIMIT_FSIZE, (limit_file_size, limit_file_size))
+        if limit_memory is not None:
+            resource.setrlimit(resource.RLIMIT_AS, (limit_memory, limit_memory))
 
     done = subprocess.run(
         [sys.executable, "-m", "registry.cli", *args], capture_output=True, text=True, timeout=600,
@@ -455,7 +466,8 @@ def resume_with_changes(root: Path) -> Outcome:
 
 @case("7d", "a `run_dir` that is not a run: a folder of the user's with config.yaml, metrics.csv, model.safetensors")
 def foreign_folder(root: Path) -> Outcome:
-    return train_into_users_folder(root, {name: f"my own {name}\n" for name in ("config.yaml", "metrics.csv", "model.safetensors")})
+    names = ("config.yaml", "metrics.csv", "model.safetensors")
+    return train_into_users_folder(root, {name: f"my own {name}\n" for name in names})
 
 
 def train_into_users_folder(root: Path, files: dict[str, str]) -> Outcome:
@@ -492,7 +504,8 @@ def export_over_files(root: Path) -> Outcome:
     before = snapshot(folder)
     outcome = ladd("export", str(run_dir), str(folder))
     assert snapshot(folder) == before
-    assert ladd("export", "--overwrite", str(run_dir), str(folder)).code == 2, "--overwrite replaced a file of the user's"
+    overwritten = ladd("export", "--overwrite", str(run_dir), str(folder))
+    assert overwritten.code == 2, "--overwrite replaced a file of the user's"
     assert snapshot(folder) == before
     model = exported(root, "model")
     assert ladd("export", "--overwrite", str(run_dir), str(model)).code == 0, "--overwrite refused an earlier export"
@@ -667,7 +680,7 @@ case("11d", "a `.txt` corpus that is a link to a device (`/dev/zero`)")(_text_re
 @case("11e", "a token cache entry whose tokens.bin was truncated; `ladd eval RUN`")
 def damaged_token_cache(root: Path) -> Outcome:
     run_dir = trained(root, "run", *text_overrides(root))
-    evaluation = ["eval", str(run_dir), "--budgets", "1", "--num-samples", "2", "--batch-size", "2", "--loss-batches", "1"]
+    evaluation = ["eval", str(run_dir), *SMALL_EVAL]
     with user_cache(root / "user_cache"):
         assert ladd(*evaluation).code == 0  # tokenises into the user's cache
         for tokens in (root / "user_cache").rglob("tokens.bin"):
@@ -781,7 +794,8 @@ def export_over_foreign_files(root: Path) -> Outcome:
 @case("13e", "the disk fills up while `ladd export --overwrite` replaces an earlier export (writes past 200 kB fail)")
 def disk_full_during_export(root: Path) -> Outcome:
     model, other = exported(root, "model"), trained(root, "other", "seed=1")
-    return unchanged(model, lambda: ladd_process("export", str(other), str(model), "--overwrite", limit_file_size=200_000))
+    export = ["export", str(other), str(model), "--overwrite"]
+    return unchanged(model, lambda: ladd_process(*export, limit_file_size=200_000))
 
 
 @case("13f", "a shared run's config.yaml says `method: x/../../victim/settings`; `ladd eval RUN`")
@@ -790,7 +804,7 @@ def method_as_path(root: Path) -> Outcome:
     config = yaml.safe_load((run_dir / "config.yaml").read_text())
     config["method"] = "x/../../victim/settings"
     (run_dir / "config.yaml").write_text(yaml.safe_dump(config))
-    outcome = ladd("eval", str(run_dir), "--budgets", "1", "--num-samples", "2", "--batch-size", "2", "--loss-batches", "1")
+    outcome = ladd("eval", str(run_dir), *SMALL_EVAL)
     assert not (root / "victim").exists()
     return outcome
 
@@ -813,7 +827,7 @@ def corpus_and_cache_from_a_shared_config(root: Path) -> Outcome:
     config["dataset"].update(source=str(root / "secret.txt"), cache_dir=str(run_dir / "stolen"))
     (run_dir / "config.yaml").write_text(yaml.safe_dump(config))
     with user_cache(root / "user_cache"):
-        outcome = ladd("eval", str(run_dir), "--budgets", "1", "--num-samples", "2", "--batch-size", "2", "--loss-batches", "1")
+        outcome = ladd("eval", str(run_dir), *SMALL_EVAL)
     assert outcome.code == 0, outcome.message
     assert not (run_dir / "stolen").exists(), "a cache was written where the shared config chose"
     assert list((root / "user_cache").rglob("tokens.bin")), "the corpus was not tokenised into the user's cache"
@@ -861,14 +875,22 @@ def _huge_sequences(run_dir: Path) -> None:
 
 
 for _number, _title, _edit in [
-    ("13i", "a shared run's `components.json` names a missing plugin whose distribution is shell text", _hostile_distribution),
-    ("13j", "a run's `components.json` is not JSON", lambda run_dir: (run_dir / "components.json").write_text("{not json")),
+    ("13i", "a shared run's `components.json` names a missing plugin whose distribution is shell text",
+     _hostile_distribution),
+    ("13j", "a run's `components.json` is not JSON", lambda run: (run / "components.json").write_text("{not json")),
     ("13k", "a run's `components.json` is a list", _components([1, 2])),
     ("13l", "a run's `components.json` entry without `distribution`", _without_distribution),
     ("13m", "a run's `config.yaml` is a YAML alias bomb (10 lines that expand to 10^10 values)", _alias_bomb),
-    ("13n", "a shared run's `config.yaml` says `dataset.seq_len: 1000000000`; `ladd sample RUN`", _huge_sequences),
 ]:
     case(_number, _title)(_sampled_after(_edit))
+
+
+@case("13n", "a shared run's `config.yaml` says `dataset.seq_len: 1000000000`; `ladd sample RUN`")
+def huge_sequences(root: Path) -> Outcome:
+    run_dir = trained(root, "run")
+    _huge_sequences(run_dir)
+    return ladd_process("sample", str(run_dir), "--steps", "2", "--num", "2", "--out", str(root / "out.txt"),
+                        limit_memory=BOUNDED_MEMORY)
 
 
 @case("13o", "a run in progress whose `run.json` `changes` is not a list; `ladd train --allow-changes`")
@@ -927,7 +949,8 @@ def swap_offsets(weights: Path) -> tuple[str, str]:
         if name != "__metadata__":
             by_layout.setdefault((entry["dtype"], tuple(entry["shape"])), []).append(name)
     first, second = next(names for names in by_layout.values() if len(names) > 1)[:2]
-    header[first]["data_offsets"], header[second]["data_offsets"] = header[second]["data_offsets"], header[first]["data_offsets"]
+    offsets = header[first]["data_offsets"], header[second]["data_offsets"]
+    header[second]["data_offsets"], header[first]["data_offsets"] = offsets
     data[8 : 8 + length] = json.dumps(header, separators=(",", ":")).encode().ljust(length)
     weights.write_bytes(bytes(data))
     return first, second
@@ -936,9 +959,12 @@ def swap_offsets(weights: Path) -> tuple[str, str]:
 for _number, _title, _edit in [
     ("13q", "an exported model whose weights hold a NaN", _weights_edited(_nan)),
     ("13r", "an exported model whose weights hold an infinity", _weights_edited(_inf)),
-    ("13s", "an exported model whose header swaps the offsets of two tensors of one shape", lambda m: swap_offsets(m / "model.safetensors")),
-    ("13t", "an exported model whose weights lack a tensor", _weights_edited(lambda tensors: tensors.pop("backbone.embed.weight"))),
-    ("13u", "an exported model whose `config.json` is JSON nested 100,000 deep", lambda m: (m / "config.json").write_text("[" * 10**5 + "]" * 10**5)),
+    ("13s", "an exported model whose header swaps the offsets of two tensors of one shape",
+     lambda model: swap_offsets(model / "model.safetensors")),
+    ("13t", "an exported model whose weights lack a tensor",
+     _weights_edited(lambda tensors: tensors.pop("backbone.embed.weight"))),
+    ("13u", "an exported model whose `config.json` is JSON nested 100,000 deep",
+     lambda model: (model / "config.json").write_text("[" * 10**5 + "]" * 10**5)),
 ]:
     case(_number, _title)(_sampled_export_after(_edit))
 
@@ -952,13 +978,18 @@ def nan_weights_from_python(root: Path) -> Outcome:
 
 for _number, _title, _arguments in [
     ("13w", "`ladd sample RUN --steps 1000000000` (runs for months)", ["--steps", "1000000000"]),
-    ("13x", "`ladd sample RUN --num 1000000000` (the samples alone need more memory than there is)", ["--num", "1000000000"]),
+    ("13x", "`ladd sample RUN --num 1000000000` (the samples alone need more memory than there is)",
+     ["--num", "1000000000"]),
     ("13y", "`ladd sample RUN --seed -1`", ["--seed", "-1"]),
     ("13z", "`ladd sample RUN --seed 2**64`", ["--seed", str(2**64)]),
 ]:
-    case(_number, _title)(lambda root, arguments=_arguments: ladd("sample", str(trained(root, "run")), *arguments, cwd=root))
+    case(_number, _title)(lambda root, given=_arguments: ladd_process(
+        "sample", str(trained(root, "run")), *given, "--out", str(root / "out.txt"), limit_memory=BOUNDED_MEMORY
+    ))
 
-case("14a", "`train.batch_size=1000000000000` (the first batch alone cannot be allocated)")(_refused_value("train.batch_size=1000000000000"))
+case("14a", "`train.batch_size=1000000000000` (the first batch alone cannot be allocated)")(
+    _refused_value("train.batch_size=1000000000000")
+)
 case("14e", "`eval.seed=-1` (a seed no random generator takes)")(_refused_value("eval.seed=-1"))
 
 

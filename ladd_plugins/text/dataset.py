@@ -52,7 +52,8 @@ class TextDataset(Dataset):
         """Where the documents come from, opened on first use."""
         source = open_source(self.config)
         if self.config.streaming and not source.streams:
-            raise InvalidConfigError(f"dataset.streaming applies to Hugging Face datasets, not to {self.config.source!r}")
+            source_name = self.config.source
+            raise InvalidConfigError(f"dataset.streaming applies to Hugging Face datasets, not to {source_name!r}")
         return source
 
     @functools.cached_property
