@@ -126,6 +126,11 @@ class Component:
             )
         return instance
 
+    def check_options(self, options: dict[str, Any]) -> None:
+        """Refuse ``options`` as building the component would, without building it."""
+        if self.spec.config is not None:
+            self._config(dict(options))
+
     def option_names(self) -> list[str]:
         """The options of this component's config, in declaration order."""
         return [] if self.spec.config is None else [f.name for f in dataclasses.fields(self.spec.config)]

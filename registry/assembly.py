@@ -13,6 +13,7 @@ from .errors import IncompatibleComponentsError, LaddError, UnknownComponentErro
 from .interfaces import Dataset, Latent, Metric, Sampler, needs_of
 from .kinds import SLOTS
 from .model import DiffusionModel, Objective
+from .records import checked_components, install_hint
 from .safety import check_config
 
 
@@ -218,7 +219,7 @@ def recorded_plugin(recorded: Mapping[str, Any] | None, slot: str) -> str | None
 
 def check_installed(components: dict[str, dict[str, Any]], registry: Registry, owner: str) -> None:
     """Every component ``owner`` recorded must be installed (naming its plugin and how to get it); another version only warns."""
-    for slot, wanted in components.items():
+    for slot, wanted in checked_components(components, owner).items():
         try:
             found = registry.get(wanted["kind"], wanted["name"], recorded_plugin(components, slot))
         except UnknownComponentError:
@@ -226,7 +227,7 @@ def check_installed(components: dict[str, dict[str, Any]], registry: Registry, o
             reason = registry.unavailable(wanted["plugin"])
             if reason is not None:
                 raise LaddError(f"{owner}'s {slot} is {recorded}, which is not available: {reason}") from None
-            install = f"pip install '{wanted['distribution']}=={wanted['version']}'" if wanted["distribution"] else "install its plugin"
+            install = install_hint(wanted["distribution"], wanted["version"])
             raise LaddError(f"{owner}'s {slot} is {recorded}, which is not installed: {install}") from None
         if (found.origin.distribution, found.origin.version) != (wanted["distribution"], wanted["version"]):
             warnings.warn(

@@ -2,8 +2,11 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import logging
+import math
+import re
 import sys
 import traceback
 import warnings
@@ -13,9 +16,11 @@ from typing import Any, NoReturn
 from ._registry import Registry, load
 from .errors import LaddError
 from .kinds import KIND_SPECS, KINDS
+from .sampling_limits import DEFAULT_MAX_HOURS, MAX_HOURS_FLAG
 from .switches import debugging
 
 DEBUG_ENV = "LADD_DEBUG"
+_DISK_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
 
 
 def _list_components(args: argparse.Namespace, registry: Registry) -> None:
@@ -109,19 +114,23 @@ def _train(args: list[str], registry: Registry) -> None:
     _print_problems(registry)  # a preset of a plugin that failed to load is missing too, not only its components
     command = TrainCommand.parse(args)
     check_selections(command.overrides, registry)  # every value of a sweep, before its first run trains
-    for number, job in enumerate(command.jobs()):
-        cfg, run_dir = command.compose(job, number, registry)
+    jobs = command.prepared(registry)
+    for number, job in enumerate(jobs):
+        if command.multirun:
+            swept = " ".join(job.swept) or "(nothing swept)"
+            print(f"job {number} of {len(jobs)}: {swept} -> {job.run_dir}", flush=True)
         # Lightning's DDP launcher starts the other ranks by running this process's command line again.
-        sys.argv = [sys.argv[0], "train", *command.relaunch(job, run_dir)]
-        train(cfg, run_dir, registry, command.allow_changes)
-        print(f"trained {cfg.method}: {run_dir}")
+        sys.argv = [sys.argv[0], "train", *command.relaunch(job.overrides, job.run_dir)]
+        train(job.cfg, job.run_dir, registry, command.allow_changes)
+        print(f"trained {job.cfg.method}: {job.run_dir}")
 
 
 def _sample(args: argparse.Namespace, registry: Registry) -> None:
     from .evaluation import sample
     from .export import from_pretrained
-    from .files import refuse_link, write_text
+    from .files import check_target, write_text
     from .prompts import decode, fixed_tokens
+    from .sampling_limits import check_sampling_memory, check_sampling_time
     from .training import load_run
 
     if (args.run_dir is None) == (args.model is None):
@@ -131,8 +140,10 @@ def _sample(args: argparse.Namespace, registry: Registry) -> None:
     experiment = _chosen_sampler(args, experiment, registry)
     text = experiment.dataset.tokenizer is not None
     out = Path(args.out or f"samples_{args.steps}steps.{'jsonl' if text else 'txt'}")
-    refuse_link(out)  # before sampling, not after
+    check_target(out)  # before sampling, not after
+    check_sampling_memory(experiment, args.num, args.batch_size, "ladd sample")
     fixed = fixed_tokens(experiment.dataset, args.num, args.prompt, args.suffix) if args.prompt or args.suffix else None
+    check_sampling_time(experiment, args.num, args.steps, args.batch_size, args.max_hours, fixed)
     tokens, calls = sample(experiment, args.num, args.steps, args.batch_size, args.seed, progress=True, fixed=fixed, precision=args.precision)
     if text:
         rows = zip(tokens.tolist(), decode(experiment.dataset, tokens), strict=True)
@@ -151,8 +162,9 @@ def _export(args: argparse.Namespace, registry: Registry) -> None:
 def _eval(args: argparse.Namespace, registry: Registry) -> None:
     from .distributed import connect, is_main
     from .evaluation import EvalResult, evaluate
-    from .files import refuse_link
+    from .files import check_name, check_target
     from .report import format_table
+    from .sampling_limits import check_sampling_memory
     from .training import load_run
     from .zeroshot import PPL_NOTE
 
@@ -166,9 +178,11 @@ def _eval(args: argparse.Namespace, registry: Registry) -> None:
             eval_cfg[key] = getattr(args, key)
     experiment = _chosen_sampler(args, experiment, registry)
     method = args.method or cfg["method"]
+    check_name("--method", method, "eval_METHOD.json")
     out = Path(args.out or Path(args.run_dir) / f"eval_{method}.json")
     for target in EvalResult.files(out):
-        refuse_link(target)  # before evaluating, not after
+        check_target(target)  # before evaluating, not after
+    check_sampling_memory(experiment, eval_cfg["num_samples"], eval_cfg["batch_size"], "ladd eval")
     result = evaluate(experiment, method, eval_cfg, progress=is_main())
     if not is_main():
         return
@@ -309,6 +323,26 @@ def _positive(text: str) -> int:
     return int(text)
 
 
+def _seed(text: str) -> int:
+    """A seed: a whole number that fits the random generators' 64 bits, with room for the offsets of chunks."""
+    from .config import MAX_SAMPLING_SEED
+
+    if not text.strip().isdigit() or int(text) > MAX_SAMPLING_SEED:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number from 0 to 2**63-1")
+    return int(text)
+
+
+def _hours(text: str) -> float:
+    """A positive, finite number of hours."""
+    try:
+        hours = float(text)
+    except ValueError:
+        hours = math.nan
+    if not math.isfinite(hours) or hours <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of hours")
+    return hours
+
+
 def _budgets(text: str) -> list[int]:
     """Comma-separated step counts, each >= 1."""
     try:
@@ -339,12 +373,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=_positive, default=32)
     p.add_argument("--num", type=_positive, default=16)
     p.add_argument("--batch-size", type=_positive, default=1000)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=_seed, default=0, help="a whole number from 0 to 2**63-1")
     p.add_argument("--prompt", help="text every sample starts with (kept fixed while sampling)")
     p.add_argument("--precision", default="auto", help="the networks' precision: auto (bf16-mixed on CUDA, else 32-true), bf16-mixed or 32-true")
     p.add_argument("--suffix", help="text every sample ends with: with --prompt, an infill between the two")
     p.add_argument("--out", help="default: samples_STEPSsteps.jsonl (text data; ids and text) or .txt (ids) in the current folder")
     _add_sampler_choice(p, "sample")
+    p.add_argument(
+        MAX_HOURS_FLAG, type=_hours, default=DEFAULT_MAX_HOURS,
+        help=f"refuse jobs whose measured estimate is longer (default {DEFAULT_MAX_HOURS:g}; raise it for longer jobs)",
+    )
     p.set_defaults(run=_sample)
     p = sub.add_parser("export", help="write a run's EMA weights (safetensors) and config (JSON) to a shareable folder")
     p.add_argument("run_dir")
@@ -420,10 +458,32 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as error:  # a full disk, a read-only folder, a file that vanished
         _show_error(error, _describe_os_error(error))
         return 2
+    except (MemoryError, RuntimeError) as error:  # torch reports a failed allocation as a RuntimeError
+        if not _out_of_memory(error):
+            raise
+        _show_error(error, _describe_out_of_memory(error))
+        return 2
+
+
+def _out_of_memory(error: BaseException) -> bool:
+    text = str(error).lower()
+    return isinstance(error, MemoryError) or "out of memory" in text or "allocate memory" in text
+
+
+def _describe_out_of_memory(error: BaseException) -> str:
+    asked = re.search(r"tried to allocate ([0-9.]+ ?[KMGT]iB|[0-9]+ bytes)", str(error), re.IGNORECASE)
+    size = asked and (f"{int(asked[1].split()[0]) / 2**30:.1f} GiB" if asked[1].endswith("bytes") else asked[1])
+    detail = f" (an allocation of {size} failed)" if size else ""
+    return (
+        f"out of memory{detail}; what ladd had written is intact (files are written whole, a run resumes from its last "
+        f"checkpoint): reduce the batch size or the sequence length, or free memory, and run the command again"
+    )
 
 
 def _describe_os_error(error: OSError) -> str:
     where = f" ({error.filename})" if error.filename else ""
+    if error.errno in _DISK_FULL:  # ladd writes every file whole, so what existed is still there
+        return f"{error.strerror}{where}: the disk is full or a size limit applies; free space and run it again"
     return f"{error.strerror or error}{where}"
 
 

@@ -17,6 +17,7 @@ from ._component import Component
 from ._config_types import typed_config
 from ._registry import Registry
 from .errors import InvalidConfigError, did_you_mean
+from .files import check_name
 from .kinds import SLOTS
 from .lr_schedules import SCHEDULES
 from .model import Objective
@@ -31,6 +32,8 @@ INFERENCE_PRECISIONS = ("auto", "bf16-mixed", "32-true")
 OPTIMIZERS = ("adamw", "adam")
 #: seeds stay within the 32-bit range Lightning and NumPy accept, with room for the per-stage offsets
 MAX_SEED = 2**31 - 1
+#: sampling seeds fill the generators' 64 bits, with room for the offsets of chunks and repeats
+MAX_SAMPLING_SEED = 2**63 - 1
 UNKNOWN_KEY = "no such option (misspelt, or an option of another component?)"
 STAGES_KEY = "train.stages"
 
@@ -162,6 +165,7 @@ class EvalConfig:
         check_range("eval.batch_size", self.batch_size, 1)
         check_each("eval.budgets", self.budgets, 1)
         check_range("eval.loss_batches", self.loss_batches, 1)
+        check_range("eval.seed", self.seed, 0, MAX_SAMPLING_SEED)
         check_choice("eval.precision", self.precision, INFERENCE_PRECISIONS)
 
 
@@ -179,6 +183,7 @@ class Settings:
 
     def __post_init__(self) -> None:
         check_range("seed", self.seed, 0, MAX_SEED - len(self.train.stages))
+        check_name("method", self.method, "eval_METHOD.json")
 
 
 def schema() -> type:

@@ -19,7 +19,8 @@ from .batches import checked_batches
 from .config import INFERENCE_PRECISIONS, resolve_precision
 from .distributed import gather_rows, share
 from .errors import InvalidConfigError, LaddError, first_line
-from .files import write_text
+from .files import check_name, write_text
+from .records import read_json
 
 #: Seed distance between sample chunks (and loss batches): far beyond the step budgets added to the seed.
 _CHUNK_SEED_STRIDE = 1_000_003
@@ -94,12 +95,14 @@ class EvalResult:
         path = Path(path)
         if not path.is_file():
             raise LaddError(f"no evaluation result at {path} (write one with `ladd eval RUN_DIR`)")
+        data = read_json(path, "an evaluation result", "write it again with `ladd eval RUN_DIR`")
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
             data["scores"] = [BudgetScore(**s) for s in data["scores"]]
-            return cls(**data)
+            result = cls(**data)
         except (ValueError, TypeError, KeyError) as error:
             raise LaddError(f"{path} is not an evaluation result written by `ladd eval` ({first_line(error)})") from None
+        check_name(f"{path}: metric", result.metric, "ladd report writes METRIC.csv and METRIC.png")
+        return result
 
 
 def score_cells(score: BudgetScore) -> dict[str, float]:

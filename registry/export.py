@@ -9,37 +9,75 @@ from ._registry import Registry, load
 from .assembly import Experiment, build_experiment, check_installed
 from .config import check_values, upgraded
 from .errors import LaddError
-from .files import write_text
+from .files import is_abandoned, remove_partials, replacing_all
 from .kinds import SLOTS
-from .runs import COMPONENTS_FILE
+from .records import read_json
+from .runs import COMPONENTS_FILE, RECORD_FILE, recorded_components
+from .safety import without_local_paths
 from .training import load_run
-from .weights import load_weights, save_weights
+from .weights import load_weights, write_weights
 
 CONFIG_JSON = "config.json"
 WEIGHTS = "model.safetensors"
 CARD = "README.md"
 FORMAT = "ladd-model/1"
 OVERWRITE_FLAG = "--overwrite"
+EXPORT_FILES = (WEIGHTS, CONFIG_JSON, CARD)
 
 
 def export(run_dir: str | Path, out_dir: str | Path, registry: Registry, overwrite: bool = False) -> Path:
     """Write a finished run's EMA weights as safetensors, its config and component origins as JSON.
 
     Absolute local paths in the config are cut to their last part (they name nothing on another machine
-    and tell others about this one). A folder that holds anything is refused unless ``overwrite``.
+    and tell others about this one). A folder that holds anything is refused unless ``overwrite`` and it
+    is an earlier export. The files are written whole before any replaces its namesake, so a full disk or
+    an error leaves the folder as it was.
     """
     out_dir = Path(out_dir)
-    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())) and not overwrite:
-        raise LaddError(f"{out_dir} already exists and is not empty; choose a new folder, or replace its files with {OVERWRITE_FLAG}")
+    _check_destination(out_dir, overwrite)
     experiment, cfg = load_run(run_dir, registry)
-    components = json.loads((Path(run_dir) / COMPONENTS_FILE).read_text(encoding="utf-8"))
+    components = recorded_components(run_dir)
+    if components is None:
+        raise LaddError(f"{run_dir} has no {COMPONENTS_FILE} (a run of an older ladd); train it again to export it")
     cfg = portable(cfg)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    save_weights(experiment.model, out_dir / WEIGHTS)
     document = {"format": FORMAT, "method": cfg["method"], "config": cfg, "components": components, "tokenizer": None}
-    write_text(out_dir / CONFIG_JSON, json.dumps(document, indent=2))
-    write_text(out_dir / CARD, _card(cfg["method"], components))
+    created = not out_dir.exists()
+    if not created:
+        remove_partials(out_dir)  # left by an export killed while writing
+    try:
+        with replacing_all([out_dir / name for name in EXPORT_FILES]) as (weights, config, card):
+            write_weights(experiment.model, weights)
+            config.write_text(json.dumps(document, indent=2), encoding="utf-8")
+            card.write_text(_card(cfg["method"], components), encoding="utf-8")
+    except BaseException:
+        if created and out_dir.is_dir() and not any(out_dir.iterdir()):
+            out_dir.rmdir()
+        raise
     return out_dir
+
+
+def _check_destination(out_dir: Path, overwrite: bool) -> None:
+    """Refuse a folder that holds anything, unless ``overwrite`` and it holds an earlier export and nothing else."""
+    if out_dir.is_symlink() or (out_dir.exists() and not out_dir.is_dir()):
+        raise LaddError(f"{out_dir} is not a folder (a file or a link); choose a new folder to export to")
+    held = sorted(p.name for p in out_dir.iterdir() if not is_abandoned(p)) if out_dir.is_dir() else []
+    if not held:
+        return
+    if not overwrite:
+        raise LaddError(
+            f"{out_dir} already exists and is not empty; choose a new folder, or replace its files with "
+            f"{OVERWRITE_FLAG}"
+        )
+    refusal = f"{OVERWRITE_FLAG} replaces only a folder written by ladd export: choose a new folder"
+    if RECORD_FILE in held:
+        raise LaddError(f"{out_dir} is a ladd run folder (it holds {RECORD_FILE}), not an exported model; {refusal}")
+    foreign = [name for name in held if name not in EXPORT_FILES or not (out_dir / name).is_file()]
+    if foreign or CONFIG_JSON not in held:
+        what = f"holds {foreign[0]}, which ladd export does not write" if foreign else f"has no {CONFIG_JSON}"
+        raise LaddError(f"{out_dir} is not an exported model (it {what}); {refusal}")
+    document = read_json(out_dir / CONFIG_JSON, "an exported model's config", refusal)
+    if not isinstance(document, dict) or document.get("format") != FORMAT:
+        raise LaddError(f"{out_dir / CONFIG_JSON} is not an exported model's config (format {FORMAT!r}); {refusal}")
 
 
 def portable(node: Any) -> Any:
@@ -65,7 +103,7 @@ def from_pretrained(path: str | Path, registry: Registry | None = None) -> Exper
         raise LaddError(f"{path} is not an exported ladd model (expected {CONFIG_JSON} and {WEIGHTS})")
     document = read_document(path / CONFIG_JSON)
     check_installed(document["components"], registry, f"model {path}")
-    experiment = build_experiment(document["config"], registry, document["components"])
+    experiment = build_experiment(without_local_paths(document["config"], registry), registry, document["components"])
     load_weights(experiment.model, path / WEIGHTS)
     experiment.model.eval()
     return experiment
@@ -73,10 +111,7 @@ def from_pretrained(path: str | Path, registry: Registry | None = None) -> Exper
 
 def read_document(path: Path) -> dict[str, Any]:
     """An exported ``config.json``, checked: JSON, this format, a valid config, and components that agree with it."""
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise LaddError(f"{path} is not valid JSON ({error}); the export is damaged") from None
+    document = read_json(path, "an exported model's config", "the export is damaged")
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         found = document.get("format") if isinstance(document, dict) else type(document).__name__
         raise LaddError(f"{path} has format {found!r}; this ladd reads {FORMAT!r}")

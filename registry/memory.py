@@ -8,7 +8,7 @@ import torch
 from .errors import InvalidConfigError
 from .interfaces import Backbone, TransformerShape
 
-_GIB = 2**30
+GIB = 2**30
 #: float32 weights, gradients and AdamW's two moments
 _STATE_BYTES_PER_PARAMETER = 16
 #: values a transformer block keeps per position for backward: about 10 widths plus 2 MLP widths
@@ -19,13 +19,13 @@ def training_bytes(model: torch.nn.Module, batch: int, value_bytes: int) -> int:
     """At least what one step of ``batch`` sequences needs: optimizer state plus the transformer backbones' activations."""
     state = _STATE_BYTES_PER_PARAMETER * sum(p.numel() for p in model.parameters())
     activations = 0
-    for shape in _shapes(model):
+    for shape in transformer_shapes(model):
         widths = _BLOCK_WIDTHS + _MLP_WIDTHS * shape.mlp_ratio
         activations += int(batch * shape.length * shape.width * shape.layers * widths * value_bytes)
     return state + activations
 
 
-def _shapes(model: torch.nn.Module) -> list[TransformerShape]:
+def transformer_shapes(model: torch.nn.Module) -> list[TransformerShape]:
     """The shapes of the transformer backbones in ``model`` (those that report one)."""
     found = (module.transformer_shape() for module in model.modules() if isinstance(module, Backbone))
     return [shape for shape in found if shape is not None]
@@ -46,11 +46,11 @@ def check_fits(model: torch.nn.Module, batch: int, value_bytes: int, device: tor
     """Refuse a training step whose lower-bound memory exceeds what ``device`` has free."""
     needed, free = training_bytes(model, batch, value_bytes), available_bytes(device)
     if free is not None and needed > free:
-        length = max((shape.length for shape in _shapes(model)), default="?")
+        length = max((shape.length for shape in transformer_shapes(model)), default="?")
         raise InvalidConfigError(
-            f"{batch_key} ({batch} sequences per process) at length {length} needs at least {needed / _GIB:.1f} GiB for one training step "
-            f"(an estimate from the backbones' sizes: optimizer state and activations), but {device.type} has "
-            f"{free / _GIB:.1f} GiB free; reduce {batch_key} or the sequence length"
+            f"{batch_key} ({batch} sequences per process) at length {length} needs at least {needed / GIB:.1f} GiB "
+            f"for one training step (an estimate from the backbones' sizes: optimizer state and activations), but "
+            f"{device.type} has {free / GIB:.1f} GiB free; reduce {batch_key} or the sequence length"
         )
 
 

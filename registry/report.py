@@ -4,13 +4,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from .evaluation import EvalResult, score_cells, score_columns, write_csv
-from .files import write_figure
+from .files import check_name, write_figure
 
 
 def write_report(results: list[EvalResult], out_dir: str | Path) -> list[Path]:
     """Write reconstruction.csv, METRIC.csv (with a data-vs-data row) and METRIC.png for a set of evaluated runs."""
     out_dir = Path(out_dir)
     metric, oracle = _metric(results), _oracle(results)
+    check_name("metric", metric, "METRIC.csv and METRIC.png")
     rows = ([{"method": "oracle", "lx": f"{oracle:.4f}"}] if oracle is not None else []) + [
         {"method": r.method, "lx": f"{r.token_loss:.4f}"} for r in results
     ]

@@ -23,6 +23,7 @@ from omegaconf import OmegaConf
 from .config import upgraded
 from .errors import LaddError
 from .files import is_partial, remove_partials, write_text
+from .records import checked_components, read_json
 
 RECORD_FILE = "run.json"
 LOCK_FILE = "train.lock"
@@ -128,12 +129,16 @@ class RunFolder:
                 f"{self.path} is not empty and is not a ladd run folder (it has no {RECORD_FILE}); ladd does not "
                 f"write into it: choose a new or empty run_dir"
             )
+        fix = "restore it or train into a new run_dir"
         try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as error:
-            raise RunFolderError(f"{path} is damaged ({error}); restore it or train into a new run_dir") from None
+            record = read_json(path, "a run record", fix)
+        except LaddError as error:
+            raise RunFolderError(str(error)) from None
         if not isinstance(record, dict) or record.get("format") != FORMAT or not isinstance(record.get("settings"), dict):
             raise RunFolderError(f"{path} is not a ladd run record of format {FORMAT!r}; train into a new run_dir")
+        if not isinstance(record.get("changes", []), list):
+            changes = type(record["changes"]).__name__
+            raise RunFolderError(f"{path} is damaged: its changes are {changes}, not a list; {fix}")
         return record
 
     @contextmanager
@@ -151,6 +156,16 @@ class RunFolder:
             write_text(self.path / RECORD_FILE, json.dumps(record, indent=2))
             write_text(self.path / CONFIG_FILE, OmegaConf.to_yaml(OmegaConf.create(dict(cfg))))
             yield
+
+
+def recorded_components(run_dir: str | Path) -> dict[str, dict[str, Any]] | None:
+    """The checked component record of a run folder (None for a run of a ladd that did not write one)."""
+    path = Path(run_dir) / COMPONENTS_FILE
+    if not path.is_file():
+        return None
+    fix = f"the run folder is damaged; restore {COMPONENTS_FILE} from a copy"
+    components = read_json(path, "a component record", fix)
+    return checked_components(components, f"run {run_dir}")
 
 
 @contextmanager

@@ -7,7 +7,10 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from ._registry import Registry
 from .errors import LaddError
+from .kinds import SLOTS
+from .toolkit.options import local_path_options
 
 #: Hydra instantiation keys: ladd never instantiates by import path, so a config carrying them is refused.
 FORBIDDEN_KEYS = frozenset({"_target_", "_partial_", "_args_", "_recursive_", "_convert_"})
@@ -64,3 +67,23 @@ def _check_resolvers(node: Any, path: str) -> None:
                 f"{path}={node!r} uses the resolver {refused[0]!r}: ladd saves resolved configs into run folders and "
                 f"exports, so configs may only refer to other keys and ${{now:...}}; pass the value itself instead"
             )
+
+
+def without_local_paths(cfg: Mapping[str, Any], registry: Registry) -> dict[str, Any]:
+    """A saved config without the options that name places on the machine that wrote it (cache folders).
+
+    Read back from a run folder or an export, such an option takes its default (the reader's cache folder),
+    so a shared file never chooses where ladd writes on the machine that reads it.
+    """
+    plain = dict(cfg)
+    for slot in SLOTS.values():
+        node = plain.get(slot.name)
+        if not isinstance(node, Mapping) or "name" not in node:
+            continue
+        try:
+            local = local_path_options(registry.get(slot.kind, str(node["name"])).spec.config)
+        except LaddError:
+            continue  # an unknown or clashing component is reported when the experiment is built
+        if local & set(node):
+            plain[slot.name] = {key: value for key, value in node.items() if key not in local}
+    return plain

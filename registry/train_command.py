@@ -4,10 +4,15 @@ Hydra's runtime settings (job logging, callbacks, launchers, sweepers, environme
 ``.hydra`` output folder) can be set by any preset and create objects or files. ladd composes configs
 with Hydra's compose API and runs none of that runtime, so a preset can only set experiment values.
 From the command line it takes ``-m`` (a sweep), ``hydra.sweep.dir`` and ``hydra.searchpath``.
+
+Folders (``run_dir``, ``hydra.sweep.dir``) are taken as written: quoted for Hydra's grammar, which
+rejects ``~`` and non-ASCII letters in plain values, with ``~`` expanded. A sweep's jobs are all
+composed, and their run folders checked, before the first one trains.
 """
 from __future__ import annotations
 
 import datetime
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,9 +20,10 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig
 
 from ._registry import Registry
-from .config import compose, composition_error, parse_override
-from .errors import InvalidConfigError
-from .runs import ALLOW_CHANGES_FLAG
+from .config import compose, composition_error, parse_override, to_plain
+from .errors import InvalidConfigError, LaddError
+from .kinds import SLOTS
+from .runs import ALLOW_CHANGES_FLAG, RunFolder
 
 SWEEP_FLAGS = ("-m", "--multirun")
 HELP_FLAGS = ("-h", "--help")
@@ -33,8 +39,20 @@ USAGE = (
     f"  {ALLOW_CHANGES_FLAG}  continue a run in progress with changed settings (recorded in its run.json)\n"
     f"  {SWEEP_DIR}=DIR  folder of a sweep's runs (DIR/0, DIR/1, ...; default multirun/TIME)\n"
     f"  {SEARCHPATH}=[file://DIR,...]  more folders of presets\n"
-    "  run_dir=DIR      the run folder (default runs/TIME); training again with it resumes the run"
+    "  run_dir=DIR      the run folder (default runs/TIME), as written (~ expanded); training again with it resumes\n"
+    "                   the run; in a sweep, the folder of its runs (DIR/0, DIR/1, ...)"
 )
+FOLDER_KEYS = (RUN_DIR, SWEEP_DIR)
+
+
+@dataclass
+class Job:
+    """One run of ``ladd train``: its overrides, its composed config and its run folder."""
+
+    overrides: list[str]
+    cfg: DictConfig
+    run_dir: Path
+    swept: list[str]  # the overrides in which this job of a sweep differs from the others
 
 
 @dataclass
@@ -59,14 +77,16 @@ class TrainCommand:
             elif arg.startswith("-"):
                 raise InvalidConfigError(f"ladd train does not take {arg!r} (see ladd train --help)")
             else:
-                command._add(arg)
+                command._add(quoted_folder(arg))
+        if command.multirun and command.sweep_dir is not None and command._given_run_dir() is not None:
+            raise InvalidConfigError(f"a sweep goes to one folder: give {RUN_DIR}=DIR or {SWEEP_DIR}=DIR, not both")
         return command
 
     def _add(self, arg: str) -> None:
         override = parse_override(arg)
         key = override.key_or_group
         if key == SWEEP_DIR:
-            self.sweep_dir = str(override.value())
+            self.sweep_dir = str(Path(str(override.value())).expanduser())
         elif key == SEARCHPATH:
             value = override.value()
             self.searchpath += [str(v) for v in value] if isinstance(value, list) else [str(value)]
@@ -89,19 +109,62 @@ class TrainCommand:
         except HydraException as error:
             raise composition_error(error) from None
 
+    def prepared(self, registry: Registry) -> list[Job]:
+        """Every job composed and checked before any trains: a sweep's bad value stops it before job 0."""
+        jobs = self.jobs()
+        common = set.intersection(*(set(job) for job in jobs))
+        prepared = []
+        for number, overrides in enumerate(jobs):
+            swept = [o for o in overrides if o not in common and parse_override(o).key_or_group != RUN_DIR]
+            try:
+                cfg, run_dir = self.compose(overrides, number, registry)
+                _check_options(cfg, registry)
+                RunFolder(run_dir).check(to_plain(cfg), self.allow_changes)
+            except LaddError as error:
+                if not self.multirun:
+                    raise
+                values = " ".join(swept) or "nothing swept"
+                raise LaddError(f"sweep job {number} ({values}): {error}; no job was trained") from None
+            prepared.append(Job(overrides, cfg, run_dir, swept))
+        return prepared
+
     def compose(self, job: list[str], number: int, registry: Registry) -> tuple[DictConfig, Path]:
         """The composed config of one job and its run folder (a sweep's jobs go to numbered subfolders)."""
         if self.multirun:
             if self.sweep_dir is None:
-                self.sweep_dir = f"multirun/{datetime.datetime.now():%Y-%m-%d_%H-%M-%S}"
-            job = [*_without_run_dir(job), f"{RUN_DIR}={Path(self.sweep_dir) / str(number)}"]
+                self.sweep_dir = self._given_run_dir() or f"multirun/{datetime.datetime.now():%Y-%m-%d_%H-%M-%S}"
+            job = [*_without_run_dir(job), quoted_folder(f"{RUN_DIR}={Path(self.sweep_dir) / str(number)}")]
         cfg = compose(job, registry, self.searchpath)  # resolved: ${now:...} once, so the folder and the saved config agree
-        return cfg, Path(cfg[RUN_DIR])
+        return cfg, Path(cfg[RUN_DIR]).expanduser()
+
+    def _given_run_dir(self) -> str | None:
+        """The ``run_dir`` the command line gives (the last one), or None."""
+        given = [override for override in map(parse_override, self.overrides) if override.key_or_group == RUN_DIR]
+        return str(given[-1].value()) if given else None
 
     def relaunch(self, job: list[str], run_dir: Path) -> list[str]:
         """Arguments that train this one job again in ``run_dir`` (how Lightning starts the other DDP ranks)."""
         searchpath = [f"{SEARCHPATH}=[{','.join(self.searchpath)}]"] if self.searchpath else []
-        return [*searchpath, *_without_run_dir(job), f"{RUN_DIR}={run_dir}"]
+        return [*searchpath, *_without_run_dir(job), quoted_folder(f"{RUN_DIR}={run_dir}")]
+
+
+def _check_options(cfg: DictConfig, registry: Registry) -> None:
+    """Every selected component's options, checked as its config checks them when it is built."""
+    for slot in SLOTS.values():
+        node = cfg.get(slot.name)
+        if node is not None and "name" in node:
+            registry.get(slot.kind, node["name"]).check_options({k: v for k, v in node.items() if k != "name"})
+
+
+def quoted_folder(arg: str) -> str:
+    """``run_dir=DIR`` or ``hydra.sweep.dir=DIR`` with DIR quoted for Hydra's grammar (``~`` expanded); other
+    arguments, and folders the user quoted, as given."""
+    key, sep, value = arg.partition("=")
+    if not sep or key not in FOLDER_KEYS or value[:1] in ("'", '"'):
+        return arg
+    # in Hydra's quoted strings a quote is escaped with a backslash, and so are the backslashes before one
+    escaped = re.sub(r"(\\*)('|$)", lambda m: m[1] * 2 + ("\\'" if m[2] else ""), str(Path(value).expanduser()))
+    return f"{key}='{escaped}'"
 
 
 def _without_run_dir(job: list[str]) -> list[str]:

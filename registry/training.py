@@ -41,7 +41,9 @@ from .interfaces import Dataset, batches_from, device_batches
 from .lr_schedules import lr_factor
 from .memory import check_fits
 from .model import DiffusionModel
-from .runs import COMPONENTS_FILE, CONFIG_FILE, WEIGHTS_FILE, RunFolder
+from .records import check_yaml
+from .runs import COMPONENTS_FILE, CONFIG_FILE, WEIGHTS_FILE, RunFolder, recorded_components
+from .safety import without_local_paths
 from .trainable import unreached_parameters
 from .weights import check_checkpoint, check_dtypes, check_shapes, load_weights, save_weights, verify_weights
 
@@ -287,9 +289,9 @@ def train(cfg: Any, run_dir: str | Path, registry: Registry, allow_changes: bool
         # all refused before anything is written
         _check_saved_state(experiment.model, run_dir)
         read_metrics(run_dir / METRICS_FILE)
-        first_batch(experiment.dataset, train_cfg["batch_size"], plain["seed"])
         value_bytes = _VALUE_BYTES.get(hardware.arguments["precision"], 2)
         check_fits(experiment.model, train_cfg["batch_size"] // world, value_bytes, hardware.device, "train.batch_size")
+        first_batch(experiment.dataset, train_cfg["batch_size"], plain["seed"])  # it allocates: after the size check
     with folder.claim(plain, allow_changes) if main else nullcontext():
         if main:
             write_text(run_dir / COMPONENTS_FILE, json.dumps(experiment.origins(), indent=2))
@@ -449,6 +451,7 @@ def read_metrics(path: Path) -> list[tuple[tuple[int, int], dict[str, str]]]:
 
 def read_config(path: Path) -> dict[str, Any]:
     """A saved run config as plain data (it was saved resolved: nothing in it is evaluated), in this ladd's form."""
+    check_yaml(path, "a ladd config", "restore it from a copy of the run")
     try:
         plain = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
     except (OSError, ValueError, yaml.YAMLError, OmegaConfBaseException) as error:
@@ -464,10 +467,9 @@ def load_run(run_dir: str | Path, registry: Registry) -> tuple[Experiment, dict[
     config_path, weights_path = run_dir / CONFIG_FILE, run_dir / WEIGHTS_FILE
     if not config_path.is_file() or not weights_path.is_file():
         raise LaddError(f"{run_dir} is not a finished ladd run (expected {CONFIG_FILE} and {WEIGHTS_FILE} inside)")
-    plain = read_config(config_path)
+    plain = without_local_paths(read_config(config_path), registry)
     check_values(plain)
-    recorded = run_dir / COMPONENTS_FILE
-    origins = json.loads(recorded.read_text()) if recorded.is_file() else {}
+    origins = recorded_components(run_dir) or {}
     check_installed(origins, registry, f"run {run_dir}")
     experiment = build_experiment(plain, registry, origins)
     load_weights(experiment.model, weights_path)

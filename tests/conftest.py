@@ -51,6 +51,17 @@ def fake_distribution(root: Path, name: str, module_source: str, version: str = 
     return str(root)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _user_cache(tmp_path_factory):
+    """The user's cache folder, where runs read back (eval, sample, export) keep their token caches: one per session."""
+    if "LADD_CACHE_DIR" in os.environ:
+        yield
+        return
+    os.environ["LADD_CACHE_DIR"] = str(tmp_path_factory.mktemp("ladd_cache"))
+    yield
+    del os.environ["LADD_CACHE_DIR"]
+
+
 @pytest.fixture
 def ladd():
     return run_ladd

@@ -13,13 +13,14 @@ import os
 import resource
 import shutil
 import signal
+import stat
 import struct
 import subprocess
 import sys
 import textwrap
 import time
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +36,8 @@ from registry.evaluation import token_loss
 from registry.training import load_run, train
 
 ONE_STAGE = "train.stages=[{steps:2}]"
+#: ``ladd eval`` at the smallest sizes
+SMALL_EVAL = ["--budgets", "1", "--num-samples", "2", "--batch-size", "2", "--loss-batches", "1"]
 
 
 @dataclass
@@ -87,13 +90,22 @@ def ladd(*args: str, cwd: Path | None = None) -> Outcome:
     return Outcome(code, err.getvalue().strip())
 
 
-def ladd_process(*args: str, env: dict[str, str] | None = None, limit_file_size: int | None = None) -> Outcome:
+#: the address space of a ``ladd`` process that must refuse a size before allocating it: were the refusal to fail,
+#: the allocation fails inside this bound instead of exhausting the machine
+BOUNDED_MEMORY = 8 * 2**30
+
+
+def ladd_process(
+    *args: str, env: dict[str, str] | None = None, limit_file_size: int | None = None, limit_memory: int | None = None
+) -> Outcome:
     """Run ``ladd`` in a fresh interpreter (for plugin discovery, concurrency and resource limits)."""
 
     def limits() -> None:
         if limit_file_size is not None:  # a disk that fills up: writes past the limit fail with EFBIG
             signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
             resource.setrlimit(resource.RLIMIT_FSIZE, (limit_file_size, limit_file_size))
+        if limit_memory is not None:
+            resource.setrlimit(resource.RLIMIT_AS, (limit_memory, limit_memory))
 
     done = subprocess.run(
         [sys.executable, "-m", "registry.cli", *args], capture_output=True, text=True, timeout=600,
@@ -123,6 +135,14 @@ def snapshot(folder: Path) -> dict[str, bytes]:
         key = str(path.relative_to(folder))
         found[key] = os.readlink(path).encode() if path.is_symlink() else path.read_bytes() if path.is_file() else b"<dir>"
     return found
+
+
+def unchanged(folder: Path, command: Callable[[], Outcome]) -> Outcome:
+    """The outcome of ``command``, after checking that ``folder`` is byte-identical to what it was before."""
+    before = snapshot(folder)
+    outcome = command()
+    assert snapshot(folder) == before, f"{folder} was changed"
+    return outcome
 
 
 _TRAINED: dict[tuple[str, ...], Path] = {}
@@ -164,6 +184,20 @@ def text_overrides(root: Path) -> list[str]:
         f"dataset.cache_dir={root / 'cache'}", f"dataset.source={corpus}", "metric=entropy",
         "+dataset.split_map={train: 'train', validation: 'train', test: 'train'}",
     ]
+
+
+@contextlib.contextmanager
+def user_cache(folder: Path) -> Iterator[None]:
+    """``LADD_CACHE_DIR`` set to ``folder`` (the user's cache, where runs read back keep their token caches)."""
+    before = os.environ.get("LADD_CACHE_DIR")
+    os.environ["LADD_CACHE_DIR"] = str(folder)
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["LADD_CACHE_DIR"]
+        else:
+            os.environ["LADD_CACHE_DIR"] = before
 
 
 def text_dataset(root: Path, **options: str) -> dict:
@@ -432,14 +466,17 @@ def resume_with_changes(root: Path) -> Outcome:
 
 @case("7d", "a `run_dir` that is not a run: a folder of the user's with config.yaml, metrics.csv, model.safetensors")
 def foreign_folder(root: Path) -> Outcome:
+    names = ("config.yaml", "metrics.csv", "model.safetensors")
+    return train_into_users_folder(root, {name: f"my own {name}\n" for name in names})
+
+
+def train_into_users_folder(root: Path, files: dict[str, str]) -> Outcome:
+    """``ladd train`` into a folder of the user's holding ``files`` (name -> text), which must stay as they were."""
     folder = root / "mine"
     folder.mkdir()
-    for name in ("config.yaml", "metrics.csv", "model.safetensors"):
-        (folder / name).write_text(f"my own {name}\n")
-    before = snapshot(folder)
-    outcome = ladd("train", *TINY, ONE_STAGE, f"run_dir={folder}")
-    assert snapshot(folder) == before
-    return outcome
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    return unchanged(folder, lambda: ladd("train", *TINY, ONE_STAGE, f"run_dir={folder}"))
 
 
 @case("7e", "two `ladd train` processes on one run folder at the same time")
@@ -467,7 +504,11 @@ def export_over_files(root: Path) -> Outcome:
     before = snapshot(folder)
     outcome = ladd("export", str(run_dir), str(folder))
     assert snapshot(folder) == before
-    assert ladd("export", "--overwrite", str(run_dir), str(folder)).code == 0
+    overwritten = ladd("export", "--overwrite", str(run_dir), str(folder))
+    assert overwritten.code == 2, "--overwrite replaced a file of the user's"
+    assert snapshot(folder) == before
+    model = exported(root, "model")
+    assert ladd("export", "--overwrite", str(run_dir), str(model)).code == 0, "--overwrite refused an earlier export"
     return outcome
 
 
@@ -639,9 +680,12 @@ case("11d", "a `.txt` corpus that is a link to a device (`/dev/zero`)")(_text_re
 @case("11e", "a token cache entry whose tokens.bin was truncated; `ladd eval RUN`")
 def damaged_token_cache(root: Path) -> Outcome:
     run_dir = trained(root, "run", *text_overrides(root))
-    for tokens in (root / "cache").rglob("tokens.bin"):
-        tokens.write_bytes(tokens.read_bytes()[:10])
-    return ladd("eval", str(run_dir), "--budgets", "1", "--num-samples", "2", "--batch-size", "2", "--loss-batches", "1")
+    evaluation = ["eval", str(run_dir), *SMALL_EVAL]
+    with user_cache(root / "user_cache"):
+        assert ladd(*evaluation).code == 0  # tokenises into the user's cache
+        for tokens in (root / "user_cache").rglob("tokens.bin"):
+            tokens.write_bytes(tokens.read_bytes()[:10])
+        return ladd(*evaluation)
 
 
 @case("11f", "held-out data with token ids outside the vocabulary (`evaluation.token_loss`)")
@@ -657,17 +701,18 @@ def held_out_out_of_vocabulary(root: Path) -> Outcome:
     return api(lambda: token_loss(experiment, 1, 4, 0))
 
 
-@case("11g", "a prompt containing the mask token's text (`--prompt 'the <|mask|>'`)")
+@case("11g", "a prompt containing the mask token's text (`--prompt 'the <|mask|>'`, GPT-2 BPE)")
 def prompt_with_mask_text(root: Path) -> Outcome:
-    run_dir = trained(root, "run", *text_overrides(root))
+    run_dir = trained(root, "run", *text_overrides(root), "dataset.tokenizer=gpt2-bpe")
     experiment, _ = load_run(run_dir, registry.load())
     from registry.prompts import fixed_tokens
 
-    fixed = fixed_tokens(experiment.dataset, 1, "the <|mask|>")
-    mask = experiment.dataset.vocab_size
-    prompt_length = int((fixed[0] != mask).sum())
-    assert prompt_length == len("the <|mask|>"), "the mask token's text became a mask"
-    return Outcome(0, "the text is read as plain text (each character a token), as in training data; no position becomes a mask", refused=False)
+    fixed = fixed_tokens(experiment.dataset, 1, "the <|mask|>")[0]
+    prompt = fixed[fixed != experiment.dataset.vocab_size].tolist()
+    assert fixed[: len(prompt)].tolist() == prompt, "the mask token's text became a mask"
+    assert experiment.dataset.tokenizer.decode(prompt) == "the <|mask|>"
+    return Outcome(0, "the text is read as plain text, as in training data (its tokens decode to the text typed); "
+                      "no position becomes a mask", refused=False)
 
 
 # ---------------------------------------------------------------- damaged or edited shared files
@@ -712,3 +757,257 @@ def foreign_metrics(root: Path) -> Outcome:
     run_dir = in_progress(root, "run")
     (run_dir / "metrics.csv").write_text("epoch,accuracy\n1,0.5\n")
     return ladd("train", "experiment=binsaw/mdlm_cpu", *TINY, ONE_STAGE, "train.checkpoint_every=1", f"run_dir={run_dir}")
+
+
+# ---------------------------------------------------------------- hostile input: shared runs, exports, outputs
+
+
+@case("13a", "a `run_dir` holding only a file of the user's named `.notes.partial`")
+def users_partial_file(root: Path) -> Outcome:
+    return train_into_users_folder(root, {".notes.partial": "my notes\n"})
+
+
+@case("13b", "`ladd sample --out FIFO` (a named pipe)")
+def sample_into_fifo(root: Path) -> Outcome:
+    run_dir = trained(root, "run")
+    os.mkfifo(root / "pipe")
+    outcome = ladd("sample", str(run_dir), "--steps", "2", "--num", "2", "--out", str(root / "pipe"))
+    assert stat.S_ISFIFO((root / "pipe").stat().st_mode)
+    return outcome
+
+
+@case("13c", "`ladd export RUN_A RUN_B --overwrite` where RUN_B is another finished run")
+def export_over_a_run(root: Path) -> Outcome:
+    run_a, run_b = trained(root, "run_a"), trained(root, "run_b")
+    outcome = unchanged(run_b, lambda: ladd("export", str(run_a), str(run_b), "--overwrite"))
+    assert ladd("sample", str(run_b), "--steps", "2", "--num", "2", cwd=root).code == 0
+    return outcome
+
+
+@case("13d", "`ladd export --overwrite` into a folder holding an export and a file of the user's")
+def export_over_foreign_files(root: Path) -> Outcome:
+    model = exported(root, "model")
+    (model / "notes.txt").write_text("my notes\n")
+    return unchanged(model, lambda: ladd("export", str(trained(root, "run")), str(model), "--overwrite"))
+
+
+@case("13e", "the disk fills up while `ladd export --overwrite` replaces an earlier export (writes past 200 kB fail)")
+def disk_full_during_export(root: Path) -> Outcome:
+    model, other = exported(root, "model"), trained(root, "other", "seed=1")
+    export = ["export", str(other), str(model), "--overwrite"]
+    return unchanged(model, lambda: ladd_process(*export, limit_file_size=200_000))
+
+
+@case("13f", "a shared run's config.yaml says `method: x/../../victim/settings`; `ladd eval RUN`")
+def method_as_path(root: Path) -> Outcome:
+    run_dir = trained(root, "run")
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    config["method"] = "x/../../victim/settings"
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(config))
+    outcome = ladd("eval", str(run_dir), *SMALL_EVAL)
+    assert not (root / "victim").exists()
+    return outcome
+
+
+@case("13g", "a shared eval result whose `metric` is `../victim/settings`; `ladd report`")
+def metric_as_path(root: Path) -> Outcome:
+    result = {"method": "m", "metric": "../victim/settings", "token_loss": 1.0, "scores": [
+        {"steps": 1, "network_calls": 1, "scores": {"../victim/settings": 0.5}}]}
+    (root / "eval_m.json").write_text(json.dumps(result))
+    outcome = ladd("report", str(root / "eval_m.json"), "--out", str(root / "out"))
+    assert not (root / "victim").exists() and not (root / "out").exists()
+    return outcome
+
+
+@case("13h", "a shared run's config names a local file as its corpus and a token cache inside the run; `ladd eval RUN`")
+def corpus_and_cache_from_a_shared_config(root: Path) -> Outcome:
+    run_dir = trained(root, "run", *text_overrides(root))
+    (root / "secret.txt").write_text("the secret is in the cat\n\n" * 20)
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    config["dataset"].update(source=str(root / "secret.txt"), cache_dir=str(run_dir / "stolen"))
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(config))
+    with user_cache(root / "user_cache"):
+        outcome = ladd("eval", str(run_dir), *SMALL_EVAL)
+    assert outcome.code == 0, outcome.message
+    assert not (run_dir / "stolen").exists(), "a cache was written where the shared config chose"
+    assert list((root / "user_cache").rglob("tokens.bin")), "the corpus was not tokenised into the user's cache"
+    return Outcome(0, "evaluates; the corpus is tokenised into the user's own cache folder (`LADD_CACHE_DIR`, "
+                      "default ~/.cache/ladd), never at the `cache_dir` a saved config names", refused=False)
+
+
+def _sampled_after(edit: Callable[[Path], None]) -> Callable[[Path], Outcome]:
+    """A case: a run whose folder ``edit`` damaged, sampled with ``ladd sample RUN``."""
+
+    def run(root: Path) -> Outcome:
+        run_dir = trained(root, "run")
+        edit(run_dir)
+        return ladd("sample", str(run_dir), "--steps", "2", "--num", "2", cwd=root)
+
+    return run
+
+
+def _components(entries: object) -> Callable[[Path], None]:
+    return lambda run_dir: (run_dir / "components.json").write_text(json.dumps(entries))
+
+
+def _without_distribution(run_dir: Path) -> None:
+    components = json.loads((run_dir / "components.json").read_text())
+    del components["backbone"]["distribution"]
+    _components(components)(run_dir)
+
+
+def _hostile_distribution(run_dir: Path) -> None:
+    components = json.loads((run_dir / "components.json").read_text())
+    components["backbone"].update(name="fancy", distribution="x'; touch pwned; echo '", version="1.0")
+    _components(components)(run_dir)
+
+
+def _alias_bomb(run_dir: Path) -> None:
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 10)]
+    (run_dir / "config.yaml").write_text("\n".join(lines) + "\n")
+
+
+def _huge_sequences(run_dir: Path) -> None:
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    config["dataset"]["seq_len"] = 10**9
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(config))
+
+
+for _number, _title, _edit in [
+    ("13i", "a shared run's `components.json` names a missing plugin whose distribution is shell text",
+     _hostile_distribution),
+    ("13j", "a run's `components.json` is not JSON", lambda run: (run / "components.json").write_text("{not json")),
+    ("13k", "a run's `components.json` is a list", _components([1, 2])),
+    ("13l", "a run's `components.json` entry without `distribution`", _without_distribution),
+    ("13m", "a run's `config.yaml` is a YAML alias bomb (10 lines that expand to 10^10 values)", _alias_bomb),
+]:
+    case(_number, _title)(_sampled_after(_edit))
+
+
+@case("13n", "a shared run's `config.yaml` says `dataset.seq_len: 1000000000`; `ladd sample RUN`")
+def huge_sequences(root: Path) -> Outcome:
+    run_dir = trained(root, "run")
+    _huge_sequences(run_dir)
+    return ladd_process("sample", str(run_dir), "--steps", "2", "--num", "2", "--out", str(root / "out.txt"),
+                        limit_memory=BOUNDED_MEMORY)
+
+
+@case("13o", "a run in progress whose `run.json` `changes` is not a list; `ladd train --allow-changes`")
+def changes_not_a_list(root: Path) -> Outcome:
+    run_dir = in_progress(root, "run")
+    record = json.loads((run_dir / "run.json").read_text())
+    record["changes"] = {"train.lr": "0.003"}
+    (run_dir / "run.json").write_text(json.dumps(record))
+    changed = ["experiment=binsaw/mdlm_cpu", *TINY, ONE_STAGE, "train.checkpoint_every=1", "train.lr=3e-3"]
+    return unchanged(run_dir, lambda: ladd("train", "--allow-changes", *changed, f"run_dir={run_dir}"))
+
+
+@case("13p", "a run in progress whose `last.ckpt` holds no `state_dict`")
+def checkpoint_without_state(root: Path) -> Outcome:
+    run_dir = in_progress(root, "run")
+    torch.save({"epoch": 0, "global_step": 1}, run_dir / "checkpoints" / "stage1" / "last.ckpt")
+    resume = ["experiment=binsaw/mdlm_cpu", *TINY, ONE_STAGE, "train.checkpoint_every=1", f"run_dir={run_dir}"]
+    return unchanged(run_dir, lambda: ladd("train", *resume))
+
+
+def _sampled_export_after(edit: Callable[[Path], None]) -> Callable[[Path], Outcome]:
+    """A case: an export that ``edit`` damaged, sampled with ``ladd sample --model``."""
+
+    def run(root: Path) -> Outcome:
+        model = exported(root, "model")
+        edit(model)
+        return ladd("sample", "--model", str(model), "--steps", "2", "--num", "2", cwd=root)
+
+    return run
+
+
+def _weights_edited(change: Callable[[dict[str, torch.Tensor]], None]) -> Callable[[Path], None]:
+    def edit(model: Path) -> None:
+        tensors = load_file(model / "model.safetensors")
+        change(tensors)
+        save_file(tensors, model / "model.safetensors")
+
+    return edit
+
+
+def _nan(tensors: dict[str, torch.Tensor]) -> None:
+    tensors["backbone.embed.weight"][1, 2] = float("nan")
+
+
+def _inf(tensors: dict[str, torch.Tensor]) -> None:
+    tensors["backbone.final.adaln.proj.bias"][0] = float("inf")
+
+
+def swap_offsets(weights: Path) -> tuple[str, str]:
+    """Swap the data offsets of two tensors of one dtype and shape in a safetensors header (the data stays)."""
+    data = bytearray(weights.read_bytes())
+    (length,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8 : 8 + length])
+    by_layout: dict[tuple[str, tuple[int, ...]], list[str]] = {}
+    for name, entry in header.items():
+        if name != "__metadata__":
+            by_layout.setdefault((entry["dtype"], tuple(entry["shape"])), []).append(name)
+    first, second = next(names for names in by_layout.values() if len(names) > 1)[:2]
+    offsets = header[first]["data_offsets"], header[second]["data_offsets"]
+    header[second]["data_offsets"], header[first]["data_offsets"] = offsets
+    data[8 : 8 + length] = json.dumps(header, separators=(",", ":")).encode().ljust(length)
+    weights.write_bytes(bytes(data))
+    return first, second
+
+
+for _number, _title, _edit in [
+    ("13q", "an exported model whose weights hold a NaN", _weights_edited(_nan)),
+    ("13r", "an exported model whose weights hold an infinity", _weights_edited(_inf)),
+    ("13s", "an exported model whose header swaps the offsets of two tensors of one shape",
+     lambda model: swap_offsets(model / "model.safetensors")),
+    ("13t", "an exported model whose weights lack a tensor",
+     _weights_edited(lambda tensors: tensors.pop("backbone.embed.weight"))),
+    ("13u", "an exported model whose `config.json` is JSON nested 100,000 deep",
+     lambda model: (model / "config.json").write_text("[" * 10**5 + "]" * 10**5)),
+]:
+    case(_number, _title)(_sampled_export_after(_edit))
+
+
+@case("13v", "an exported model whose weights hold a NaN, loaded with `registry.from_pretrained`")
+def nan_weights_from_python(root: Path) -> Outcome:
+    model = exported(root, "model")
+    _weights_edited(_nan)(model)
+    return api(lambda: registry.from_pretrained(model))
+
+
+for _number, _title, _arguments in [
+    ("13w", "`ladd sample RUN --steps 1000000000` (runs for months)", ["--steps", "1000000000"]),
+    ("13x", "`ladd sample RUN --num 1000000000` (the samples alone need more memory than there is)",
+     ["--num", "1000000000"]),
+    ("13y", "`ladd sample RUN --seed -1`", ["--seed", "-1"]),
+    ("13z", "`ladd sample RUN --seed 2**64`", ["--seed", str(2**64)]),
+]:
+    case(_number, _title)(lambda root, given=_arguments: ladd_process(
+        "sample", str(trained(root, "run")), *given, "--out", str(root / "out.txt"), limit_memory=BOUNDED_MEMORY
+    ))
+
+case("14a", "`train.batch_size=1000000000000` (the first batch alone cannot be allocated)")(
+    _refused_value("train.batch_size=1000000000000")
+)
+case("14e", "`eval.seed=-1` (a seed no random generator takes)")(_refused_value("eval.seed=-1"))
+
+
+@case("14b", "a sweep (`-m`) whose second job has a bad value (`train.lr=1e-3,-1`)")
+def sweep_with_a_bad_job(root: Path) -> Outcome:
+    outcome = ladd("train", "-m", *TINY, ONE_STAGE, "train.lr=1e-3,-1", f"run_dir={root / 'sweep'}")
+    assert not (root / "sweep").exists(), "a job trained before the bad one was found"
+    return outcome
+
+
+@case("14c", "a sweep (`-m`) whose second job has a component option its component refuses (`backbone.heads=4,5`)")
+def sweep_with_a_bad_option(root: Path) -> Outcome:
+    outcome = ladd("train", "-m", *TINY, ONE_STAGE, "backbone.heads=4,5", f"run_dir={root / 'sweep'}")
+    assert not (root / "sweep").exists(), "a job trained before the bad one was found"
+    return outcome
+
+
+@case("14d", "a prompt with characters the tokenizer does not know (`--prompt 'the café'` with text8's alphabet)")
+def prompt_outside_the_tokenizer(root: Path) -> Outcome:
+    run_dir = trained(root, "run", *text_overrides(root))
+    return ladd("sample", str(run_dir), "--steps", "2", "--num", "2", "--prompt", "the café", cwd=root)

@@ -39,9 +39,11 @@ def outcomes(tmp_path_factory) -> dict[str, Outcome | BaseException]:
 
 
 def _portable(message: str, root: Path) -> str:
-    """The message without this machine's folders and free memory."""
+    """The message without this machine's folders, free memory and speed."""
     message = message.replace(str(root), "TMP").replace(str(root.parent), "TMP")
     message = re.sub(r"-[0-9a-f]{24}\b", "-KEY", message)  # token cache keys hash the corpus's path and time
+    speed = r"about [\d,.]+ (days|hours) here \((.*?); [\d.]+ ms per step"
+    message = re.sub(speed, r"about N \1 here (\2; N ms per step", message)
     return re.sub(r"\d+\.\d GiB free", "N GiB free", message)
 
 

@@ -301,7 +301,7 @@ def test_empty_or_too_short_data_is_refused_clearly(tmp_path):
     with pytest.raises(LaddError, match="no non-blank document"):
         make_dataset(tmp_path / "blank", text="\n \n\n").batches(2, 0)
     with pytest.raises(InvalidConfigError, match="streaming applies to Hugging Face datasets"):
-        make_dataset(tmp_path, streaming=True)
+        next(make_dataset(tmp_path, streaming=True).batches(1, 0))
     with pytest.raises(InvalidConfigError, match="packing must be one of wrap, pad"):
         registry.load().build("dataset", "text", {"packing": "chunks"})
 

@@ -1,11 +1,11 @@
 """Options of the encoders (torch-free, so listing components stays fast)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from registry.errors import InvalidConfigError
 from registry.ranges import check_range
-from registry.toolkit.options import TransformerConfig
+from registry.toolkit.options import LOCAL_PATH, TransformerConfig
 
 
 @dataclass
@@ -39,7 +39,8 @@ class PretrainedEncoderConfig:
     pooling: str = "chunk_mean_eos"  # used when M < S (App. D: the last latent is the final position's state)
     dtype: str = "auto"  # the frozen model's precision: auto (bfloat16 on CUDA, else float32), bfloat16, float32
     input_dropout_max: float = 0.0  # p_r ~ U[0, input_dropout_max], as for the DiT encoder
-    cache_dir: str | None = None  # store features per sequence on disk (needs input_dropout_max = 0)
+    # store features per sequence on disk (needs input_dropout_max = 0); never read from a saved config
+    cache_dir: str | None = field(default=None, metadata=LOCAL_PATH)
     cache_entries: int = 4096  # features kept in memory in front of the disk store
 
     def __post_init__(self) -> None:

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from registry.toolkit.options import LOCAL_PATH
+
 from .detokenizers import DETOKENIZERS
 
 PACKINGS = ("wrap", "pad")
@@ -36,7 +38,8 @@ class TextDatasetConfig:
     detokenizer: str = "auto"  # auto: the known source's; none; or one of DETOKENIZERS
     vocab_size: int | None = None  # expected K, checked against the tokenizer; None: the tokenizer's
     streaming: bool = False  # Hugging Face sources only: read on the fly, no download and no token cache
-    cache_dir: str | None = None  # token cache; None: $LADD_CACHE_DIR, else ~/.cache/ladd (XDG_CACHE_HOME honoured)
+    # token cache; None: $LADD_CACHE_DIR, else ~/.cache/ladd (XDG_CACHE_HOME honoured); never read from a saved config
+    cache_dir: str | None = field(default=None, metadata=LOCAL_PATH)
     progress: bool = True  # show tokenising progress
 
     def __post_init__(self) -> None:

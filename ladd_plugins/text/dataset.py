@@ -2,6 +2,7 @@
 as an endless seeded stream of shuffled batches."""
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Iterator
 from itertools import islice
@@ -26,13 +27,14 @@ __all__ = ["TextDataset", "TextDatasetConfig", "shuffled_indices"]
 
 
 class TextDataset(Dataset):
-    """Rows of ``seq_len`` ids over the tokenizer's K real tokens (``tokenizer`` has the mask at id K)."""
+    """Rows of ``seq_len`` ids over the tokenizer's K real tokens (``tokenizer`` has the mask at id K).
+
+    The corpus is opened when its rows are first read: sampling a trained model needs only the tokenizer,
+    so an exported model samples on a machine that does not hold its training data.
+    """
 
     def __init__(self, config: TextDatasetConfig) -> None:
         self.config = config
-        self.source: Source = open_source(config)
-        if config.streaming and not self.source.streams:
-            raise InvalidConfigError(f"dataset.streaming applies to Hugging Face datasets, not to {config.source!r}")
         self.tokenizer = load_tokenizer(config.tokenizer)
         self.vocab_size = vocab_size(self.tokenizer)
         if config.vocab_size is not None and config.vocab_size != self.vocab_size:
@@ -43,9 +45,22 @@ class TextDataset(Dataset):
             )
         self.seq_len = config.seq_len
         self.eos_id: int = self.tokenizer.eos_token_id
-        name = self.source.detokenizer if config.detokenizer == "auto" else config.detokenizer
-        self.detokenizer: str | None = None if name == "none" else name
         self._rows: dict[Path, np.ndarray] = {}
+
+    @functools.cached_property
+    def source(self) -> Source:
+        """Where the documents come from, opened on first use."""
+        source = open_source(self.config)
+        if self.config.streaming and not source.streams:
+            source_name = self.config.source
+            raise InvalidConfigError(f"dataset.streaming applies to Hugging Face datasets, not to {source_name!r}")
+        return source
+
+    @functools.cached_property
+    def detokenizer(self) -> str | None:
+        """The detokeniser applied to each document (the known source's for ``auto``), or None."""
+        name = self.source.detokenizer if self.config.detokenizer == "auto" else self.config.detokenizer
+        return None if name == "none" else name
 
     def split(self, split: str) -> SplitSpec:
         """The source split (and slice) that ladd's ``split`` reads; ``floor`` reads the validation one."""

@@ -1,15 +1,29 @@
 """Options shared by components' config dataclasses (torch-free, so listing components imports no model code)."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from ..errors import InvalidConfigError
 from ..ranges import check_choice, check_range
 
-__all__ = ["WEIGHTINGS", "TransformerConfig", "check_weighting"]
+__all__ = ["LOCAL_PATH", "WEIGHTINGS", "TransformerConfig", "check_weighting", "local_path_options"]
+
+#: Field metadata of an option naming a place on this machine that the component writes to (a cache folder),
+#: as in ``cache_dir: str | None = field(default=None, metadata=LOCAL_PATH)``. A config read back from a run
+#: folder or an export never sets such an option (it takes its default), so a shared file cannot choose where
+#: ladd writes on the machine that reads it.
+LOCAL_PATH = {"ladd.local_path": True}
 
 #: Loss weightings of a process: "elbo", T times the discrete-time ELBO weight of the step; "constant", 1.
 WEIGHTINGS = ("elbo", "constant")
+
+
+def local_path_options(config: type | None) -> set[str]:
+    """The options of a config dataclass marked with :data:`LOCAL_PATH`."""
+    if config is None:
+        return set()
+    return {f.name for f in dataclasses.fields(config) if any(f.metadata.get(key) for key in LOCAL_PATH)}
 
 
 def check_weighting(weighting: str) -> None:
