@@ -89,8 +89,8 @@ def test_config_rejects_no_directions_an_unknown_law_and_a_count_where_the_law_g
         registry.load().build("metric", "swd", {"directions": 1000})
     assert str(refused.value) == (
         "invalid options for metric 'swd': directions='1000' is not valid: directions is the law of the directions "
-        "(gaussian or unit) and projections their number; a config saved by an earlier ladd reads "
-        "`directions: gaussian` and `projections: 1000`"
+        "(gaussian or unit) and projections their number; for a run saved by an earlier ladd, write "
+        "`directions: gaussian` and `projections: 1000` under metric in its config.yaml"
     )
 
 

@@ -44,8 +44,8 @@ class SlicedWassersteinConfig:
         if self.directions.isdigit():  # the option held the number of directions before it held their law
             raise InvalidConfigError(
                 f"directions={self.directions!r} is not valid: directions is the law of the directions "
-                f"({' or '.join(DIRECTION_LAWS)}) and projections their number; a config saved by an earlier ladd "
-                f"reads `directions: gaussian` and `projections: {self.directions}`"
+                f"({' or '.join(DIRECTION_LAWS)}) and projections their number; for a run saved by an earlier ladd, "
+                f"write `directions: gaussian` and `projections: {self.directions}` under metric in its config.yaml"
             )
         check_choice("directions", self.directions, DIRECTION_LAWS)
         check_range("projections", self.projections, 1)
