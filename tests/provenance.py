@@ -12,6 +12,7 @@ Write a record after producing results (fingerprints are computed from the code 
 
     python tests/provenance.py FOLDER --cases binsaw/mdlm_cpu,... --command "ladd compare ..." [--command ...]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,7 +46,11 @@ def read(folder: Path) -> list[dict[str, Any]]:
 
 
 def _record_problems(where: str, entry: dict[str, Any], fixture: dict[str, Any], readme: str) -> list[str]:
-    problems = [f"{where}: {key} must be a {kind.__name__}" for key, kind in _FIELDS.items() if not isinstance(entry.get(key), kind)]
+    problems = [
+        f"{where}: {key} must be a {kind.__name__}"
+        for key, kind in _FIELDS.items()
+        if not isinstance(entry.get(key), kind)
+    ]
     if problems:
         return problems
     if not re.fullmatch(r"[0-9a-f]{7,40}", entry["commit"]):
@@ -60,7 +65,9 @@ def _record_problems(where: str, entry: dict[str, Any], fixture: dict[str, Any],
         problems.append(f"{where}: results name the fingerprint cases of the code that produced them (fingerprints)")
     for case, recorded_digest in found.items():
         if case not in CASES or case not in fixture:
-            problems.append(f"{where}: {case!r} has no fingerprint: add it to tests/fingerprints.py's CASES and record it")
+            problems.append(
+                f"{where}: {case!r} has no fingerprint: add it to tests/fingerprints.py's CASES and record it"
+            )
         elif recorded_digest == digest(fixture[case]):
             if case in stale:
                 problems.append(f"{where}: {case!r} is reproduced by the current code, but the record calls it stale")
@@ -93,7 +100,11 @@ def problems(folder: Path, fixture: dict[str, Any] | None = None) -> list[str]:
         covered += entry.get("files", [])
     files = sorted(p.name for p in folder.iterdir() if p.is_file() and p.name not in (FILE, README))
     found += [f"{folder}: {name} is covered by no record" for name in files if name not in covered]
-    found += [f"{folder}: {name} is covered by {covered.count(name)} records" for name in set(covered) if covered.count(name) > 1]
+    found += [
+        f"{folder}: {name} is covered by {covered.count(name)} records"
+        for name in set(covered)
+        if covered.count(name) > 1
+    ]
     found += [f"{folder}: a record covers {name}, which is not there" for name in set(covered) - set(files)]
     return found
 
@@ -114,15 +125,24 @@ def _machine() -> str:
 
 
 def write(
-    folder: Path, cases: list[str], commands: list[str], machine: str, files: list[str] | None = None, commit: str | None = None
+    folder: Path,
+    cases: list[str],
+    commands: list[str],
+    machine: str,
+    files: list[str] | None = None,
+    commit: str | None = None,
 ) -> dict[str, Any]:
     """Add (or replace) the record of ``files`` (default: all of the folder's) produced by the code imported now.
 
     ``commit`` names the code when it is not this checkout's (a copy of one commit); otherwise the checkout's
     HEAD, which must have no uncommitted changes outside the results.
     """
-    if commit is None and _git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!results", ":!bench/results"):
-        raise SystemExit("the checkout has uncommitted changes outside the results: commit them first, so the record names the code")
+    if commit is None and _git(
+        "status", "--porcelain", "--untracked-files=no", "--", ".", ":!results", ":!bench/results"
+    ):
+        raise SystemExit(
+            "the checkout has uncommitted changes outside the results: commit them first, so the record names the code"
+        )
     files = files or sorted(p.name for p in folder.iterdir() if p.is_file() and p.name not in (FILE, README))
     entry = {
         "files": files,
@@ -142,11 +162,19 @@ def write(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", type=Path)
-    parser.add_argument("--cases", required=True, help="comma-separated fingerprint cases (tests/fingerprints.py CASES)")
-    parser.add_argument("--command", action="append", required=True, help="a command that produced the results (repeat)")
-    parser.add_argument("--machine", default=_machine(), help="the machine in words (default: architecture, cores, GPU)")
+    parser.add_argument(
+        "--cases", required=True, help="comma-separated fingerprint cases (tests/fingerprints.py CASES)"
+    )
+    parser.add_argument(
+        "--command", action="append", required=True, help="a command that produced the results (repeat)"
+    )
+    parser.add_argument(
+        "--machine", default=_machine(), help="the machine in words (default: architecture, cores, GPU)"
+    )
     parser.add_argument("--files", help="comma-separated files the record covers (default: every file but the README)")
-    parser.add_argument("--commit", help="the commit of the code imported, when it is not this checkout (a copy of one commit)")
+    parser.add_argument(
+        "--commit", help="the commit of the code imported, when it is not this checkout (a copy of one commit)"
+    )
     args = parser.parse_args()
     cases = args.cases.split(",")
     unknown = sorted(set(cases) - set(CASES))

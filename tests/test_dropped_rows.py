@@ -1,4 +1,5 @@
 """What the token denoiser sees for a row dropped by p_cfg: the null latent noised to tau_y (App. C.3), or zero."""
+
 from __future__ import annotations
 
 import math
@@ -27,10 +28,21 @@ def gen(seed: int) -> torch.Generator:
 
 def model_seeing(reg, dropped_input: str, *overrides: str):
     """Joint Co-LADD with clean latents equal to the encoder's unit vectors, recording each token-side latent input."""
-    cfg = compose(["experiment=binsaw/coladd_joint_cpu", *TINY, "latent.std=0", f"latent.dropped_input={dropped_input}", *overrides], reg)
+    cfg = compose(
+        [
+            "experiment=binsaw/coladd_joint_cpu",
+            *TINY,
+            "latent.std=0",
+            f"latent.dropped_input={dropped_input}",
+            *overrides,
+        ],
+        reg,
+    )
     experiment = build_experiment(to_plain(cfg), reg)
     seen: list[tuple[torch.Tensor, torch.Tensor]] = []
-    experiment.model.backbone.register_forward_pre_hook(lambda module, args: seen.append((args[2].detach().clone(), args[3].detach().clone())))
+    experiment.model.backbone.register_forward_pre_hook(
+        lambda module, args: seen.append((args[2].detach().clone(), args[3].detach().clone()))
+    )
     return experiment, seen
 
 

@@ -1,4 +1,5 @@
 """The presets hold the values docs/fidelity.md lists, every option it names switches, and p_r trains as the paper says."""
+
 from __future__ import annotations
 
 import pytest
@@ -11,7 +12,11 @@ from registry.config import compose, to_plain
 
 TEXT_COLADD = ["lm1b/coladd_32", "lm1b/coladd_128", "lm1b/ccdd", "owt/coladd_16", "owt/coladd_64"]
 TEXT_DILADD = ["lm1b/diladd_32", "lm1b/diladd_128", "owt/diladd_16", "owt/diladd_64"]
-SAWTOOTH = [f"binsaw/{name}{size}" for name in ("coladd_joint", "coladd_seq", "diladd_joint", "diladd_seq") for size in ("", "_cpu")]
+SAWTOOTH = [
+    f"binsaw/{name}{size}"
+    for name in ("coladd_joint", "coladd_seq", "diladd_joint", "diladd_seq")
+    for size in ("", "_cpu")
+]
 
 
 @pytest.fixture(scope="module")
@@ -35,9 +40,16 @@ def test_p_r_and_p_cfg_are_on_exactly_for_text_co_ladd(reg, name):
         assert cfg["latent_process"]["feature_reduction"] == "mean"
 
 
-@pytest.mark.parametrize("name, width, codes", [("lm1b/diladd_32", 32, 2048), ("lm1b/diladd_128", 32, 512),
-                                                ("owt/diladd_16", 32, 2048), ("owt/diladd_64", 32, 2048),
-                                                ("binsaw/diladd_joint", 32, 2048)])
+@pytest.mark.parametrize(
+    "name, width, codes",
+    [
+        ("lm1b/diladd_32", 32, 2048),
+        ("lm1b/diladd_128", 32, 512),
+        ("owt/diladd_16", 32, 2048),
+        ("owt/diladd_64", 32, 2048),
+        ("binsaw/diladd_joint", 32, 2048),
+    ],
+)
 def test_di_ladd_latents_follow_the_papers_text(reg, name, width, codes):
     cfg = preset(reg, name)
     assert (cfg["latent"]["width"], cfg["encoder"]["width"], cfg["latent"]["codebook_size"]) == (width, width, codes)
@@ -51,15 +63,31 @@ def test_the_swd_is_on_the_papers_scale_and_text_sampling_runs_in_bf16_on_a_gpu(
 
 
 def test_every_switch_the_table_names_composes(reg):
-    preset(reg, "lm1b/coladd_32", "encoder.input_dropout_max=0", "encoder.cache_dir=/tmp/cache", "latent.dropped_input=zero")
+    preset(
+        reg,
+        "lm1b/coladd_32",
+        "encoder.input_dropout_max=0",
+        "encoder.cache_dir=/tmp/cache",
+        "latent.dropped_input=zero",
+    )
     preset(reg, "owt/diladd_64", "latent.width=128", "encoder.width=128", "latent.codebook_size=8192")
     preset(reg, "lm1b/diladd_32", "eval.precision=32-true", "encoder.input_dropout_max=0.9", "objective.p_cfg=0.15")
-    switched = preset(reg, "binsaw/coladd_joint_cpu", *TINY, "encoder.input_dropout_max=0.9", "objective.p_cfg=0.15",
-                      "latent.dropped_input=zero", "objective.latent_loss_on_dropped=true",
-                      "latent_process.feature_reduction=sum", "metric.directions=unit")
+    switched = preset(
+        reg,
+        "binsaw/coladd_joint_cpu",
+        *TINY,
+        "encoder.input_dropout_max=0.9",
+        "objective.p_cfg=0.15",
+        "latent.dropped_input=zero",
+        "objective.latent_loss_on_dropped=true",
+        "latent_process.feature_reduction=sum",
+        "metric.directions=unit",
+    )
     experiment = build_experiment(switched, reg)
     assert experiment.model.latent.noised_null is False and experiment.metric.config.directions == "unit"
-    build_experiment(preset(reg, "binsaw/diladd_joint_cpu", *TINY, "latent.codebook_size=512", "latent_schedule=polynomial"), reg)
+    build_experiment(
+        preset(reg, "binsaw/diladd_joint_cpu", *TINY, "latent.codebook_size=512", "latent_schedule=polynomial"), reg
+    )
 
 
 def test_p_r_blanks_masked_inputs_of_a_frozen_encoder_while_the_model_trains_and_never_in_evaluation(reg):

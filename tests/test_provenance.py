@@ -1,4 +1,5 @@
 """Every committed results folder says how it was produced, and fails here once the code that produced it changes."""
+
 from __future__ import annotations
 
 import copy
@@ -28,8 +29,15 @@ def _folder(tmp_path: Path, readme: str = "# results\n", **fields) -> Path:
     (tmp_path / "table.csv").write_text("method,lx\n")
     (tmp_path / README).write_text(readme)
     entry = {
-        "files": ["table.csv"], "commit": "0123abc", "date": "2026-11-26", "torch": "2.13.0", "machine": "cpu",
-        "commands": ["ladd compare"], "measures": "results", "fingerprints": {CASE: digest(fixture[CASE])}, **fields,
+        "files": ["table.csv"],
+        "commit": "0123abc",
+        "date": "2026-11-26",
+        "torch": "2.13.0",
+        "machine": "cpu",
+        "commands": ["ladd compare"],
+        "measures": "results",
+        "fingerprints": {CASE: digest(fixture[CASE])},
+        **fields,
     }
     (tmp_path / FILE).write_text(json.dumps({"format": FORMAT, "records": [entry]}))
     return tmp_path
@@ -58,7 +66,9 @@ def test_a_stale_note_passes_only_when_the_readme_carries_it(tmp_path):
     note = "Stale: produced before the EMA's update changed its rounding."
     folder = _folder(tmp_path, stale={CASE: note})
     fixture = _changed_code()
-    assert problems(folder, fixture) == [f"{folder / FILE} record 0: the stale note for {CASE!r} is missing from {README}: {note}"]
+    assert problems(folder, fixture) == [
+        f"{folder / FILE} record 0: the stale note for {CASE!r} is missing from {README}: {note}"
+    ]
     (folder / README).write_text(f"# results\n\n{note}\n")
     assert problems(folder, fixture) == []
 
@@ -66,7 +76,9 @@ def test_a_stale_note_passes_only_when_the_readme_carries_it(tmp_path):
 def test_a_stale_note_on_results_the_code_reproduces_is_refused(tmp_path):
     note = "Stale: old."
     folder = _folder(tmp_path, readme=note, stale={CASE: note})
-    assert problems(folder) == [f"{folder / FILE} record 0: {CASE!r} is reproduced by the current code, but the record calls it stale"]
+    assert problems(folder) == [
+        f"{folder / FILE} record 0: {CASE!r} is reproduced by the current code, but the record calls it stale"
+    ]
 
 
 def test_results_without_a_fingerprint_or_of_a_case_nobody_fingerprints_are_refused(tmp_path):
