@@ -80,7 +80,8 @@ for variant in coladd_joint diladd_joint mdlm coladd_seq; do
   for seed in $seeds; do
     run="$RUNS/${variant}_s$seed"
     trainings+=("ladd train experiment=binsaw/$variant seed=$seed run_dir=$run train.batch_size=$BATCH \
-      $(steps_of "$variant") train.progress=false $EXTRA >> $run.log 2>&1 || { echo 'training $run failed: see $run.log'; exit 1; }")
+      $(steps_of "$variant") train.progress=false $EXTRA >> $run.log 2>&1 \
+      || { echo 'training $run failed: see $run.log'; exit 1; }")
     evals=("$variant:")
     [ "$variant" = diladd_joint ] && evals+=("diladd_seq:--sampler sequential --sampler-option latent_steps=8")
     for entry in "${evals[@]}"; do
@@ -99,12 +100,13 @@ done
 stamp "start"
 run_jobs "${trainings[@]}"
 stamp "trained"
-[ "$failed" -eq 0 ] || { echo "$failed training runs failed; fix them and run this script again (finished runs are kept)"; exit 1; }
+[ "$failed" -eq 0 ] || { echo "$failed training runs failed; fix them and run this again (finished runs are kept)"; exit 1; }
 run_jobs "${evaluations[@]}"
 stamp "evaluated"
 [ "$failed" -eq 0 ] || { echo "$failed evaluations failed; run this script again (finished ones are kept)"; exit 1; }
 
-command="OUT=$OUT RUNS=$RUNS BATCH=$BATCH JOINT_SEEDS=\"$JOINT_SEEDS\" OTHER_SEEDS=\"$OTHER_SEEDS\" STEPS_MDLM=$STEPS_MDLM \
+command="OUT=$OUT RUNS=$RUNS BATCH=$BATCH JOINT_SEEDS=\"$JOINT_SEEDS\" OTHER_SEEDS=\"$OTHER_SEEDS\" \
+STEPS_MDLM=$STEPS_MDLM \
 STEPS_COLADD_JOINT=$STEPS_COLADD_JOINT STEPS_COLADD_SEQ=$STEPS_COLADD_SEQ STEPS_DILADD_JOINT=$STEPS_DILADD_JOINT \
 EVAL_SAMPLES=$EVAL_SAMPLES BUDGETS=$BUDGETS EVAL_REPEATS=$EVAL_REPEATS FLOOR_DRAWS=$FLOOR_DRAWS EXTRA=\"$EXTRA\" \
 nice bash bench/binsaw_cpu_long.sh"

@@ -205,8 +205,9 @@ def readme(
         *_settings(paths),
         "",
         "`L^x` (nats per token, ELBO-weighted, held-out data; the oracle is the exact closed form), per training seed "
-        "and as mean ± standard deviation over the training seeds (with one seed, the spread used in the verdict is the "
-        "other variants' pooled one); the paper's column is its Table `reconstruction_loss` (App. E.1's full protocol):",
+        "and as mean ± standard deviation over the training seeds (with one seed, the spread used in the verdict is "
+        "the other variants' pooled one); the paper's column is its Table `reconstruction_loss` (App. E.1's full "
+        "protocol):",
         "",
         "| method | per seed | mean ± std | paper |",
         "| --- | --- | --- | --- |",
@@ -233,8 +234,9 @@ def readme(
         lines.append(f"| data vs data | {_cell(floor, 3)} ({first.floor_draws} draws) |" + " |" * (len(budgets) - 1))
     lines += [
         "",
-        f"The paper's ordering, claim by claim (`verdict.csv`). A claim `a < b` holds when the difference exceeds {SIGMAS:g} "
-        f"standard deviations of the difference, fails when it exceeds them the other way, and is otherwise within the spread; "
+        "The paper's ordering, claim by claim (`verdict.csv`). A claim `a < b` holds when the difference exceeds "
+        f"{SIGMAS:g} standard deviations of the difference, fails when it exceeds them the other way, and is otherwise "
+        "within the spread; "
         f'"about" and "close" mean within {CLOSE} nats plus that margin, "at the data floor" within the margin:',
         "",
         "| claim | difference | std of the difference | verdict |",

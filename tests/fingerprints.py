@@ -40,13 +40,20 @@ CASES: dict[str, tuple[str, list[str]]] = {
     "demo/mdlm": ("demo/mdlm", ["dataset.seq_len=16", "train.stages=[{steps:3}]"]),
     "demo/coladd": (
         "demo/coladd",
-        ["dataset.seq_len=16", "train.stages=[{steps:3,lambda_latent:1.0,freeze_encoder:true}]", "encoder.cache_dir=null"],
+        [
+            "dataset.seq_len=16",
+            "train.stages=[{steps:3,lambda_latent:1.0,freeze_encoder:true}]",
+            "encoder.cache_dir=null",
+        ],
     ),
     # the paper-size presets (App. E.1 networks, batches drawn on the device, full-precision evaluation) on 16 positions
     **{f"binsaw/{name}": (f"binsaw/{name}", ["dataset.seq_len=16"]) for name in _BINSAW},
     # the quantiser ablation's other latents
     **{
-        f"binsaw/diladd_joint_cpu latent={latent}": ("binsaw/diladd_joint_cpu", [f"latent={latent}", "dataset.seq_len=16"])
+        f"binsaw/diladd_joint_cpu latent={latent}": (
+            "binsaw/diladd_joint_cpu",
+            [f"latent={latent}", "dataset.seq_len=16"],
+        )
         for latent in ("fsq", "lfq")
     },
 }
@@ -72,7 +79,9 @@ def _evaluation(experiment: Any, eval_cfg: dict[str, Any]) -> dict[str, Any]:
     return {
         "token_loss": float(result.token_loss).hex(),
         "data_floor": _hex(result.data_floor or {}),
-        "scores": {str(score.steps): {"mean": _hex(score.scores), "spread": _hex(score.spread)} for score in result.scores},
+        "scores": {
+            str(score.steps): {"mean": _hex(score.scores), "spread": _hex(score.spread)} for score in result.scores
+        },
     }
 
 

@@ -47,7 +47,10 @@ def model_seeing(reg, dropped_input: str, *overrides: str):
 
 
 def token_side_inputs(reg, dropped_input: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """The token side's latent input and tau_y of one training batch with p_cfg = 0.5 (the same weights and draws for every option)."""
+    """The token side's latent input and tau_y of one training batch with p_cfg = 0.5.
+
+    Every option gets the same weights and the same draws.
+    """
     torch.manual_seed(0)
     experiment, seen = model_seeing(reg, dropped_input, "objective.p_cfg=0.5")
     x0 = torch.randint(2, (BATCH, 16), generator=gen(1))
@@ -65,7 +68,7 @@ def test_a_dropped_row_sees_exactly_zero_with_zero_and_the_noised_null_latent_by
     assert torch.equal(zero[dropped], torch.zeros_like(zero[dropped]))
     assert bool((zero[~dropped].flatten(1).norm(dim=1) > 0).all())
 
-    # noised_null: y_t = abar * 0 + sbar * eps with VP-sqrt's sbar^2 = 1 - sqrt(1 - tau), so y_t / sbar is standard normal
+    # noised_null: y_t = abar * 0 + sbar * eps with VP-sqrt's sbar^2 = 1 - sqrt(1 - tau): y_t / sbar is standard normal
     rows = dropped & (tau_y > 0)
     sbar = torch.sqrt(1 - torch.sqrt(1 - tau_y[rows].double()))
     standard = noised[rows].double().flatten(1) / sbar[:, None]
@@ -101,5 +104,6 @@ def test_the_default_is_the_papers_and_an_unknown_option_is_refused(reg):
     with pytest.raises(InvalidConfigError) as refused:
         reg.build("latent", "continuous", {"dropped_input": "null"})
     assert str(refused.value) == (
-        "invalid options for latent 'continuous': dropped_input='null' is not valid: it must be one of noised_null, zero"
+        "invalid options for latent 'continuous': "
+        "dropped_input='null' is not valid: it must be one of noised_null, zero"
     )

@@ -1,4 +1,4 @@
-"""The presets hold the values docs/fidelity.md lists, every option it names switches, and p_r trains as the paper says."""
+"""The presets hold the values docs/fidelity.md lists, every option it names switches, p_r trains as the paper says."""
 
 from __future__ import annotations
 

@@ -5,6 +5,6 @@ import pytest
 from fingerprints import CASES, FAST, fingerprint, recorded
 
 
-@pytest.mark.parametrize("case", [case if case in FAST else pytest.param(case, marks=pytest.mark.slow) for case in CASES])
+@pytest.mark.parametrize("case", [c if c in FAST else pytest.param(c, marks=pytest.mark.slow) for c in CASES])
 def test_case_reproduces_its_recorded_fingerprint(case, tmp_path):
     assert fingerprint(case, tmp_path) == recorded()[case]

@@ -83,10 +83,12 @@ def test_a_stale_note_on_results_the_code_reproduces_is_refused(tmp_path):
 
 def test_results_without_a_fingerprint_or_of_a_case_nobody_fingerprints_are_refused(tmp_path):
     assert problems(_folder(tmp_path / "a", fingerprints={})) == [
-        f"{tmp_path / 'a' / FILE} record 0: results name the fingerprint cases of the code that produced them (fingerprints)"
+        f"{tmp_path / 'a' / FILE} record 0: "
+        "results name the fingerprint cases of the code that produced them (fingerprints)"
     ]
     assert problems(_folder(tmp_path / "b", fingerprints={"binsaw/new": "00"})) == [
-        f"{tmp_path / 'b' / FILE} record 0: 'binsaw/new' has no fingerprint: add it to tests/fingerprints.py's CASES and record it"
+        f"{tmp_path / 'b' / FILE} record 0: "
+        "'binsaw/new' has no fingerprint: add it to tests/fingerprints.py's CASES and record it"
     ]
 
 

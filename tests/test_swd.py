@@ -83,7 +83,8 @@ def test_mismatched_lengths_and_ranks_are_refused() -> None:
 def test_config_rejects_no_directions_an_unknown_law_and_a_count_where_the_law_goes() -> None:
     with pytest.raises(InvalidConfigError, match=r"^projections=0 is out of range: it must be >= 1$"):
         SlicedWassersteinConfig(projections=0)
-    with pytest.raises(InvalidConfigError, match=r"^directions='sphere' is not valid: it must be one of gaussian, unit$"):
+    refusal = r"^directions='sphere' is not valid: it must be one of gaussian, unit$"
+    with pytest.raises(InvalidConfigError, match=refusal):
         SlicedWassersteinConfig(directions="sphere")
     with pytest.raises(InvalidConfigError) as refused:
         registry.load().build("metric", "swd", {"directions": 1000})
@@ -95,7 +96,10 @@ def test_config_rejects_no_directions_an_unknown_law_and_a_count_where_the_law_g
 
 
 def _numpy_swd(x: torch.Tensor, y: torch.Tensor, projections: int, seed: int, unit: bool) -> float:
-    """SWD_1 from scipy's 1-D W_1 over the documented directions: ``torch.randn(S, projections)`` of ``seed``, normalised for unit."""
+    """SWD_1 from scipy's 1-D W_1 over the documented directions.
+
+    They are ``torch.randn(S, projections)`` from a generator seeded ``seed``, normalised for unit directions.
+    """
     u = torch.randn(x.shape[1], projections, generator=torch.Generator().manual_seed(seed), dtype=torch.float64).numpy()
     if unit:
         u = u / np.sqrt((u**2).sum(axis=0, keepdims=True))

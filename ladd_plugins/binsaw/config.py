@@ -35,7 +35,8 @@ class SlicedWassersteinConfig:
     """The law and number of the projection directions and the seed that fixes them."""
 
     # gaussian: u ~ N(0, I_S) as App. F writes; unit: u / |u|, uniform on the sphere, as the authors' code draws them.
-    # Gaussian scores are about E|u| = sqrt(2) Gamma((S+1)/2) / Gamma(S/2) times the unit ones (5.6 at S=32, 11.3 at S=128).
+    # Gaussian scores are about E|u| = sqrt(2) Gamma((S+1)/2) / Gamma(S/2) times the unit ones
+    # (5.6 at S=32, 11.3 at S=128).
     directions: str = "gaussian"
     projections: int = 1000  # number of directions
     seed: int = 0  # fixes the directions, so scores compare across runs
