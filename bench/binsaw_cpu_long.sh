@@ -116,5 +116,5 @@ python3 bench/binsaw_verdict.py "${results[@]}" --out "$OUT" --command "$command
   ${calibration:+$([ -f $calibration ] && echo --calibration $calibration)} || exit 1
 python3 tests/provenance.py "$OUT" ${COMMIT:+--commit "$COMMIT"} --command "$command" \
   --cases binsaw/mdlm,binsaw/coladd_joint,binsaw/coladd_seq,binsaw/diladd_joint,binsaw/diladd_seq \
-  --machine "$(uname -m), $(nproc) cores, one thread per job, $JOBS jobs at once" > /dev/null || exit 1
+  --machine "$(uname -m), $(nproc --all) cores, one thread per job, $JOBS jobs at once" > /dev/null || exit 1
 echo "results in $OUT (README.md, reconstruction.csv, swd.csv, swd.png, summary.csv, verdict.csv, provenance.json)"
