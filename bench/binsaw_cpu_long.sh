@@ -3,19 +3,20 @@
 # presets binsaw/<variant>) trained for about 60 minutes of a 2-core CPU per variant, to tell the training
 # budget from the method. Two single-threaded jobs run at once, one per core: the joint variants with two
 # training seeds each (Co-LADD joint, Di-LADD joint; Di-LADD seq is Di-LADD joint's model sampled
-# sequentially), MDLM and Co-LADD seq with one. Then every variant is evaluated (L^x; SWD at budgets 1 to 64,
-# 3 evaluation seeds of 2,000 samples, a 10-draw data floor), and the results folder gets the L^x and SWD
+# sequentially), MDLM and Co-LADD seq with one. Then every variant is evaluated (L^x; SWD at budgets 1 to 32,
+# 3 evaluation seeds of 1,000 samples, a 10-draw data floor: 2,000 samples at budgets to 64 would take as long
+# as the training, bench/RESULTS.md), and the results folder gets the L^x and SWD
 # tables, the SWD plot, per-seed rows, mean ± std over the training seeds, the verdict on the paper's
 # ordering (bench/binsaw_verdict.py) and its provenance record (tests/provenance.py).
 #
-#   nice bash bench/binsaw_cpu_long.sh                    # about 3 h 20 min on an idle 2-core CPU
+#   nice bash bench/binsaw_cpu_long.sh                    # about 4 hours on an idle 2-core CPU
 #
 # Run it again after a kill: finished runs and evaluations are kept, a run in progress resumes from its last
 # checkpoint (ladd train's own resume). Settings (environment):
 #   OUT (results/binsaw_cpu128), RUNS (runs/binsaw_cpu128), BATCH (64), JOINT_SEEDS ("0 1"), OTHER_SEEDS ("0"),
 #   STEPS_MDLM, STEPS_COLADD_JOINT, STEPS_COLADD_SEQ, STEPS_DILADD_JOINT (steps per stage, from the calibration
-#   in bench/RESULTS.md), STEPS (all variants: LADD stages STEPS each, MDLM 2 x STEPS), EVAL_SAMPLES (2000),
-#   BUDGETS (1,2,4,8,16,32,64), EVAL_REPEATS (3), FLOOR_DRAWS (10), JOBS (2), EXTRA (further overrides of
+#   in bench/RESULTS.md), STEPS (all variants: LADD stages STEPS each, MDLM 2 x STEPS), EVAL_SAMPLES (1000),
+#   BUDGETS (1,2,4,8,16,32), EVAL_REPEATS (3), FLOOR_DRAWS (10), JOBS (2), EXTRA (further overrides of
 #   every training run), COMMIT (the commit to record when the code is not this checkout's).
 # A check at tiny size (a few minutes):
 #   STEPS=20 EVAL_SAMPLES=200 BUDGETS=1,4 EXTRA="dataset.seq_len=32 train.warmup_steps=5" \
@@ -30,10 +31,10 @@ OTHER_SEEDS=${OTHER_SEEDS:-"0"}
 STEPS_MDLM=${STEPS:+$((2 * STEPS))}
 STEPS_MDLM=${STEPS_MDLM:-9600}
 STEPS_COLADD_JOINT=${STEPS:-${STEPS_COLADD_JOINT:-2800}}
-STEPS_COLADD_SEQ=${STEPS:-${STEPS_COLADD_SEQ:-2800}}
+STEPS_COLADD_SEQ=${STEPS:-${STEPS_COLADD_SEQ:-2900}}
 STEPS_DILADD_JOINT=${STEPS:-${STEPS_DILADD_JOINT:-2800}}
-EVAL_SAMPLES=${EVAL_SAMPLES:-2000}
-BUDGETS=${BUDGETS:-1,2,4,8,16,32,64}
+EVAL_SAMPLES=${EVAL_SAMPLES:-1000}
+BUDGETS=${BUDGETS:-1,2,4,8,16,32}
 EVAL_REPEATS=${EVAL_REPEATS:-3}
 FLOOR_DRAWS=${FLOOR_DRAWS:-10}
 JOBS=${JOBS:-2}
