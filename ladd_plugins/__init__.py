@@ -95,7 +95,7 @@ def ladd_components() -> list[ComponentSpec]:
         ComponentSpec("dataset", "text", "ladd_plugins.text.dataset:TextDataset", TextDatasetConfig,
                       "text from HF datasets or local files, tokenised, packed (wrap/pad) and cached"),
         ComponentSpec("metric", "swd", "ladd_plugins.binsaw.swd:SlicedWasserstein", SlicedWassersteinConfig,
-                      "sliced Wasserstein distance SWD_1 with Gaussian directions"),
+                      "sliced Wasserstein distance SWD_1 over Gaussian (App. F) or unit directions"),
         ComponentSpec("metric", "entropy", "ladd_plugins.text_metrics.entropy:Entropy", None,
                       "sample entropies in nats: per-sequence unigram (MDLM literature) and positional (App. F)"),
         ComponentSpec("metric", "gen_ppl", "ladd_plugins.text_metrics.gen_ppl:GenerativePerplexity", GenPPLConfig,

@@ -172,6 +172,9 @@ class Latent(nn.Module, ABC):
     #: False when the null latent is no valid target of the process's loss (e.g. all mask ids): such a latent
     #: refuses ``objective.latent_loss_on_dropped``, which would make it one
     null_is_target: bool = True
+    #: What the token denoiser sees for a row without its latent (dropped by ``objective.p_cfg``; guidance's
+    #: unconditional pass): True, the null latent noised to the row's time tau_y; False, the null latent itself
+    noised_null: bool = True
 
     @abstractmethod
     def encode(self, features: Tensor) -> LatentCode:
@@ -203,7 +206,8 @@ class Encoder(nn.Module, ABC):
 
     @abstractmethod
     def forward(self, x0: Tensor, masked: Tensor | None = None) -> Tensor:
-        """Features of ``x0``; ``masked`` marks positions masked in ``x_t`` (for encoder-input dropout)."""
+        """Features of ``x0``; ``masked`` marks positions masked in ``x_t``, given only while the model trains
+        (frozen encoder or not), for encoder-input dropout."""
 
 
 @dataclass(frozen=True)

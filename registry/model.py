@@ -170,9 +170,11 @@ class DiffusionModel(nn.Module, DenoiserModel):
             return {"loss": token, "token": token}
 
         encoder, latent = self._encoder(), self.latent_channel()[0]
+        # p_r follows the model's mode, not the encoder's: a frozen encoder (Stage 2, a pretrained one) still blanks
+        masked = x_t == mask_id(self.vocab_size) if self.training else None
         with own_noise(shard, device, generator):
-            code = latent.encode(encoder(x0, x_t == mask_id(self.vocab_size)))
-        y0, target, weights = code.y0, code.y0, None
+            code = latent.encode(encoder(x0, masked))
+        y0, target, weights, dropped = code.y0, code.y0, None, None
         if self.training and self.objective.p_cfg > 0:
             dropped_all = torch.rand(batch, generator=generator, device=device) < self.objective.p_cfg
             dropped = take(shard, dropped_all)
@@ -182,6 +184,8 @@ class DiffusionModel(nn.Module, DenoiserModel):
             else:
                 weights = take(shard, kept_row_weights(dropped_all))
         tau_y, y_t = self._token_side_latent(y0, tau_all, generator, shard)
+        if dropped is not None and not latent.noised_null:
+            y_t = _where_batch(dropped, latent.null(y_t.shape[0], device).to(y_t.dtype), y_t)
         with own_noise(shard, device, generator):
             token, latent_prediction = self._token_loss(x0, x_t, tau_x, latent.backbone_input(y_t, code), tau_y)
         terms = {"token": token.mean()}

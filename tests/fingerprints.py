@@ -1,7 +1,9 @@
-"""Fingerprints of short seeded runs of the CPU presets: losses, weights and samples, recorded bitwise.
+"""Fingerprints of short seeded runs of the presets: losses, weights, samples and evaluation, recorded bitwise.
 
-Run as a script to record ``data/preset_fingerprints.json``; ``test_fingerprints.py`` recomputes them,
-so a change meant to restructure code (not results) is checked to change no number.
+Run as a script to record ``data/preset_fingerprints.json`` (``python tests/fingerprints.py [NAME ...]``
+re-records the named cases and keeps the others); ``test_fingerprints.py`` recomputes them, so a change
+meant to restructure code (not results) is checked to change no number. Committed results name the
+cases they were produced with and store their :func:`digest` (``tests/provenance.py``).
 """
 from __future__ import annotations
 
@@ -16,7 +18,8 @@ from typing import Any
 import torch
 
 import registry
-from registry.config import compose
+from registry.config import compose, to_plain
+from registry.evaluation import evaluate
 from registry.training import train
 
 FIXTURE = Path(__file__).parent / "data" / "preset_fingerprints.json"
@@ -27,15 +30,38 @@ SHORT = [
     "train.log_every=1",
     "train.stages=[{steps:3},{steps:2,lambda_latent:1.0,freeze_encoder:true}]",
 ]
-#: preset -> extra overrides (the text demos keep their data and encoder, with a shorter sequence)
-PRESETS: dict[str, list[str]] = {
-    **{f"binsaw/{name}_cpu": ["dataset.seq_len=16"] for name in ("ar", "mdlm", "coladd_joint", "coladd_seq", "diladd_joint", "diladd_seq")},
-    "demo/mdlm": ["dataset.seq_len=16", "train.stages=[{steps:3}]"],
-    "demo/coladd": ["dataset.seq_len=16", "train.stages=[{steps:3,lambda_latent:1.0,freeze_encoder:true}]", "encoder.cache_dir=null"],
+#: A whole evaluation (held-out L^x, samples at two budgets, two repeats, the data floor) at a few samples.
+TINY_EVAL = {"num_samples": 4, "batch_size": 4, "loss_batches": 1, "budgets": [1, 2], "repeats": 2, "floor_draws": 2}
+_BINSAW = ("mdlm", "coladd_joint", "coladd_seq", "diladd_joint", "diladd_seq")
+#: case -> (experiment, extra overrides); a case is named after its experiment, plus its overrides if any.
+CASES: dict[str, tuple[str, list[str]]] = {
+    **{f"binsaw/{name}_cpu": (f"binsaw/{name}_cpu", ["dataset.seq_len=16"]) for name in ("ar", *_BINSAW)},
+    # the text demos keep their data and encoder, with a shorter sequence
+    "demo/mdlm": ("demo/mdlm", ["dataset.seq_len=16", "train.stages=[{steps:3}]"]),
+    "demo/coladd": (
+        "demo/coladd",
+        [
+            "dataset.seq_len=16",
+            "train.stages=[{steps:3,lambda_latent:1.0,freeze_encoder:true}]",
+            "encoder.cache_dir=null",
+        ],
+    ),
+    # the paper-size presets (App. E.1 networks, batches drawn on the device, full-precision evaluation) on 16 positions
+    **{f"binsaw/{name}": (f"binsaw/{name}", ["dataset.seq_len=16"]) for name in _BINSAW},
+    # the quantiser ablation's other latents
+    **{
+        f"binsaw/diladd_joint_cpu latent={latent}": (
+            "binsaw/diladd_joint_cpu",
+            [f"latent={latent}", "dataset.seq_len=16"],
+        )
+        for latent in ("fsq", "lfq")
+    },
 }
+#: the cases the fast test tier recomputes (the others are in the slow tier)
+FAST = [*(f"binsaw/{name}_cpu" for name in ("ar", *_BINSAW)), "demo/mdlm", "demo/coladd"]
 
 
-def _digest(tensors: list[torch.Tensor]) -> str:
+def _tensor_digest(tensors: list[torch.Tensor]) -> str:
     digest = hashlib.sha256()
     for tensor in tensors:
         digest.update(str(tuple(tensor.shape)).encode())
@@ -43,10 +69,27 @@ def _digest(tensors: list[torch.Tensor]) -> str:
     return digest.hexdigest()
 
 
-def fingerprint(preset: str, run_dir: Path) -> dict[str, Any]:
-    """Train ``preset`` for a few steps in ``run_dir``, then score and sample with fixed seeds."""
+def _hex(scores: dict[str, float]) -> dict[str, str]:
+    return {name: float(value).hex() for name, value in sorted(scores.items())}
+
+
+def _evaluation(experiment: Any, eval_cfg: dict[str, Any]) -> dict[str, Any]:
+    """Every number of a tiny evaluation, bitwise."""
+    result = evaluate(experiment, "fingerprint", {**eval_cfg, **TINY_EVAL}, progress=False)
+    return {
+        "token_loss": float(result.token_loss).hex(),
+        "data_floor": _hex(result.data_floor or {}),
+        "scores": {
+            str(score.steps): {"mean": _hex(score.scores), "spread": _hex(score.spread)} for score in result.scores
+        },
+    }
+
+
+def fingerprint(case: str, run_dir: Path) -> dict[str, Any]:
+    """Train ``case`` for a few steps in ``run_dir``, then score, sample and evaluate with fixed seeds."""
+    experiment_name, overrides = CASES[case]
     reg = registry.load()
-    cfg = compose([f"experiment={preset}", *SHORT, *PRESETS[preset]], reg)
+    cfg = compose([f"experiment={experiment_name}", *SHORT, *overrides], reg)
     experiment = train(cfg, run_dir, reg)
     model = experiment.model.eval()
     with open(run_dir / "metrics.csv") as handle:
@@ -56,29 +99,45 @@ def fingerprint(preset: str, run_dir: Path) -> dict[str, Any]:
     with torch.no_grad():
         losses = model.loss(batch, torch.Generator().manual_seed(3))
         samples = experiment.sampler.sample(model, 4, 4, torch.Generator().manual_seed(5))
+        evaluation = _evaluation(experiment, to_plain(cfg)["eval"])
         # last: in train mode a quantiser's forward pass updates its codebook
         training = model.train().loss(batch, torch.Generator().manual_seed(3))
     return {
         "parameters": sum(p.numel() for p in model.parameters()),
         "state_keys": list(state),
-        "weights": _digest(list(state.values())),
+        "weights": _tensor_digest(list(state.values())),
         "logged_losses": logged,
-        "loss_terms": {name: float(value).hex() for name, value in sorted(losses.items())},
-        "train_loss_terms": {name: float(value).hex() for name, value in sorted(training.items())},
-        "samples": _digest([samples.tokens] + ([] if samples.latent is None else [samples.latent])),
+        "loss_terms": _hex({name: float(value) for name, value in losses.items()}),
+        "train_loss_terms": _hex({name: float(value) for name, value in training.items()}),
+        "samples": _tensor_digest([samples.tokens] + ([] if samples.latent is None else [samples.latent])),
         "network_calls": samples.network_calls,
+        "evaluation": evaluation,
     }
 
 
-def record(presets: list[str]) -> dict[str, Any]:
-    """Fingerprints of ``presets``, each trained in a fresh temporary folder."""
+def digest(recorded: dict[str, Any]) -> str:
+    """One hash of a case's whole fingerprint: what a results record stores."""
+    return hashlib.sha256(json.dumps(recorded, sort_keys=True).encode()).hexdigest()
+
+
+def record(cases: list[str]) -> dict[str, Any]:
+    """Fingerprints of ``cases``, each trained in a fresh temporary folder."""
     found = {}
-    for preset in presets:
+    for case in cases:
         with TemporaryDirectory() as folder:
-            found[preset] = fingerprint(preset, Path(folder))
+            found[case] = fingerprint(case, Path(folder))
     return found
 
 
+def recorded() -> dict[str, Any]:
+    """The committed fingerprints, by case."""
+    return json.loads(FIXTURE.read_text())
+
+
 if __name__ == "__main__":
-    chosen = sys.argv[1:] or list(PRESETS)
-    FIXTURE.write_text(json.dumps(record(chosen), indent=1) + "\n")
+    chosen = sys.argv[1:] or list(CASES)
+    unknown = sorted(set(chosen) - set(CASES))
+    if unknown:
+        sys.exit(f"unknown cases {unknown}; known: {', '.join(CASES)}")
+    kept = {case: entry for case, entry in recorded().items() if case in CASES} if FIXTURE.is_file() else {}
+    FIXTURE.write_text(json.dumps({**kept, **record(chosen)}, indent=1) + "\n")

@@ -1,13 +1,10 @@
-"""Short seeded runs of the CPU presets reproduce their recorded losses, weights and samples bit for bit."""
+"""Short seeded runs of the presets reproduce their recorded losses, weights, samples and evaluation bit for bit."""
 from __future__ import annotations
 
-import json
-
 import pytest
-from fingerprints import FIXTURE, PRESETS, fingerprint
+from fingerprints import CASES, FAST, fingerprint, recorded
 
 
-@pytest.mark.parametrize("preset", list(PRESETS))
-def test_preset_reproduces_its_recorded_fingerprint(preset, tmp_path):
-    recorded = json.loads(FIXTURE.read_text())[preset]
-    assert fingerprint(preset, tmp_path) == recorded
+@pytest.mark.parametrize("case", [c if c in FAST else pytest.param(c, marks=pytest.mark.slow) for c in CASES])
+def test_case_reproduces_its_recorded_fingerprint(case, tmp_path):
+    assert fingerprint(case, tmp_path) == recorded()[case]

@@ -1,4 +1,9 @@
-"""Sliced Wasserstein distance SWD_1 between two equal-size sample sets (App. F)."""
+"""Sliced Wasserstein distance SWD_1 between two equal-size sample sets (App. F).
+
+App. F averages over Gaussian directions ``u ~ N(0, I_S)``; the authors' code over unit directions. The two
+estimate scores that differ by the factor ``E|u|`` (the norm of a Gaussian direction is independent of its
+orientation), so ``directions=unit`` gives numbers on the authors' scale.
+"""
 from __future__ import annotations
 
 import torch
@@ -15,7 +20,7 @@ _CHUNK_ELEMENTS = 1 << 22
 
 
 class SlicedWasserstein(Metric):
-    """Monte Carlo SWD_1: mean over directions ``u ~ N(0, I_S)`` of the 1-D W_1 of the projections."""
+    """Monte Carlo SWD_1: mean over fixed random directions ``u`` of the 1-D W_1 of the projections ``<u, x>``."""
 
     primary = "swd"
 
@@ -23,9 +28,13 @@ class SlicedWasserstein(Metric):
         self.config = config
 
     def directions(self, dim: int) -> Tensor:
-        """The fixed projection directions ``[dim, directions]`` (float64, CPU) for samples of width ``dim``."""
+        """The fixed projection directions ``[dim, projections]`` (float64, CPU) for samples of width ``dim``.
+
+        Unit directions are the Gaussian ones of the same seed scaled to norm 1.
+        """
         generator = torch.Generator().manual_seed(self.config.seed)
-        return torch.randn(dim, self.config.directions, generator=generator, dtype=torch.float64)
+        gaussian = torch.randn(dim, self.config.projections, generator=generator, dtype=torch.float64)
+        return gaussian / gaussian.norm(dim=0) if self.config.directions == "unit" else gaussian
 
     def __call__(self, samples: Tensor, reference: Tensor) -> dict[str, float]:
         """``{"swd": SWD_1}`` between ``samples [N, S]`` and ``reference [N, S]``; sizes must match exactly."""

@@ -1,9 +1,9 @@
 """Learned DiT encoder (paper App. D): tokens to ``M`` unit-norm latent features of width ``d_l``.
 
 The features are read from the final hidden states at the ``M`` rightmost positions, projected to
-``d_l`` and L2-normalised per vector (eq. ``ladds_latent_norm``). In training, encoder-input dropout
-(App. C.3, ``p_r``) zeroes the input embedding of each position masked in ``x_t`` with probability
-``p_r ~ U[0, input_dropout_max]``, drawn per sequence.
+``d_l`` and L2-normalised per vector (eq. ``ladds_latent_norm``). Encoder-input dropout (App. C.3, ``p_r``)
+zeroes the input embedding of each position masked in ``x_t`` with probability ``p_r ~ U[0, input_dropout_max]``,
+drawn per sequence, whenever the model passes ``masked`` (while it trains, also in Stage 2 with the encoder frozen).
 """
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ class DiTEncoder(Encoder):
 
     def forward(self, x0: Tensor, masked: Tensor | None = None) -> Tensor:
         h = self.embed(x0)
-        if self.training and masked is not None and self.input_dropout_max > 0:
+        if masked is not None and self.input_dropout_max > 0:
             h = h.masked_fill(input_dropout(masked, self.input_dropout_max).unsqueeze(-1), 0.0)
         c = self.condition.expand(x0.shape[0], -1)
         h = self.trunk(h, c)[:, -self.length :]

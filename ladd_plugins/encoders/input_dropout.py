@@ -1,4 +1,8 @@
-"""Encoder-input dropout p_r (App. C.3), shared by every encoder that reads tokens."""
+"""Encoder-input dropout p_r (App. C.3), shared by every encoder that reads tokens.
+
+The model passes the masked positions only while it trains, frozen encoder or not (as the authors' code
+applies p_r whenever its loss trains); an encoder blanks whenever it receives them.
+"""
 from __future__ import annotations
 
 import torch

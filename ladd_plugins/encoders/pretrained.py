@@ -172,9 +172,9 @@ class PretrainedEncoder(Encoder):
       fp32 elsewhere), on whatever device the tokens are. It is held outside the module tree, so it
       is not in ``parameters()`` (nor the optimiser), ``state_dict()`` (nor checkpoints and exports),
       and the EMA copy shares it: loading a trained run loads the model again by name.
-    - **Encoder-input dropout** (``input_dropout_max > 0``, training only) zeroes the input embeddings
-      of masked positions as the DiT encoder does; across tokenizers, of every encoder token a
-      blanked data token reads.
+    - **Encoder-input dropout** (``input_dropout_max > 0``, whenever the model passes ``masked``: while it
+      trains, frozen as this encoder is) zeroes the input embeddings of masked positions as the DiT encoder
+      does; across tokenizers, of every encoder token a blanked data token reads.
     - **Cache** (``cache_dir``): features are stored per sequence, keyed by the encoder's identity,
       options and precision and by the token ids; a local model changed in place needs a new folder.
     """
@@ -209,7 +209,7 @@ class PretrainedEncoder(Encoder):
         }
 
     def forward(self, x0: Tensor, masked: Tensor | None = None) -> Tensor:
-        if self.training and masked is not None and self.input_dropout_max > 0:
+        if masked is not None and self.input_dropout_max > 0:
             return self.features(x0, input_dropout(masked, self.input_dropout_max))
         if self.cache is None:
             return self.features(x0)

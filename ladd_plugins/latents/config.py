@@ -3,7 +3,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from registry.ranges import check_range
+from registry.ranges import check_choice, check_range
+
+#: What the token side sees for a row dropped by p_cfg: the null latent noised to tau_y (the paper's text) or
+#: the null latent itself, y_t = 0 (the authors' code).
+DROPPED_INPUTS = ("noised_null", "zero")
 
 
 def _check_size(length: int, width: int) -> None:
@@ -13,15 +17,19 @@ def _check_size(length: int, width: int) -> None:
 
 @dataclass
 class ContinuousLatentConfig:
-    """Latent length M, width d_l and the encoder posterior's std sigma_lat."""
+    """Latent length M, width d_l, the encoder posterior's std sigma_lat and what a p_cfg-dropped row's tokens see."""
 
     length: int = 1  # M: latent vectors per sequence
     width: int = 32  # d_l: width of each latent vector
     std: float = 0.01  # sigma_lat^2 = 1e-4 (Sec. 3.1)
+    # a row dropped by objective.p_cfg (and guidance's unconditional pass): noised_null, the null latent 0 noised
+    # to the row's tau_y (App. C.3); zero, y_t = 0 itself (the authors' code)
+    dropped_input: str = "noised_null"
 
     def __post_init__(self) -> None:
         _check_size(self.length, self.width)
         check_range("std", self.std, 0)
+        check_choice("dropped_input", self.dropped_input, DROPPED_INPUTS)
 
 
 @dataclass

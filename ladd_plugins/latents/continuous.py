@@ -21,6 +21,7 @@ class ContinuousLatent(Latent):
         self.config = config
         self.length = config.length
         self.width = config.width
+        self.noised_null = config.dropped_input == "noised_null"
 
     def encode(self, features: Tensor) -> LatentCode:
         return LatentCode(y0=features + self.config.std * torch.randn_like(features))

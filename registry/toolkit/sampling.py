@@ -133,7 +133,8 @@ def token_logits(
 ) -> tuple[Tensor, Tensor | None, int]:
     """Token logits (at ``rows`` only when given; guided when ``guidance != 1``), the latent prediction, network calls.
 
-    The guided pass's null latent is noised from a stream seeded with ``null_seed`` (see :func:`guidance_seed`).
+    The guided pass's null latent is noised (unless the latent's ``noised_null`` is False) from a stream seeded
+    with ``null_seed`` (see :func:`guidance_seed`).
     """
     out = model.predict(x_t, tau_x, y_t, tau_y, rows)
     conditional = _token_prediction(out)
@@ -143,7 +144,9 @@ def token_logits(
         raise ValueError("a guided prediction needs the latent's time tau_y and the null_seed that guidance_seed drew")
     noise = torch.Generator(device=x_t.device).manual_seed(null_seed)
     latent, latent_process = model.latent_channel()
-    null = latent_process.corrupt(latent.null(x_t.shape[0], x_t.device).to(y_t.dtype), tau_y, noise)
+    null = latent.null(x_t.shape[0], x_t.device).to(y_t.dtype)
+    if latent.noised_null:
+        null = latent_process.corrupt(null, tau_y, noise)
     unconditional = _token_prediction(model.predict(x_t, tau_x, null, tau_y, rows))
     logits = model.process.guide(conditional.log_softmax(-1), unconditional.log_softmax(-1), guidance)
     return logits, out.latent, 2
