@@ -9,6 +9,8 @@ from lightning.pytorch.callbacks import TQDMProgressBar
 
 #: Lightning's logger for its one-time notices (devices found, and a tip to install a cloud logger)
 LIGHTNING_NOTICES = "lightning.pytorch.utilities.rank_zero"
+#: Lightning's logger for the signals it receives ("Received SIGTERM")
+SIGNAL_NOTICES = "lightning.pytorch.trainer.connectors.signal_connector"
 
 
 class StepProgressBar(TQDMProgressBar):
@@ -49,8 +51,10 @@ def _not_a_tip(record: logging.LogRecord) -> bool:
     return "Tip:" not in record.getMessage()
 
 
-def drop_lightning_tips() -> None:
-    """Keep Lightning's device notices but not its tip to install a cloud logger, printed by every Trainer."""
+def quiet_lightning_notices() -> None:
+    """Keep Lightning's device notices but not its tip to install a cloud logger nor its note of a SIGTERM."""
+    # the tip comes with every Trainer; a stop is told in one line by ladd, whichever signal asked for it
     notices = logging.getLogger(LIGHTNING_NOTICES)
     if _not_a_tip not in notices.filters:
         notices.addFilter(_not_a_tip)
+    logging.getLogger(SIGNAL_NOTICES).setLevel(logging.WARNING)

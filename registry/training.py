@@ -8,6 +8,7 @@ import json
 import logging
 import math
 import os
+import signal
 import time
 import warnings
 from collections.abc import Iterator
@@ -19,11 +20,13 @@ from typing import Any, cast
 import lightning as L
 import torch
 import yaml
+from lightning.fabric.plugins.environments import SLURMEnvironment
 from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from torch.utils.data import DataLoader, IterableDataset
@@ -32,7 +35,7 @@ from ._registry import Registry
 from .assembly import Experiment, build_experiment, check_installed
 from .batches import check_batch, first_batch, stream_ended
 from .config import check_values, resolve_precision, to_plain, upgraded
-from .console import StepProgressBar, drop_lightning_tips
+from .console import StepProgressBar, quiet_lightning_notices
 from .distributed import Shard, step_seed
 from .ema import EMAWeights
 from .errors import InvalidConfigError, LaddError, first_line
@@ -42,8 +45,9 @@ from .lr_schedules import lr_factor
 from .memory import check_fits
 from .model import DiffusionModel
 from .runs import COMPONENTS_FILE, CONFIG_FILE, WEIGHTS_FILE, RunFolder
+from .stopping import Stopped, deferred, received, stopping_on_signals
 from .trainable import unreached_parameters
-from .weights import check_checkpoint, check_dtypes, check_shapes, load_weights, save_weights, verify_weights
+from .weights import CorruptFileError, check_checkpoint, check_dtypes, check_shapes, load_weights, save_weights, verify_weights
 
 METRICS_FILE = "metrics.csv"
 METRICS_COLUMNS = ("stage", "step", "loss", "token", "latent", "aux", "seconds")
@@ -51,6 +55,7 @@ METRICS_COLUMNS = ("stage", "step", "loss", "token", "latent", "aux", "seconds")
 _VALUE_BYTES = {"32-true": 4, "64-true": 8}
 OPTIMIZERS = {"adamw": torch.optim.AdamW, "adam": torch.optim.Adam}
 STAGE_WEIGHTS = "final.safetensors"  # a finished stage's EMA weights, the next stage's starting point
+LAST_CHECKPOINT = "last.ckpt"  # a stage's latest checkpoint, where it resumes
 
 
 class _Stream(IterableDataset):
@@ -211,9 +216,14 @@ class _Hardware:
             "num_nodes": train_cfg["num_nodes"],
             "precision": _precision(train_cfg["precision"]),
         }
+        # Under SLURM ladd stops on the requeue signal itself (`stopping`), writing its own checkpoint where a
+        # rerun looks for it: Lightning neither requeues nor writes or resumes its hpc_ckpt files.
+        self.cluster: list[Any] = [SLURMEnvironment(auto_requeue=False)] if SLURMEnvironment.detect() else []
         try:
             with _quiet_lightning():
-                probe = L.Trainer(**self.arguments, strategy=self.name, logger=False, enable_checkpointing=False, enable_progress_bar=False)
+                probe = L.Trainer(
+                    **self.arguments, strategy=self.name, plugins=self.cluster, logger=False, enable_checkpointing=False, enable_progress_bar=False
+                )
         except (MisconfigurationException, ValueError) as error:
             raise InvalidConfigError(
                 f"train.accelerator={train_cfg['accelerator']}, devices={train_cfg['devices']}, strategy={self.name}: {first_line(error)}"
@@ -231,7 +241,7 @@ class _Hardware:
         Plain DDP runs without ``find_unused_parameters``: each stage trains only the parameters its loss
         reaches (``LaddModule.setup``), so there are none to search for.
         """
-        return {**self.arguments, "strategy": self.name}
+        return {**self.arguments, "strategy": self.name, "plugins": [*self.cluster, _AtomicCheckpointIO()]}
 
 
 @contextmanager
@@ -261,12 +271,21 @@ def train(cfg: Any, run_dir: str | Path, registry: Registry, allow_changes: bool
     (devices x nodes) every rank runs this function; global rank 0 checks, locks and writes the folder.
     """
     run_dir = Path(run_dir)
-    drop_lightning_tips()
+    quiet_lightning_notices()
     plain = upgraded(to_plain(cfg) if OmegaConf.is_config(cfg) else cfg)
     plain["run_dir"] = str(run_dir)  # the saved config names the folder it lives in
     check_values(plain)
+    hardware = _Hardware(plain["train"])
+    with stopping_on_signals():
+        try:
+            return _train_checked(plain, run_dir, hardware, registry, allow_changes)
+        except Stopped as stop:
+            raise stop.at(_resume_point(run_dir, len(plain["train"]["stages"])), quiet=hardware.rank != 0) from None
+
+
+def _train_checked(plain: dict[str, Any], run_dir: Path, hardware: _Hardware, registry: Registry, allow_changes: bool) -> Experiment:
+    """:func:`train` once the config is checked: check the folder and the saved state, claim the folder, train."""
     train_cfg = plain["train"]
-    hardware = _Hardware(train_cfg)
     world, main = hardware.world, hardware.rank == 0
     if train_cfg["batch_size"] % world:
         raise InvalidConfigError(
@@ -285,7 +304,7 @@ def train(cfg: Any, run_dir: str | Path, registry: Registry, allow_changes: bool
     if main:
         # damaged or unfitting saved state, a foreign metrics file, or data that cannot give a first batch:
         # all refused before anything is written
-        _check_saved_state(experiment.model, run_dir)
+        _check_saved_state(experiment.model, run_dir, plain)
         read_metrics(run_dir / METRICS_FILE)
         first_batch(experiment.dataset, train_cfg["batch_size"], plain["seed"])
         value_bytes = _VALUE_BYTES.get(hardware.arguments["precision"], 2)
@@ -296,19 +315,57 @@ def train(cfg: Any, run_dir: str | Path, registry: Registry, allow_changes: bool
         return _train_stages(experiment, plain, run_dir, hardware, registry)
 
 
-def _check_saved_state(model: DiffusionModel, run_dir: Path) -> None:
-    """Every stage's saved weights or checkpoint is intact and fits ``model``, checked before the run writes anything."""
-    for stage_dir in sorted((run_dir / "checkpoints").glob("stage*")):
-        final, last = stage_dir / STAGE_WEIGHTS, stage_dir / "last.ckpt"
+def _check_saved_state(model: DiffusionModel, run_dir: Path, plain: dict[str, Any]) -> None:
+    """Every stage's saved weights or checkpoint is intact, fits ``model`` and is within the stage's steps.
+
+    Checked before the run writes anything.
+    """
+    for index, (name, stage) in enumerate(plain["train"]["stages"].items(), start=1):
+        stage_dir = run_dir / "checkpoints" / f"stage{index}"
+        final, last = stage_dir / STAGE_WEIGHTS, stage_dir / LAST_CHECKPOINT
         if final.is_file():
             tensors = verify_weights(final)
             check_dtypes(model, tensors, final)
             check_shapes(model, {name: tuple(tensor.shape) for name, tensor in tensors.items()}, final)
         elif last.is_file():
             check_checkpoint(last)
-            state = torch.load(last, map_location="cpu", weights_only=True, mmap=True)["state_dict"]
+            state, step = _checkpoint_contents(last)
             # LaddModule holds the model as its attribute `model`
             check_shapes(model, {name.removeprefix("model."): tuple(tensor.shape) for name, tensor in state.items()}, last)
+            steps = _stage_steps(plain, stage)
+            if step > steps:  # Lightning would take the stage for finished and keep weights of more steps
+                key = "trainer.max_steps" if (plain.get("trainer") or {}).get("max_steps") is not None else f"train.stages.{name}.steps"
+                raise LaddError(
+                    f"cannot resume from {last}: it is at step {step}, past the {steps} steps of stage {index} "
+                    f"({key}={steps}); continue it with {key}={step} or more, or delete it to restart the stage"
+                )
+
+
+def _checkpoint_contents(last: Path) -> tuple[dict[str, torch.Tensor], int]:
+    """A stage checkpoint's (EMA) weights and the step it was written at; a file without them is refused."""
+    checkpoint = torch.load(last, map_location="cpu", weights_only=True, mmap=True)
+    state = checkpoint.get("state_dict") if isinstance(checkpoint, dict) else None
+    step = checkpoint.get("global_step") if isinstance(checkpoint, dict) else None
+    if not isinstance(state, dict) or type(step) is not int or step < 0:
+        raise CorruptFileError(
+            f"cannot resume from {last}: it is not a ladd checkpoint (it lacks weights or a step count); delete it "
+            f"to restart this stage from its beginning"
+        )
+    return state, step
+
+
+def _resume_point(run_dir: Path, stages: int) -> str:
+    """Where running the same command again continues: the first unfinished stage, at its checkpoint's step."""
+    for index in range(1, stages + 1):
+        stage_dir = run_dir / "checkpoints" / f"stage{index}"
+        if (stage_dir / STAGE_WEIGHTS).is_file():
+            continue
+        try:
+            step = _checkpoint_contents(stage_dir / LAST_CHECKPOINT)[1] if (stage_dir / LAST_CHECKPOINT).is_file() else 0
+        except Exception:  # noqa: BLE001 - a damaged checkpoint is reported when the command runs again
+            return f"in stage {index}"
+        return f"at step {step} of stage {index}"
+    return f"at the end of stage {stages}"
 
 
 def _train_stages(experiment: Experiment, plain: dict[str, Any], run_dir: Path, hardware: _Hardware, registry: Registry) -> Experiment:
@@ -334,27 +391,34 @@ def _train_stages(experiment: Experiment, plain: dict[str, Any], run_dir: Path, 
             max_steps=_stage_steps(plain, stage),
             max_time=None if stage.get("max_minutes") is None else timedelta(minutes=stage["max_minutes"]),
             callbacks=[
+                _StopOnSignal(stage_dir / LAST_CHECKPOINT),
                 EMAWeights(train_cfg["ema_decay"]),
-                ModelCheckpoint(dirpath=stage_dir, save_last=True, save_top_k=0, every_n_train_steps=train_cfg["checkpoint_every"]),
+                ModelCheckpoint(
+                    dirpath=stage_dir, save_last=True, save_top_k=0, every_n_train_steps=train_cfg["checkpoint_every"],
+                    enable_version_counter=False,  # always last.ckpt, also after a stop wrote the one found at the start
+                ),
                 _ResumeState(stream, index, experiment.origins(), registry),
                 _MetricsFile(run_dir / METRICS_FILE, index, train_cfg["log_every"]),
                 *([StepProgressBar(index, train_cfg["log_every"])] if train_cfg["progress"] else []),
             ],
-            plugins=[_AtomicCheckpointIO()],
             logger=CSVLogger(run_dir, name="logs", version=f"stage{index}"),
+            default_root_dir=stage_dir,  # where Lightning would look for checkpoints of its own: none are there
             log_every_n_steps=train_cfg["log_every"],
             enable_progress_bar=train_cfg["progress"],
             enable_model_summary=False,
         )
         # A private generator keeps the loader's seed draw off the global RNG, which resuming restores.
         loader = DataLoader(stream, batch_size=None, generator=torch.Generator())
-        last = stage_dir / "last.ckpt"
-        with warnings.catch_warnings():
+        last = stage_dir / LAST_CHECKPOINT
+        with warnings.catch_warnings(), deferred():
             # Lightning warns about modules left in eval mode: that is the frozen encoder, on purpose.
             warnings.filterwarnings("ignore", message=r"Found \d+ module\(s\) in eval mode")
             # Lightning's own use of a torch API that torch deprecates; nothing a user can act on.
             warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated", category=FutureWarning)
-            trainer.fit(module, loader, ckpt_path=last if last.is_file() else None, weights_only=True)
+            try:
+                trainer.fit(module, loader, ckpt_path=last if last.is_file() else None, weights_only=True)
+            except SIGTERMException:  # Lightning's stop at a step's end: a SystemExit of status 0, which it is not
+                raise Stopped(received() or signal.SIGTERM) from None
         experiment.model.cpu()
         if main:
             save_weights(experiment.model, stage_dir / STAGE_WEIGHTS)
@@ -369,6 +433,23 @@ class _AtomicCheckpointIO(TorchCheckpointIO):
     def save_checkpoint(self, checkpoint: dict[str, Any], path: str | Path, storage_options: Any = None) -> None:
         with replacing(path) as partial:
             super().save_checkpoint(checkpoint, partial, storage_options)
+
+
+class _StopOnSignal(Callback):
+    """Stops a stage asked to stop by a signal (``stopping``), writing its checkpoint at the step it reached."""
+
+    def __init__(self, last: Path) -> None:
+        self.last = last
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        # a signal that came while the stage was set up, before Lightning listened for one: no step is taken
+        if trainer.strategy.reduce_boolean_decision(received() is not None, all=False):
+            raise Stopped(received() or signal.SIGTERM)
+
+    def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
+        # Lightning raises it between two steps, on every process at the same step: the state is whole there
+        if isinstance(exception, SIGTERMException):
+            trainer.save_checkpoint(self.last, weights_only=False)
 
 
 class _ResumeState(Callback):

@@ -17,6 +17,10 @@ def logged(run_dir: Path) -> list[tuple[str, ...]]:
         return [tuple(row[key] for key in NUMBERS) for row in csv.DictReader(handle)]
 
 
+def _files(run_dir: Path) -> list[str]:
+    return sorted(path.relative_to(run_dir).as_posix() for path in run_dir.rglob("*") if path.is_file())
+
+
 def _differing(expected: dict[str, torch.Tensor], got: dict[str, torch.Tensor]) -> list[str]:
     assert expected.keys() == got.keys()
     return [name for name in expected if not torch.equal(expected[name], got[name])]
@@ -28,7 +32,8 @@ def _optimizer_tensors(checkpoint: dict) -> dict[str, torch.Tensor]:
 
 
 def assert_same_run(reference: Path, resumed: Path) -> None:
-    """``resumed`` ended exactly as ``reference``: losses, each stage's last checkpoint (raw, EMA, optimiser), weights files."""
+    """``resumed`` ended exactly as ``reference``: its files, losses, each stage's last checkpoint (raw, EMA, optimiser), weights."""
+    assert _files(resumed) == _files(reference)
     assert logged(resumed) == logged(reference)
     for stage in sorted(path.name for path in (reference / "checkpoints").iterdir()):
         ends = [torch.load(run / "checkpoints" / stage / "last.ckpt", weights_only=True) for run in (reference, resumed)]

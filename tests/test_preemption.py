@@ -1,0 +1,98 @@
+"""Preemption as clusters do it: SIGTERM, SIGINT or SIGUSR1 stops ``ladd train`` at a step, checkpointed, to resume bitwise."""
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import TINY, run_ladd
+from run_state import assert_same_run, logged
+
+pytestmark = pytest.mark.slow  # trains in subprocesses and signals them
+
+STEPS = 8
+# checkpoint_every past the stages: the stop writes the only checkpoint there is
+ARGS = [
+    "train", "experiment=binsaw/diladd_joint_cpu", *TINY, "train.checkpoint_every=1000", "seed=7",
+    f"train.stages=[{{steps:{STEPS}}},{{steps:{STEPS},lambda_latent:1.0,freeze_encoder:true}}]",
+]
+STOPPED = re.compile(r"ladd: stopped at step (\d+) of stage (\d+) by (SIG\w+); run the same command to resume")
+
+
+def _start(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "registry.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _signal_after_rows(process: subprocess.Popen, metrics: Path, rows: int, number: int) -> tuple[str, str]:
+    """Send ``number`` once ``metrics`` holds ``rows`` rows, then wait for the process to end."""
+    deadline = time.monotonic() + 300
+    while process.poll() is None and time.monotonic() < deadline:
+        if metrics.is_file() and len(metrics.read_text().splitlines()) - 1 >= rows:
+            break
+        time.sleep(0.02)
+    process.send_signal(number)
+    return process.communicate(timeout=300)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> Path:
+    run_dir = tmp_path_factory.mktemp("reference") / "run"
+    done = run_ladd(*ARGS, f"run_dir={run_dir}")
+    assert done.returncode == 0, done.stderr
+    return run_dir
+
+
+@pytest.mark.parametrize(
+    "name, status, rows",
+    [("SIGTERM", 143, 2), ("SIGINT", 130, STEPS + 2), ("SIGUSR1", 128 + signal.SIGUSR1, 3)],
+)
+def test_a_signal_checkpoints_the_step_reached_and_the_run_resumes_bitwise(reference, tmp_path, name, status, rows):
+    run_dir = tmp_path / "run"
+    process = _start(*ARGS, f"run_dir={run_dir}")
+    _, stderr = _signal_after_rows(process, run_dir / "metrics.csv", rows, getattr(signal, name))
+    assert process.returncode == status, stderr
+    stopped = STOPPED.fullmatch(stderr.strip().splitlines()[-1])
+    assert stopped, stderr
+    step, stage = int(stopped[1]), int(stopped[2])
+    assert stopped[3] == name and (stage - 1) * STEPS + step >= rows and 0 < step < STEPS
+    checkpoint = torch.load(run_dir / "checkpoints" / f"stage{stage}" / "last.ckpt", weights_only=True)
+    assert checkpoint["global_step"] == step
+    assert logged(run_dir) == logged(reference)[: (stage - 1) * STEPS + step]  # every step up to the stop, no more
+    assert not (run_dir / "model.safetensors").exists()
+
+    resumed = run_ladd(*ARGS, f"run_dir={run_dir}")
+    assert resumed.returncode == 0, resumed.stderr
+    assert_same_run(reference, run_dir)
+
+
+def test_compare_stops_at_once_while_evaluating(tmp_path):
+    runs = tmp_path / "runs"
+    args = [
+        "compare", "--experiments", "binsaw/mdlm_cpu", "--runs-dir", str(runs), "--out", str(tmp_path / "out"),
+        *[option for option in TINY if not option.startswith("eval.")], "train.stages=[{steps:2}]",
+        "eval.num_samples=100000", "eval.batch_size=100000", "eval.budgets=[64]", "eval.loss_batches=1",
+    ]
+    process = _start(*args)
+    weights, deadline = runs / "binsaw_mdlm_cpu" / "model.safetensors", time.monotonic() + 300
+    while not weights.is_file() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.5)
+    assert process.poll() is None, "the evaluation ended before it could be stopped"
+    sent = time.monotonic()
+    process.send_signal(signal.SIGTERM)
+    stderr = ""
+    for line in process.stderr:  # the line comes before the interpreter's own shutdown
+        stderr += line
+        if line.startswith("ladd: stopped"):
+            break
+    seconds = time.monotonic() - sent
+    process.communicate(timeout=120)
+    assert process.returncode == 143
+    assert stderr.splitlines()[-1] == "ladd: stopped while evaluating mdlm by SIGTERM; run the same command to resume"
+    assert seconds < 5, f"{seconds:.1f} s from the signal to the line"
+    assert not (tmp_path / "out").exists() and not list(runs.glob("*/eval_*.json"))
