@@ -1,15 +1,12 @@
 """The generic training loop: Lightning drives any assembled model through its training stages."""
 from __future__ import annotations
 
-import csv
 import functools
-import io
 import json
 import logging
 import math
 import os
 import signal
-import time
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
@@ -43,14 +40,13 @@ from .files import replacing, write_text
 from .interfaces import Dataset, batches_from, device_batches
 from .lr_schedules import lr_factor
 from .memory import check_fits
+from .metrics_file import METRICS_FILE, MetricsFile, check_logged_through, read_metrics
 from .model import DiffusionModel
 from .runs import COMPONENTS_FILE, CONFIG_FILE, WEIGHTS_FILE, RunFolder
 from .stopping import Stopped, deferred, received, stopping_on_signals
 from .trainable import unreached_parameters
 from .weights import CorruptFileError, check_checkpoint, check_dtypes, check_shapes, load_weights, save_weights, verify_weights
 
-METRICS_FILE = "metrics.csv"
-METRICS_COLUMNS = ("stage", "step", "loss", "token", "latent", "aux", "seconds")
 #: bytes of an activation under each precision (the mixed and half ones: 2)
 _VALUE_BYTES = {"32-true": 4, "64-true": 8}
 OPTIMIZERS = {"adamw": torch.optim.AdamW, "adam": torch.optim.Adam}
@@ -329,8 +325,9 @@ def _check_saved_state(model: DiffusionModel, run_dir: Path, plain: dict[str, An
             check_shapes(model, {name: tuple(tensor.shape) for name, tensor in tensors.items()}, final)
         elif last.is_file():
             check_checkpoint(last)
-            state, step = _checkpoint_contents(last)
+            checkpoint = _read_checkpoint(last)
             # LaddModule holds the model as its attribute `model`
+            state, step = checkpoint["state_dict"], checkpoint["global_step"]
             check_shapes(model, {name.removeprefix("model."): tuple(tensor.shape) for name, tensor in state.items()}, last)
             steps = _stage_steps(plain, stage)
             if step > steps:  # Lightning would take the stage for finished and keep weights of more steps
@@ -339,10 +336,13 @@ def _check_saved_state(model: DiffusionModel, run_dir: Path, plain: dict[str, An
                     f"cannot resume from {last}: it is at step {step}, past the {steps} steps of stage {index} "
                     f"({key}={steps}); continue it with {key}={step} or more, or delete it to restart the stage"
                 )
+            logged = (checkpoint.get("callbacks") or {}).get(MetricsFile.STATE_KEY, {}).get("logged")
+            if logged is not None:
+                check_logged_through(run_dir / METRICS_FILE, tuple(logged), last)
 
 
-def _checkpoint_contents(last: Path) -> tuple[dict[str, torch.Tensor], int]:
-    """A stage checkpoint's (EMA) weights and the step it was written at; a file without them is refused."""
+def _read_checkpoint(last: Path) -> dict[str, Any]:
+    """A stage checkpoint holding (EMA) weights and the step it was written at; a file without them is refused."""
     checkpoint = torch.load(last, map_location="cpu", weights_only=True, mmap=True)
     state = checkpoint.get("state_dict") if isinstance(checkpoint, dict) else None
     step = checkpoint.get("global_step") if isinstance(checkpoint, dict) else None
@@ -351,7 +351,7 @@ def _checkpoint_contents(last: Path) -> tuple[dict[str, torch.Tensor], int]:
             f"cannot resume from {last}: it is not a ladd checkpoint (it lacks weights or a step count); delete it "
             f"to restart this stage from its beginning"
         )
-    return state, step
+    return checkpoint
 
 
 def _resume_point(run_dir: Path, stages: int) -> str:
@@ -361,7 +361,7 @@ def _resume_point(run_dir: Path, stages: int) -> str:
         if (stage_dir / STAGE_WEIGHTS).is_file():
             continue
         try:
-            step = _checkpoint_contents(stage_dir / LAST_CHECKPOINT)[1] if (stage_dir / LAST_CHECKPOINT).is_file() else 0
+            step = _read_checkpoint(stage_dir / LAST_CHECKPOINT)["global_step"] if (stage_dir / LAST_CHECKPOINT).is_file() else 0
         except Exception:  # noqa: BLE001 - a damaged checkpoint is reported when the command runs again
             return f"in stage {index}"
         return f"at step {step} of stage {index}"
@@ -398,7 +398,7 @@ def _train_stages(experiment: Experiment, plain: dict[str, Any], run_dir: Path, 
                     enable_version_counter=False,  # always last.ckpt, also after a stop wrote the one found at the start
                 ),
                 _ResumeState(stream, index, experiment.origins(), registry),
-                _MetricsFile(run_dir / METRICS_FILE, index, train_cfg["log_every"]),
+                MetricsFile(run_dir / METRICS_FILE, index, train_cfg["log_every"]),
                 *([StepProgressBar(index, train_cfg["log_every"])] if train_cfg["progress"] else []),
             ],
             logger=CSVLogger(run_dir, name="logs", version=f"stage{index}"),
@@ -475,57 +475,6 @@ class _ResumeState(Callback):
         if state["rng_cuda"]:
             torch.cuda.set_rng_state_all(state["rng_cuda"])
         self.stream.start = checkpoint["global_step"]
-
-
-class _MetricsFile(Callback):
-    """Appends stage, step, loss terms and wall-clock seconds since the stage's fit began to ``metrics.csv``.
-
-    On resume, rows past the checkpoint are dropped. Steps per second between two rows is their step
-    difference over their ``seconds`` difference (logging reads the loss, so the GPU has caught up then).
-    """
-
-    COLUMNS = METRICS_COLUMNS
-
-    def __init__(self, path: Path, stage: int, every: int) -> None:
-        self.path, self.stage, self.every = path, stage, max(1, int(every))
-
-    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self.start = time.perf_counter()
-        if not trainer.is_global_zero:
-            return
-        kept = [row for position, row in read_metrics(self.path) if position <= (self.stage, trainer.global_step)]
-        text = io.StringIO(newline="")
-        writer = csv.DictWriter(text, self.COLUMNS)
-        writer.writeheader()
-        writer.writerows(kept)
-        write_text(self.path, text.getvalue())
-
-    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
-        if trainer.global_step % self.every or not trainer.is_global_zero:
-            return
-        assert isinstance(pl_module, LaddModule), "the metrics file is a callback of ladd's own training module"
-        row: dict[str, int | str] = {"stage": self.stage, "step": trainer.global_step}
-        row.update({name: repr(float(value)) for name, value in pl_module.last_terms.items()})
-        row["seconds"] = f"{time.perf_counter() - self.start:.3f}"
-        with self.path.open("a", newline="") as handle:
-            csv.DictWriter(handle, self.COLUMNS).writerow(row)
-
-
-def read_metrics(path: Path) -> list[tuple[tuple[int, int], dict[str, str]]]:
-    """The rows written so far with their (stage, step); a file of other columns is refused rather than overwritten."""
-    if not path.is_file():
-        return []
-    with path.open(newline="", encoding="utf-8") as handle:
-        reader = csv.DictReader(handle)
-        if tuple(reader.fieldnames or ()) != METRICS_COLUMNS:
-            raise LaddError(
-                f"{path} is not ladd's metrics file (columns {', '.join(reader.fieldnames or ['none'])}, expected "
-                f"{', '.join(METRICS_COLUMNS)}); move it away to continue this run"
-            )
-        try:
-            return [((int(row["stage"]), int(row["step"])), row) for row in reader]
-        except (TypeError, ValueError):
-            raise LaddError(f"{path} is damaged (a row without a whole stage and step); move it away to continue this run") from None
 
 
 def read_config(path: Path) -> dict[str, Any]:
