@@ -428,11 +428,15 @@ def _train_stages(experiment: Experiment, plain: dict[str, Any], run_dir: Path, 
 
 
 class _AtomicCheckpointIO(TorchCheckpointIO):
-    """Writes to a temporary file and renames it, so a kill never leaves a truncated checkpoint."""
+    """Writes a checkpoint under a temporary name beside it and renames it, so a kill never leaves a truncated one.
+
+    The bytes go straight there: Lightning's own writer stages them in ``$TMPDIR`` first, where nothing removes
+    what a kill leaves, while a resume clears the run folder's temporary files (``runs.RunFolder.claim``).
+    """
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path: str | Path, storage_options: Any = None) -> None:
         with replacing(path) as partial:
-            super().save_checkpoint(checkpoint, partial, storage_options)
+            torch.save(checkpoint, partial)
 
 
 class _StopOnSignal(Callback):
