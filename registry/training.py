@@ -32,7 +32,7 @@ from ._registry import Registry
 from .assembly import Experiment, build_experiment, check_installed
 from .batches import check_batch, first_batch, stream_ended
 from .config import check_values, resolve_precision, to_plain, upgraded
-from .console import StepProgressBar, quiet_lightning_notices
+from .console import progress_bar, quiet_lightning_notices
 from .distributed import Shard, step_seed
 from .ema import EMAWeights
 from .errors import InvalidConfigError, LaddError, first_line
@@ -399,7 +399,7 @@ def _train_stages(experiment: Experiment, plain: dict[str, Any], run_dir: Path, 
                 ),
                 _ResumeState(stream, index, experiment.origins(), registry),
                 MetricsFile(run_dir / METRICS_FILE, index, train_cfg["log_every"]),
-                *([StepProgressBar(index, train_cfg["log_every"])] if train_cfg["progress"] else []),
+                *([progress_bar(index, train_cfg["log_every"])] if train_cfg["progress"] else []),
             ],
             logger=CSVLogger(run_dir, name="logs", version=f"stage{index}"),
             default_root_dir=stage_dir,  # where Lightning would look for checkpoints of its own: none are there
