@@ -13,7 +13,7 @@ from typing import Any, NoReturn
 from ._registry import Registry, load
 from .errors import LaddError
 from .kinds import KIND_SPECS, KINDS
-from .stopping import Stopped, stopping_on_signals
+from .stopping import Stopped, check, stopping_on_signals
 from .switches import debugging
 
 DEBUG_ENV = "LADD_DEBUG"
@@ -106,6 +106,7 @@ def _train(args: list[str], registry: Registry) -> None:
     check_selections(command.overrides, registry)  # every value of a sweep, before its first run trains
     with stopping_on_signals():
         for number, job in enumerate(command.jobs()):
+            check()  # a signal that came as the last job's last stage ended
             cfg, run_dir = command.compose(job, number, registry)
             # Lightning's DDP launcher starts the other ranks by running this process's command line again.
             sys.argv = [sys.argv[0], "train", *command.relaunch(job, run_dir)]
@@ -248,6 +249,7 @@ def _compare(args: argparse.Namespace, registry: Registry) -> None:
                     raise stop.at(f"training {name} {stop.where}") from None
                 trained[key] = (run_dir, experiment)
             try:
+                check()  # a signal that came as the training ended
                 result = evaluate(experiment, cfg["method"], cfg["eval"])
             except Stopped as stop:
                 raise stop.at(f"while evaluating {cfg['method']}") from None

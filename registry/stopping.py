@@ -1,11 +1,11 @@
 """Stopping cleanly on the signals that schedulers and users send: SIGTERM, SIGINT and SIGUSR1.
 
 Within :func:`stopping_on_signals`, a signal that comes while a training stage runs (:func:`deferred`) is
-noted and handed to Lightning as a SIGTERM: Lightning stops every process at the end of the step it is
-taking, where the training writes ``last.ckpt``. A signal anywhere else raises :class:`Stopped` at once:
-nothing is lost there, since every file is written under a temporary name and renamed into place. While a
-stop is under way further signals are ignored, except a second SIGINT (Ctrl-C pressed again), which ends
-the process at once by the signal's default action.
+only noted: the training stops every process at the end of the step it is taking and writes ``last.ckpt``
+there. A signal anywhere else raises :class:`Stopped` at once: nothing is lost there, since every file is
+written under a temporary name and renamed into place. While a stop is under way further signals are
+ignored, except a second SIGINT (Ctrl-C pressed again), which ends the process at once by the signal's
+default action.
 """
 from __future__ import annotations
 
@@ -53,8 +53,6 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
         _STOPS.received = signum
         if not _STOPS.deferring:
             raise Stopped(signum)
-        if signum != signal.SIGTERM:
-            signal.raise_signal(signal.SIGTERM)  # Lightning's stop at a step's end, agreed by every process
     elif signum == _STOPS.received == signal.SIGINT:
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.raise_signal(signal.SIGINT)
@@ -90,13 +88,24 @@ def received() -> int | None:
     return _STOPS.received
 
 
+def check() -> None:
+    """Raise :class:`Stopped` if a signal came while a stage trained and the stage ended before it could stop."""
+    if _STOPS.received is not None:
+        raise Stopped(_STOPS.received)
+
+
+def reclaim() -> None:
+    """Install the handlers again where a library replaced them (Lightning's SIGTERM handler, for each fit)."""
+    if _STOPS.depth and threading.current_thread() is threading.main_thread():
+        for number in STOP_SIGNALS:
+            signal.signal(number, _on_signal)
+
+
 @contextmanager
 def deferred() -> Iterator[None]:
-    """Within: a signal only asks the training to stop at a step's end; one noted by the end stops there."""
+    """Within: a signal only asks the training to stop at a step's end (see :func:`received`)."""
     _STOPS.deferring = True
     try:
         yield
     finally:
         _STOPS.deferring = False
-    if _STOPS.received is not None:
-        raise Stopped(_STOPS.received)

@@ -23,7 +23,6 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy
-from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from torch.utils.data import DataLoader, IterableDataset
@@ -43,7 +42,7 @@ from .memory import check_fits
 from .metrics_file import METRICS_FILE, MetricsFile, check_logged_through, read_metrics
 from .model import DiffusionModel
 from .runs import COMPONENTS_FILE, CONFIG_FILE, WEIGHTS_FILE, RunFolder
-from .stopping import Stopped, deferred, received, stopping_on_signals
+from .stopping import Stopped, deferred, received, reclaim, stopping_on_signals
 from .trainable import unreached_parameters
 from .weights import CorruptFileError, check_checkpoint, check_dtypes, check_shapes, load_weights, save_weights, verify_weights
 
@@ -391,7 +390,6 @@ def _train_stages(experiment: Experiment, plain: dict[str, Any], run_dir: Path, 
             max_steps=_stage_steps(plain, stage),
             max_time=None if stage.get("max_minutes") is None else timedelta(minutes=stage["max_minutes"]),
             callbacks=[
-                _StopOnSignal(stage_dir / LAST_CHECKPOINT),
                 EMAWeights(train_cfg["ema_decay"]),
                 ModelCheckpoint(
                     dirpath=stage_dir, save_last=True, save_top_k=0, every_n_train_steps=train_cfg["checkpoint_every"],
@@ -400,6 +398,7 @@ def _train_stages(experiment: Experiment, plain: dict[str, Any], run_dir: Path, 
                 _ResumeState(stream, index, experiment.origins(), registry),
                 MetricsFile(run_dir / METRICS_FILE, index, train_cfg["log_every"]),
                 *([progress_bar(index, train_cfg["log_every"])] if train_cfg["progress"] else []),
+                _StopOnSignal(stage_dir / LAST_CHECKPOINT),  # last but the checkpoint: a step's state is whole there
             ],
             logger=CSVLogger(run_dir, name="logs", version=f"stage{index}"),
             default_root_dir=stage_dir,  # where Lightning would look for checkpoints of its own: none are there
@@ -415,10 +414,7 @@ def _train_stages(experiment: Experiment, plain: dict[str, Any], run_dir: Path, 
             warnings.filterwarnings("ignore", message=r"Found \d+ module\(s\) in eval mode")
             # Lightning's own use of a torch API that torch deprecates; nothing a user can act on.
             warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated", category=FutureWarning)
-            try:
-                trainer.fit(module, loader, ckpt_path=last if last.is_file() else None, weights_only=True)
-            except SIGTERMException:  # Lightning's stop at a step's end: a SystemExit of status 0, which it is not
-                raise Stopped(received() or signal.SIGTERM) from None
+            trainer.fit(module, loader, ckpt_path=last if last.is_file() else None, weights_only=True)
         experiment.model.cpu()
         if main:
             save_weights(experiment.model, stage_dir / STAGE_WEIGHTS)
@@ -440,20 +436,28 @@ class _AtomicCheckpointIO(TorchCheckpointIO):
 
 
 class _StopOnSignal(Callback):
-    """Stops a stage asked to stop by a signal (``stopping``), writing its checkpoint at the step it reached."""
+    """Stops a stage that a signal asked to stop (``stopping``) at the end of a step, writing its checkpoint there.
+
+    The processes agree on the step: each step ends with one reduction of whether any received a signal (on
+    a single process, no work). Lightning's own SIGTERM handling is set aside for the fit: it stops processes
+    at different steps and deadlocks DDP when it writes a checkpoint there, and it ends with exit status 0.
+    """
 
     def __init__(self, last: Path) -> None:
         self.last = last
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        # a signal that came while the stage was set up, before Lightning listened for one: no step is taken
-        if trainer.strategy.reduce_boolean_decision(received() is not None, all=False):
-            raise Stopped(received() or signal.SIGTERM)
+        reclaim()  # from the handler Lightning installed for this fit
+        self._stop_if_asked(trainer, save=False)  # a signal that came while the stage was set up: no step taken
 
-    def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
-        # Lightning raises it between two steps, on every process at the same step: the state is whole there
-        if isinstance(exception, SIGTERMException):
-            trainer.save_checkpoint(self.last, weights_only=False)
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
+        self._stop_if_asked(trainer, save=True)  # the step's EMA update and metrics row are done
+
+    def _stop_if_asked(self, trainer: L.Trainer, save: bool) -> None:
+        if trainer.strategy.reduce_boolean_decision(received() is not None, all=False):
+            if save:
+                trainer.save_checkpoint(self.last, weights_only=False)
+            raise Stopped(received() or signal.SIGTERM)
 
 
 class _ResumeState(Callback):

@@ -1,6 +1,7 @@
 """Preemption as clusters do it: SIGTERM, SIGINT or SIGUSR1 stops ``ladd train`` at a step, checkpointed, to resume bitwise."""
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
@@ -96,3 +97,27 @@ def test_compare_stops_at_once_while_evaluating(tmp_path):
     assert stderr.splitlines()[-1] == "ladd: stopped while evaluating mdlm by SIGTERM; run the same command to resume"
     assert seconds < 5, f"{seconds:.1f} s from the signal to the line"
     assert not (tmp_path / "out").exists() and not list(runs.glob("*/eval_*.json"))
+
+
+def test_two_processes_stop_at_the_same_step_and_resume_bitwise(tmp_path):
+    # Lightning's launcher starts the second process; the signal goes to the first only, as `timeout` sends it
+    args = [
+        "train", "experiment=binsaw/mdlm_cpu", *TINY, "train.accelerator=cpu", "train.devices=2",
+        "train.checkpoint_every=1000", "train.stages=[{steps:12}]", "seed=7",
+    ]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    reference = run_ladd(*args, f"run_dir={tmp_path / 'reference'}", env={"OMP_NUM_THREADS": "1"})
+    assert reference.returncode == 0, reference.stderr
+    run_dir = tmp_path / "run"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "registry.cli", *args, f"run_dir={run_dir}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    _, stderr = _signal_after_rows(process, run_dir / "metrics.csv", 3, signal.SIGTERM)  # times out if the processes deadlock
+    assert process.returncode == 143, stderr
+    stopped = STOPPED.fullmatch(stderr.strip().splitlines()[-1])
+    assert stopped and stopped[2] == "1", stderr
+    assert torch.load(run_dir / "checkpoints/stage1/last.ckpt", weights_only=True)["global_step"] == int(stopped[1]) >= 3
+
+    resumed = run_ladd(*args, f"run_dir={run_dir}", env={"OMP_NUM_THREADS": "1"})
+    assert resumed.returncode == 0, resumed.stderr
+    assert_same_run(tmp_path / "reference", run_dir)
