@@ -239,7 +239,8 @@ def _compare(args: argparse.Namespace, registry: Registry) -> None:
             if key in trained:  # same model, other sampler (e.g. Di-LADD joint and sequential): train once
                 run_dir, experiment = trained[key]
                 sampler_name, sampler_options = required_selection(cfg, "sampler")
-                experiment = dataclasses.replace(experiment, sampler=registry.build("sampler", sampler_name, sampler_options))
+                sampler = registry.build("sampler", sampler_name, sampler_options)
+                experiment = dataclasses.replace(experiment, sampler=sampler)
                 print(f"{cfg['method']}: sampling the model trained in {run_dir}")
             else:
                 run_dir = Path(args.runs_dir) / name.replace("/", "_")

@@ -68,11 +68,14 @@ class StepLines(ProgressBar):
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.start = time.perf_counter()
 
-    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
-        step = trainer.global_step
-        if self.enabled and (step % self.log_every == 0 or step == trainer.max_steps):
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        step, steps = trainer.global_step, trainer.max_steps
+        if self.enabled and (step % self.log_every == 0 or step == steps):
             terms = "".join(f", {name}={value}" for name, value in _terms(pl_module).items())
-            print(f"stage {self.stage}: step {step}/{trainer.max_steps}{terms} ({time.perf_counter() - self.start:.1f} s)", flush=True)
+            seconds = time.perf_counter() - self.start
+            print(f"stage {self.stage}: step {step}/{steps}{terms} ({seconds:.1f} s)", flush=True)
 
 
 def progress_bar(stage: int, log_every: int) -> ProgressBar:

@@ -57,15 +57,16 @@ def read_metrics(path: Path) -> list[tuple[Position, dict[str, str]]]:
     rows = list(csv.reader(io.StringIO(text, newline="")))
     if not rows or tuple(rows[0]) != METRICS_COLUMNS:
         raise LaddError(
-            f"{path} is not ladd's metrics file (columns {', '.join(rows[0] if rows and rows[0] else ['none'])}, expected "
-            f"{', '.join(METRICS_COLUMNS)}); move it away to continue this run"
+            f"{path} is not ladd's metrics file (columns {', '.join(rows[0] if rows and rows[0] else ['none'])}, "
+            f"expected {', '.join(METRICS_COLUMNS)}); move it away to continue this run"
         )
     if not text.endswith("\n"):
         rows.pop()  # a write cut short: its step comes after the last checkpoint, so it is trained and logged again
     found = []
     for line, row in enumerate(rows[1:], start=2):
         if not _whole(row):
-            raise LaddError(f"{path} is damaged (line {line} is not a whole row of {','.join(METRICS_COLUMNS)}); {_FIX}")
+            columns = ",".join(METRICS_COLUMNS)
+            raise LaddError(f"{path} is damaged (line {line} is not a whole row of {columns}); {_FIX}")
         found.append(((int(row[0]), int(row[1])), dict(zip(METRICS_COLUMNS, row, strict=True))))
     return found
 
@@ -76,8 +77,8 @@ def check_logged_through(path: Path, logged: Position, checkpoint: Path) -> None
     if path.is_file() and logged not in positions:
         ends = f"its last row is step {positions[-1][1]} of stage {positions[-1][0]}" if positions else "it has no rows"
         raise LaddError(
-            f"{path} lacks rows logged before {checkpoint} (up to step {logged[1]} of stage {logged[0]}; {ends}): it was "
-            f"cut or edited, and resuming would lose them; {_FIX}"
+            f"{path} lacks rows logged before {checkpoint} (up to step {logged[1]} of stage {logged[0]}; {ends}): "
+            f"it was cut or edited, and resuming would lose them; {_FIX}"
         )
 
 
@@ -106,7 +107,8 @@ class MetricsFile(Callback):
         self.start = time.perf_counter()
         if not trainer.is_global_zero:
             return
-        kept = [(position, row) for position, row in read_metrics(self.path) if position <= (self.stage, trainer.global_step)]
+        reached = (self.stage, trainer.global_step)
+        kept = [(position, row) for position, row in read_metrics(self.path) if position <= reached]
         text = io.StringIO(newline="")
         writer = csv.DictWriter(text, METRICS_COLUMNS)
         writer.writeheader()
@@ -114,7 +116,9 @@ class MetricsFile(Callback):
         write_text(self.path, text.getvalue())
         self.logged = kept[-1][0] if kept else None
 
-    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
         if trainer.global_step % self.every or not trainer.is_global_zero:
             return
         row: dict[str, int | str] = {"stage": self.stage, "step": trainer.global_step}

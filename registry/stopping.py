@@ -28,7 +28,7 @@ class Stopped(BaseException):
 
     @property
     def exit_status(self) -> int:
-        """128 + the signal's number, as a shell reports a process the signal ended: 143, 130, 138 (SIGUSR1 on Linux)."""
+        """128 + the signal's number, as a shell reports a process the signal ended: 143, 130, 138 (SIGUSR1, Linux)."""
         return 128 + self.signum
 
     def at(self, where: str, quiet: bool = False) -> Stopped:
@@ -60,7 +60,7 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
 
 @contextmanager
 def stopping_on_signals() -> Iterator[None]:
-    """Within: SIGTERM, SIGINT and SIGUSR1 stop the command as the module says; the previous handlers are restored after.
+    """Within: SIGTERM, SIGINT and SIGUSR1 stop the command as the module says; the previous handlers come back after.
 
     Nests (the outermost installs); in a thread other than the main one, where Python runs no handler, it does nothing.
     """

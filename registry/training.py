@@ -44,7 +44,15 @@ from .model import DiffusionModel
 from .runs import COMPONENTS_FILE, CONFIG_FILE, WEIGHTS_FILE, RunFolder
 from .stopping import Stopped, deferred, received, reclaim, stopping_on_signals
 from .trainable import unreached_parameters
-from .weights import CorruptFileError, check_checkpoint, check_dtypes, check_shapes, load_weights, save_weights, verify_weights
+from .weights import (
+    CorruptFileError,
+    check_checkpoint,
+    check_dtypes,
+    check_shapes,
+    load_weights,
+    save_weights,
+    verify_weights,
+)
 
 #: bytes of an activation under each precision (the mixed and half ones: 2)
 _VALUE_BYTES = {"32-true": 4, "64-true": 8}
@@ -217,7 +225,8 @@ class _Hardware:
         try:
             with _quiet_lightning():
                 probe = L.Trainer(
-                    **self.arguments, strategy=self.name, plugins=self.cluster, logger=False, enable_checkpointing=False, enable_progress_bar=False
+                    **self.arguments, strategy=self.name, plugins=self.cluster, logger=False,
+                    enable_checkpointing=False, enable_progress_bar=False,
                 )
         except (MisconfigurationException, ValueError) as error:
             raise InvalidConfigError(
@@ -278,7 +287,9 @@ def train(cfg: Any, run_dir: str | Path, registry: Registry, allow_changes: bool
             raise stop.at(_resume_point(run_dir, len(plain["train"]["stages"])), quiet=hardware.rank != 0) from None
 
 
-def _train_checked(plain: dict[str, Any], run_dir: Path, hardware: _Hardware, registry: Registry, allow_changes: bool) -> Experiment:
+def _train_checked(
+    plain: dict[str, Any], run_dir: Path, hardware: _Hardware, registry: Registry, allow_changes: bool
+) -> Experiment:
     """:func:`train` once the config is checked: check the folder and the saved state, claim the folder, train."""
     train_cfg = plain["train"]
     world, main = hardware.world, hardware.rank == 0
@@ -330,7 +341,8 @@ def _check_saved_state(model: DiffusionModel, run_dir: Path, plain: dict[str, An
             check_shapes(model, {name.removeprefix("model."): tuple(tensor.shape) for name, tensor in state.items()}, last)
             steps = _stage_steps(plain, stage)
             if step > steps:  # Lightning would take the stage for finished and keep weights of more steps
-                key = "trainer.max_steps" if (plain.get("trainer") or {}).get("max_steps") is not None else f"train.stages.{name}.steps"
+                overridden = (plain.get("trainer") or {}).get("max_steps") is not None
+                key = "trainer.max_steps" if overridden else f"train.stages.{name}.steps"
                 raise LaddError(
                     f"cannot resume from {last}: it is at step {step}, past the {steps} steps of stage {index} "
                     f"({key}={steps}); continue it with {key}={step} or more, or delete it to restart the stage"
@@ -359,8 +371,9 @@ def _resume_point(run_dir: Path, stages: int) -> str:
         stage_dir = run_dir / "checkpoints" / f"stage{index}"
         if (stage_dir / STAGE_WEIGHTS).is_file():
             continue
+        last = stage_dir / LAST_CHECKPOINT
         try:
-            step = _read_checkpoint(stage_dir / LAST_CHECKPOINT)["global_step"] if (stage_dir / LAST_CHECKPOINT).is_file() else 0
+            step = _read_checkpoint(last)["global_step"] if last.is_file() else 0
         except Exception:  # noqa: BLE001 - a damaged checkpoint is reported when the command runs again
             return f"in stage {index}"
         return f"at step {step} of stage {index}"
@@ -393,7 +406,7 @@ def _train_stages(experiment: Experiment, plain: dict[str, Any], run_dir: Path, 
                 EMAWeights(train_cfg["ema_decay"]),
                 ModelCheckpoint(
                     dirpath=stage_dir, save_last=True, save_top_k=0, every_n_train_steps=train_cfg["checkpoint_every"],
-                    enable_version_counter=False,  # always last.ckpt, also after a stop wrote the one found at the start
+                    enable_version_counter=False,  # last.ckpt, also after a resume from one a stop wrote
                 ),
                 _ResumeState(stream, index, experiment.origins(), registry),
                 MetricsFile(run_dir / METRICS_FILE, index, train_cfg["log_every"]),
@@ -450,7 +463,9 @@ class _StopOnSignal(Callback):
         reclaim()  # from the handler Lightning installed for this fit
         self._stop_if_asked(trainer, save=False)  # a signal that came while the stage was set up: no step taken
 
-    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
         self._stop_if_asked(trainer, save=True)  # the step's EMA update and metrics row are done
 
     def _stop_if_asked(self, trainer: L.Trainer, save: bool) -> None:

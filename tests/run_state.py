@@ -32,11 +32,11 @@ def _optimizer_tensors(checkpoint: dict) -> dict[str, torch.Tensor]:
 
 
 def assert_same_run(reference: Path, resumed: Path) -> None:
-    """``resumed`` ended exactly as ``reference``: its files, losses, each stage's last checkpoint (raw, EMA, optimiser), weights."""
+    """``resumed`` ended as ``reference``: its files, losses, stage checkpoints (raw, EMA, optimiser) and weights."""
     assert _files(resumed) == _files(reference)
     assert logged(resumed) == logged(reference)
     for stage in sorted(path.name for path in (reference / "checkpoints").iterdir()):
-        ends = [torch.load(run / "checkpoints" / stage / "last.ckpt", weights_only=True) for run in (reference, resumed)]
+        ends = [torch.load(run / f"checkpoints/{stage}/last.ckpt", weights_only=True) for run in (reference, resumed)]
         assert ends[1]["global_step"] == ends[0]["global_step"], stage
         for part in ("state_dict", "current_model_state"):  # the EMA weights, the raw weights
             assert _differing(ends[0][part], ends[1][part]) == [], f"{stage} {part}"

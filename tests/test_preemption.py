@@ -1,4 +1,4 @@
-"""Preemption as clusters do it: SIGTERM, SIGINT or SIGUSR1 stops ``ladd train`` at a step, checkpointed, to resume bitwise."""
+"""Preemption: SIGTERM, SIGINT or SIGUSR1 stops ``ladd train`` at a checkpointed step, and it resumes bitwise."""
 from __future__ import annotations
 
 import os
@@ -25,8 +25,15 @@ ARGS = [
 STOPPED = re.compile(r"ladd: stopped at step (\d+) of stage (\d+) by (SIG\w+); run the same command to resume")
 
 
-def _start(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "registry.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def _start(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "registry.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, **(env or {})}, cwd=cwd,
+    )
+
+
+def _checkpoint_step(run_dir: Path, stage: int = 1) -> int:
+    return torch.load(run_dir / "checkpoints" / f"stage{stage}" / "last.ckpt", weights_only=True)["global_step"]
 
 
 def _signal_after_rows(process: subprocess.Popen, metrics: Path, rows: int, number: int) -> tuple[str, str]:
@@ -61,8 +68,7 @@ def test_a_signal_checkpoints_the_step_reached_and_the_run_resumes_bitwise(refer
     assert stopped, stderr
     step, stage = int(stopped[1]), int(stopped[2])
     assert stopped[3] == name and (stage - 1) * STEPS + step >= rows and 0 < step < STEPS
-    checkpoint = torch.load(run_dir / "checkpoints" / f"stage{stage}" / "last.ckpt", weights_only=True)
-    assert checkpoint["global_step"] == step
+    assert _checkpoint_step(run_dir, stage) == step
     assert logged(run_dir) == logged(reference)[: (stage - 1) * STEPS + step]  # every step up to the stop, no more
     assert not (run_dir / "model.safetensors").exists()
 
@@ -105,19 +111,41 @@ def test_two_processes_stop_at_the_same_step_and_resume_bitwise(tmp_path):
         "train", "experiment=binsaw/mdlm_cpu", *TINY, "train.accelerator=cpu", "train.devices=2",
         "train.checkpoint_every=1000", "train.stages=[{steps:12}]", "seed=7",
     ]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    reference = run_ladd(*args, f"run_dir={tmp_path / 'reference'}", env={"OMP_NUM_THREADS": "1"})
+    one_thread = {"OMP_NUM_THREADS": "1"}  # the two processes share the cores
+    reference = run_ladd(*args, f"run_dir={tmp_path / 'reference'}", env=one_thread)
     assert reference.returncode == 0, reference.stderr
     run_dir = tmp_path / "run"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "registry.cli", *args, f"run_dir={run_dir}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
-    )
-    _, stderr = _signal_after_rows(process, run_dir / "metrics.csv", 3, signal.SIGTERM)  # times out if the processes deadlock
+    process = _start(*args, f"run_dir={run_dir}", env=one_thread)
+    # times out if the processes deadlock
+    _, stderr = _signal_after_rows(process, run_dir / "metrics.csv", 3, signal.SIGTERM)
     assert process.returncode == 143, stderr
     stopped = STOPPED.fullmatch(stderr.strip().splitlines()[-1])
     assert stopped and stopped[2] == "1", stderr
-    assert torch.load(run_dir / "checkpoints/stage1/last.ckpt", weights_only=True)["global_step"] == int(stopped[1]) >= 3
+    assert _checkpoint_step(run_dir) == int(stopped[1]) >= 3
 
-    resumed = run_ladd(*args, f"run_dir={run_dir}", env={"OMP_NUM_THREADS": "1"})
+    resumed = run_ladd(*args, f"run_dir={run_dir}", env=one_thread)
     assert resumed.returncode == 0, resumed.stderr
     assert_same_run(tmp_path / "reference", run_dir)
+
+
+#: what SLURM sets for a one-task job (no `srun` needed to take Lightning into its SLURM mode)
+SLURM_JOB = {
+    "SLURM_NTASKS": "1", "SLURM_NTASKS_PER_NODE": "1", "SLURM_NNODES": "1", "SLURM_JOB_NAME": "ladd-test",
+    "SLURM_JOB_ID": "4242", "SLURM_NODELIST": "localhost", "SLURM_PROCID": "0", "SLURM_LOCALID": "0",
+    "SLURM_NODEID": "0",
+}
+
+
+def test_under_slurm_the_warning_signal_stops_with_ladds_checkpoint_only(tmp_path):
+    stray = tmp_path / "hpc_ckpt_1.ckpt"  # Lightning's requeue checkpoint name, in the working folder
+    stray.write_text("not this run's")
+    args = ["train", "experiment=binsaw/mdlm_cpu", *TINY, "train.checkpoint_every=1000", "train.stages=[{steps:8}]"]
+    process = _start(*args, "run_dir=run", env=SLURM_JOB, cwd=tmp_path)
+    _, stderr = _signal_after_rows(process, tmp_path / "run" / "metrics.csv", 2, signal.SIGUSR1)
+    assert process.returncode == 138, stderr
+    stopped = STOPPED.fullmatch(stderr.strip().splitlines()[-1])
+    assert stopped and stopped[3] == "SIGUSR1", stderr
+    assert "requeu" not in stderr.lower()  # Lightning neither requeued the job nor said it would
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["hpc_ckpt_1.ckpt", "run"]
+    assert stray.read_text() == "not this run's"
+    assert _checkpoint_step(tmp_path / "run") == int(stopped[1])

@@ -1,4 +1,4 @@
-"""Training progress on a terminal is a bar; written to a file or a pipe it is one line every ``train.log_every`` steps."""
+"""Training progress on a terminal is a bar; to a file or a pipe it is one line every ``train.log_every`` steps."""
 from __future__ import annotations
 
 import fcntl
@@ -35,9 +35,8 @@ def test_a_redirected_progress_is_a_line_every_log_every_steps(tmp_path):
 def test_a_terminal_gets_the_bar(tmp_path):
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))  # a bar needs a width
-    process = subprocess.Popen(
-        [sys.executable, "-m", "registry.cli", *ARGS, f"run_dir={tmp_path / 'run'}"], stdout=follower, stderr=subprocess.DEVNULL
-    )
+    command = [sys.executable, "-m", "registry.cli", *ARGS, f"run_dir={tmp_path / 'run'}"]
+    process = subprocess.Popen(command, stdout=follower, stderr=subprocess.DEVNULL)
     os.close(follower)
     shown = b""
     while True:

@@ -12,7 +12,10 @@ from run_state import assert_same_run
 pytestmark = pytest.mark.slow  # trains in subprocesses and kills them
 
 STEPS = 3
-ARGS = [*TINY, f"train.stages=[{{steps:{STEPS}}},{{steps:{STEPS},lambda_latent:1.0,freeze_encoder:true}}]", "train.checkpoint_every=1", "seed=5"]
+ARGS = [
+    *TINY, f"train.stages=[{{steps:{STEPS}}},{{steps:{STEPS},lambda_latent:1.0,freeze_encoder:true}}]",
+    "train.checkpoint_every=1", "seed=5",
+]
 KILL_SWITCH = Path(__file__).parent / "kill_switch.py"
 #: (method, the write the kill comes at): `after` a rename the file is in place, `before` it is written but not in place
 KILLS = [
@@ -44,7 +47,8 @@ def references(tmp_path_factory):
 def test_a_kill_around_a_stage_end_resumes_to_the_uninterrupted_run(references, tmp_path, method, kill):
     reference, run_dir = references(method), tmp_path / "run"
     train = ["train", f"experiment=binsaw/{method}_cpu", *ARGS, f"run_dir={run_dir}"]
-    killed = subprocess.run([sys.executable, str(KILL_SWITCH), f"SIGKILL:{kill}", *train], capture_output=True, text=True, timeout=600)
+    command = [sys.executable, str(KILL_SWITCH), f"SIGKILL:{kill}", *train]
+    killed = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert killed.returncode == -9, killed.stderr
     assert not (run_dir / "model.safetensors").is_file()
     resumed = run_ladd(*train)
