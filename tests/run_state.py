@@ -18,7 +18,9 @@ def logged(run_dir: Path) -> list[tuple[str, ...]]:
 
 
 def _files(run_dir: Path) -> list[str]:
-    return sorted(path.relative_to(run_dir).as_posix() for path in run_dir.rglob("*") if path.is_file())
+    """The run's files, without Lightning's own ``logs/`` (its logger buffers rows, which a SIGKILL loses)."""
+    found = (path.relative_to(run_dir) for path in run_dir.rglob("*") if path.is_file())
+    return sorted(path.as_posix() for path in found if path.parts[0] != "logs")
 
 
 def _differing(expected: dict[str, torch.Tensor], got: dict[str, torch.Tensor]) -> list[str]:
