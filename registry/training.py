@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import io
 import json
 import logging
 import math
@@ -444,8 +445,11 @@ class _AtomicCheckpointIO(TorchCheckpointIO):
     """
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path: str | Path, storage_options: Any = None) -> None:
+        # serialised first, as Lightning does: the same bytes, and a full disk is an OSError of the file's write
+        serialised = io.BytesIO()
+        torch.save(checkpoint, serialised)
         with replacing(path) as partial:
-            torch.save(checkpoint, partial)
+            partial.write_bytes(serialised.getbuffer())
 
 
 class _StopOnSignal(Callback):
