@@ -17,6 +17,7 @@ from ._registry import Registry, load
 from .errors import LaddError
 from .kinds import KIND_SPECS, KINDS
 from .sampling_limits import DEFAULT_MAX_HOURS, MAX_HOURS_FLAG
+from .stopping import Stopped, check, stopping_on_signals
 from .switches import debugging
 
 DEBUG_ENV = "LADD_DEBUG"
@@ -115,14 +116,16 @@ def _train(args: list[str], registry: Registry) -> None:
     command = TrainCommand.parse(args)
     check_selections(command.overrides, registry)  # every value of a sweep, before its first run trains
     jobs = command.prepared(registry)
-    for number, job in enumerate(jobs):
-        if command.multirun:
-            swept = " ".join(job.swept) or "(nothing swept)"
-            print(f"job {number} of {len(jobs)}: {swept} -> {job.run_dir}", flush=True)
-        # Lightning's DDP launcher starts the other ranks by running this process's command line again.
-        sys.argv = [sys.argv[0], "train", *command.relaunch(job.overrides, job.run_dir)]
-        train(job.cfg, job.run_dir, registry, command.allow_changes)
-        print(f"trained {job.cfg.method}: {job.run_dir}")
+    with stopping_on_signals():
+        for number, job in enumerate(jobs):
+            check()  # a signal that came as the last job's last stage ended
+            if command.multirun:
+                swept = " ".join(job.swept) or "(nothing swept)"
+                print(f"job {number} of {len(jobs)}: {swept} -> {job.run_dir}", flush=True)
+            # Lightning's DDP launcher starts the other ranks by running this process's command line again.
+            sys.argv = [sys.argv[0], "train", *command.relaunch(job.overrides, job.run_dir)]
+            train(job.cfg, job.run_dir, registry, command.allow_changes)
+            print(f"trained {job.cfg.method}: {job.run_dir}")
 
 
 def _sample(args: argparse.Namespace, registry: Registry) -> None:
@@ -267,20 +270,28 @@ def _compare(args: argparse.Namespace, registry: Registry) -> None:
     logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)  # keep the main job's output to its results
     results = []
     trained: dict[str, tuple[Path, Experiment]] = {}
-    for name in args.experiments.split(","):
-        cfg = to_plain(compose([f"experiment={name}", *args.overrides], registry))
-        key = training_key(cfg)
-        if key in trained:  # same model, other sampler (e.g. Di-LADD joint and sequential): train once
-            run_dir, experiment = trained[key]
-            experiment = with_sampler(experiment, registry, *required_selection(cfg, "sampler"))
-            print(f"{cfg['method']}: sampling the model trained in {run_dir}")
-        else:
-            run_dir = Path(args.runs_dir) / name.replace("/", "_")
-            experiment = train(cfg, run_dir, registry)
-            trained[key] = (run_dir, experiment)
-        result = evaluate(experiment, cfg["method"], cfg["eval"])
-        result.save(run_dir / f"eval_{cfg['method']}.json")
-        results.append(result)
+    with stopping_on_signals():
+        for name in args.experiments.split(","):
+            cfg = to_plain(compose([f"experiment={name}", *args.overrides], registry))
+            key = training_key(cfg)
+            if key in trained:  # same model, other sampler (e.g. Di-LADD joint and sequential): train once
+                run_dir, experiment = trained[key]
+                experiment = with_sampler(experiment, registry, *required_selection(cfg, "sampler"))
+                print(f"{cfg['method']}: sampling the model trained in {run_dir}")
+            else:
+                run_dir = Path(args.runs_dir) / name.replace("/", "_")
+                try:
+                    experiment = train(cfg, run_dir, registry)
+                except Stopped as stop:
+                    raise stop.at(f"training {name} {stop.where}") from None
+                trained[key] = (run_dir, experiment)
+            try:
+                check()  # a signal that came as the training ended
+                result = evaluate(experiment, cfg["method"], cfg["eval"])
+            except Stopped as stop:
+                raise stop.at(f"while evaluating {cfg['method']}") from None
+            result.save(run_dir / f"eval_{cfg['method']}.json")
+            results.append(result)
     _publish(results, args.out)
 
 
@@ -452,6 +463,10 @@ def main(argv: list[str] | None = None) -> int:
         args = _parser().parse_args(argv)
         args.run(args, registry)
         return 0
+    except Stopped as stop:
+        if not stop.quiet:
+            print(f"ladd: {stop}", file=sys.stderr)
+        return stop.exit_status
     except LaddError as error:
         _show_error(error)
         return 2

@@ -2,13 +2,17 @@
 from __future__ import annotations
 
 import logging
+import sys
+import time
 from typing import Any
 
 import lightning as L
-from lightning.pytorch.callbacks import TQDMProgressBar
+from lightning.pytorch.callbacks import ProgressBar, TQDMProgressBar
 
 #: Lightning's logger for its one-time notices (devices found, and a tip to install a cloud logger)
 LIGHTNING_NOTICES = "lightning.pytorch.utilities.rank_zero"
+#: Lightning's logger for the signals it receives ("Received SIGTERM")
+SIGNAL_NOTICES = "lightning.pytorch.trainer.connectors.signal_connector"
 
 
 class StepProgressBar(TQDMProgressBar):
@@ -42,15 +46,56 @@ class StepProgressBar(TQDMProgressBar):
 
     def get_metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]:
         # also what Lightning shows when the stage ends: the loss terms, not the logger's version (the stage folder)
-        return {name: f"{float(value):.4g}" for name, value in getattr(pl_module, "last_terms", {}).items()}
+        return _terms(pl_module)
+
+
+class StepLines(ProgressBar):
+    """``stage N: step/steps`` with the loss terms as one line every ``log_every`` steps and at the stage's end.
+
+    For output that is not a terminal (a log file, a pipe): a bar's carriage-return updates would make it one long line.
+    """
+
+    def __init__(self, stage: int, log_every: int) -> None:
+        super().__init__()
+        self.stage, self.log_every, self.enabled = stage, log_every, True
+
+    def disable(self) -> None:
+        self.enabled = False
+
+    def enable(self) -> None:
+        self.enabled = True
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.start = time.perf_counter()
+
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        step, steps = trainer.global_step, trainer.max_steps
+        if self.enabled and (step % self.log_every == 0 or step == steps):
+            terms = "".join(f", {name}={value}" for name, value in _terms(pl_module).items())
+            seconds = time.perf_counter() - self.start
+            print(f"stage {self.stage}: step {step}/{steps}{terms} ({seconds:.1f} s)", flush=True)
+
+
+def progress_bar(stage: int, log_every: int) -> ProgressBar:
+    """A stage's progress: a bar on a terminal, else lines (:class:`StepLines`)."""
+    return StepProgressBar(stage, log_every) if sys.stdout.isatty() else StepLines(stage, log_every)
+
+
+def _terms(pl_module: L.LightningModule) -> dict[str, str]:
+    """The loss terms of the module's last logged step, to four significant digits."""
+    return {name: f"{float(value):.4g}" for name, value in getattr(pl_module, "last_terms", {}).items()}
 
 
 def _not_a_tip(record: logging.LogRecord) -> bool:
     return "Tip:" not in record.getMessage()
 
 
-def drop_lightning_tips() -> None:
-    """Keep Lightning's device notices but not its tip to install a cloud logger, printed by every Trainer."""
+def quiet_lightning_notices() -> None:
+    """Keep Lightning's device notices but not its tip to install a cloud logger nor its note of a SIGTERM."""
+    # the tip comes with every Trainer; a stop is told in one line by ladd, whichever signal asked for it
     notices = logging.getLogger(LIGHTNING_NOTICES)
     if _not_a_tip not in notices.filters:
         notices.addFilter(_not_a_tip)
+    logging.getLogger(SIGNAL_NOTICES).setLevel(logging.WARNING)

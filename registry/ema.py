@@ -39,7 +39,7 @@ class _Average(AveragedModel):
 
 
 class EMAWeights(WeightAveraging):
-    """Lightning's weight averaging (checkpointed, swapped in when training ends) as an EMA with ``decay``."""
+    """Lightning's weight averaging (checkpointed, swapped in when a fit ends) as an EMA with ``decay``."""
 
     def __init__(self, decay: float) -> None:
         super().__init__(use_buffers=False)
@@ -48,3 +48,14 @@ class EMAWeights(WeightAveraging):
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         if stage == "fit":
             self._average_model = _Average(pl_module, self._device or pl_module.device, self.decay)
+            self.swapped_in = False
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        super().on_train_end(trainer, pl_module)
+        self.swapped_in = True
+
+    def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        # A fit resumed from a checkpoint of its last step has no step left: Lightning skips the training loop and
+        # its end, yet the stage's weights are the EMA's, exactly as when it ran to the end without a break.
+        if not self.swapped_in:
+            self._copy_average_to_current(pl_module)

@@ -1,14 +1,13 @@
 """The generic training loop: Lightning drives any assembled model through its training stages."""
 from __future__ import annotations
 
-import csv
 import functools
 import io
 import json
 import logging
 import math
 import os
-import time
+import signal
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
@@ -19,6 +18,7 @@ from typing import Any, cast
 import lightning as L
 import torch
 import yaml
+from lightning.fabric.plugins.environments import SLURMEnvironment
 from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger
@@ -32,7 +32,7 @@ from ._registry import Registry
 from .assembly import Experiment, build_experiment, check_installed
 from .batches import check_batch, first_batch, stream_ended
 from .config import check_values, resolve_precision, to_plain, upgraded
-from .console import StepProgressBar, drop_lightning_tips
+from .console import progress_bar, quiet_lightning_notices
 from .distributed import Shard, step_seed
 from .ema import EMAWeights
 from .errors import InvalidConfigError, LaddError, first_line
@@ -40,19 +40,28 @@ from .files import replacing, write_text
 from .interfaces import Dataset, batches_from, device_batches
 from .lr_schedules import lr_factor
 from .memory import check_fits
+from .metrics_file import METRICS_FILE, MetricsFile, check_logged_through, read_metrics
 from .model import DiffusionModel
 from .records import check_yaml
 from .runs import COMPONENTS_FILE, CONFIG_FILE, WEIGHTS_FILE, RunFolder, recorded_components
 from .safety import without_local_paths
+from .stopping import Stopped, deferred, received, reclaim, stopping_on_signals
 from .trainable import unreached_parameters
-from .weights import check_checkpoint, check_dtypes, check_shapes, load_weights, save_weights, verify_weights
+from .weights import (
+    CorruptFileError,
+    check_checkpoint,
+    check_dtypes,
+    check_shapes,
+    load_weights,
+    save_weights,
+    verify_weights,
+)
 
-METRICS_FILE = "metrics.csv"
-METRICS_COLUMNS = ("stage", "step", "loss", "token", "latent", "aux", "seconds")
 #: bytes of an activation under each precision (the mixed and half ones: 2)
 _VALUE_BYTES = {"32-true": 4, "64-true": 8}
 OPTIMIZERS = {"adamw": torch.optim.AdamW, "adam": torch.optim.Adam}
 STAGE_WEIGHTS = "final.safetensors"  # a finished stage's EMA weights, the next stage's starting point
+LAST_CHECKPOINT = "last.ckpt"  # a stage's latest checkpoint, where it resumes
 
 
 class _Stream(IterableDataset):
@@ -213,9 +222,15 @@ class _Hardware:
             "num_nodes": train_cfg["num_nodes"],
             "precision": _precision(train_cfg["precision"]),
         }
+        # Under SLURM ladd stops on the requeue signal itself (`stopping`), writing its own checkpoint where a
+        # rerun looks for it: Lightning neither requeues nor writes or resumes its hpc_ckpt files.
+        self.cluster: list[Any] = [SLURMEnvironment(auto_requeue=False)] if SLURMEnvironment.detect() else []
         try:
             with _quiet_lightning():
-                probe = L.Trainer(**self.arguments, strategy=self.name, logger=False, enable_checkpointing=False, enable_progress_bar=False)
+                probe = L.Trainer(
+                    **self.arguments, strategy=self.name, plugins=self.cluster, logger=False,
+                    enable_checkpointing=False, enable_progress_bar=False,
+                )
         except (MisconfigurationException, ValueError) as error:
             raise InvalidConfigError(
                 f"train.accelerator={train_cfg['accelerator']}, devices={train_cfg['devices']}, strategy={self.name}: {first_line(error)}"
@@ -233,7 +248,7 @@ class _Hardware:
         Plain DDP runs without ``find_unused_parameters``: each stage trains only the parameters its loss
         reaches (``LaddModule.setup``), so there are none to search for.
         """
-        return {**self.arguments, "strategy": self.name}
+        return {**self.arguments, "strategy": self.name, "plugins": [*self.cluster, _AtomicCheckpointIO()]}
 
 
 @contextmanager
@@ -263,12 +278,23 @@ def train(cfg: Any, run_dir: str | Path, registry: Registry, allow_changes: bool
     (devices x nodes) every rank runs this function; global rank 0 checks, locks and writes the folder.
     """
     run_dir = Path(run_dir)
-    drop_lightning_tips()
+    quiet_lightning_notices()
     plain = upgraded(to_plain(cfg) if OmegaConf.is_config(cfg) else cfg)
     plain["run_dir"] = str(run_dir)  # the saved config names the folder it lives in
     check_values(plain)
+    hardware = _Hardware(plain["train"])
+    with stopping_on_signals():
+        try:
+            return _train_checked(plain, run_dir, hardware, registry, allow_changes)
+        except Stopped as stop:
+            raise stop.at(_resume_point(run_dir, len(plain["train"]["stages"])), quiet=hardware.rank != 0) from None
+
+
+def _train_checked(
+    plain: dict[str, Any], run_dir: Path, hardware: _Hardware, registry: Registry, allow_changes: bool
+) -> Experiment:
+    """:func:`train` once the config is checked: check the folder and the saved state, claim the folder, train."""
     train_cfg = plain["train"]
-    hardware = _Hardware(train_cfg)
     world, main = hardware.world, hardware.rank == 0
     if train_cfg["batch_size"] % world:
         raise InvalidConfigError(
@@ -287,7 +313,7 @@ def train(cfg: Any, run_dir: str | Path, registry: Registry, allow_changes: bool
     if main:
         # damaged or unfitting saved state, a foreign metrics file, or data that cannot give a first batch:
         # all refused before anything is written
-        _check_saved_state(experiment.model, run_dir)
+        _check_saved_state(experiment.model, run_dir, plain)
         read_metrics(run_dir / METRICS_FILE)
         value_bytes = _VALUE_BYTES.get(hardware.arguments["precision"], 2)
         check_fits(experiment.model, train_cfg["batch_size"] // world, value_bytes, hardware.device, "train.batch_size")
@@ -298,19 +324,63 @@ def train(cfg: Any, run_dir: str | Path, registry: Registry, allow_changes: bool
         return _train_stages(experiment, plain, run_dir, hardware, registry)
 
 
-def _check_saved_state(model: DiffusionModel, run_dir: Path) -> None:
-    """Every stage's saved weights or checkpoint is intact and fits ``model``, checked before the run writes anything."""
-    for stage_dir in sorted((run_dir / "checkpoints").glob("stage*")):
-        final, last = stage_dir / STAGE_WEIGHTS, stage_dir / "last.ckpt"
+def _check_saved_state(model: DiffusionModel, run_dir: Path, plain: dict[str, Any]) -> None:
+    """Every stage's saved weights or checkpoint is intact, fits ``model`` and is within the stage's steps.
+
+    Checked before the run writes anything.
+    """
+    for index, (name, stage) in enumerate(plain["train"]["stages"].items(), start=1):
+        stage_dir = run_dir / "checkpoints" / f"stage{index}"
+        final, last = stage_dir / STAGE_WEIGHTS, stage_dir / LAST_CHECKPOINT
         if final.is_file():
             tensors = verify_weights(final)
             check_dtypes(model, tensors, final)
             check_shapes(model, {name: tuple(tensor.shape) for name, tensor in tensors.items()}, final)
         elif last.is_file():
             check_checkpoint(last)
-            state = torch.load(last, map_location="cpu", weights_only=True, mmap=True)["state_dict"]
+            checkpoint = _read_checkpoint(last)
             # LaddModule holds the model as its attribute `model`
+            state, step = checkpoint["state_dict"], checkpoint["global_step"]
             check_shapes(model, {name.removeprefix("model."): tuple(tensor.shape) for name, tensor in state.items()}, last)
+            steps = _stage_steps(plain, stage)
+            if step > steps:  # Lightning would take the stage for finished and keep weights of more steps
+                overridden = (plain.get("trainer") or {}).get("max_steps") is not None
+                key = "trainer.max_steps" if overridden else f"train.stages.{name}.steps"
+                raise LaddError(
+                    f"cannot resume from {last}: it is at step {step}, past the {steps} steps of stage {index} "
+                    f"({key}={steps}); continue it with {key}={step} or more, or delete it to restart the stage"
+                )
+            logged = (checkpoint.get("callbacks") or {}).get(MetricsFile.STATE_KEY, {}).get("logged")
+            if logged is not None:
+                check_logged_through(run_dir / METRICS_FILE, tuple(logged), last)
+
+
+def _read_checkpoint(last: Path) -> dict[str, Any]:
+    """A stage checkpoint holding (EMA) weights and the step it was written at; a file without them is refused."""
+    checkpoint = torch.load(last, map_location="cpu", weights_only=True, mmap=True)
+    state = checkpoint.get("state_dict") if isinstance(checkpoint, dict) else None
+    step = checkpoint.get("global_step") if isinstance(checkpoint, dict) else None
+    if not isinstance(state, dict) or type(step) is not int or step < 0:
+        raise CorruptFileError(
+            f"cannot resume from {last}: it is not a ladd checkpoint (it lacks weights or a step count); delete it "
+            f"to restart this stage from its beginning"
+        )
+    return checkpoint
+
+
+def _resume_point(run_dir: Path, stages: int) -> str:
+    """Where running the same command again continues: the first unfinished stage, at its checkpoint's step."""
+    for index in range(1, stages + 1):
+        stage_dir = run_dir / "checkpoints" / f"stage{index}"
+        if (stage_dir / STAGE_WEIGHTS).is_file():
+            continue
+        last = stage_dir / LAST_CHECKPOINT
+        try:
+            step = _read_checkpoint(last)["global_step"] if last.is_file() else 0
+        except Exception:  # noqa: BLE001 - a damaged checkpoint is reported when the command runs again
+            return f"in stage {index}"
+        return f"at step {step} of stage {index}"
+    return f"at the end of stage {stages}"
 
 
 def _train_stages(experiment: Experiment, plain: dict[str, Any], run_dir: Path, hardware: _Hardware, registry: Registry) -> Experiment:
@@ -337,21 +407,25 @@ def _train_stages(experiment: Experiment, plain: dict[str, Any], run_dir: Path, 
             max_time=None if stage.get("max_minutes") is None else timedelta(minutes=stage["max_minutes"]),
             callbacks=[
                 EMAWeights(train_cfg["ema_decay"]),
-                ModelCheckpoint(dirpath=stage_dir, save_last=True, save_top_k=0, every_n_train_steps=train_cfg["checkpoint_every"]),
+                ModelCheckpoint(
+                    dirpath=stage_dir, save_last=True, save_top_k=0, every_n_train_steps=train_cfg["checkpoint_every"],
+                    enable_version_counter=False,  # last.ckpt, also after a resume from one a stop wrote
+                ),
                 _ResumeState(stream, index, experiment.origins(), registry),
-                _MetricsFile(run_dir / METRICS_FILE, index, train_cfg["log_every"]),
-                *([StepProgressBar(index, train_cfg["log_every"])] if train_cfg["progress"] else []),
+                MetricsFile(run_dir / METRICS_FILE, index, train_cfg["log_every"]),
+                *([progress_bar(index, train_cfg["log_every"])] if train_cfg["progress"] else []),
+                _StopOnSignal(stage_dir / LAST_CHECKPOINT),  # last but the checkpoint: a step's state is whole there
             ],
-            plugins=[_AtomicCheckpointIO()],
             logger=CSVLogger(run_dir, name="logs", version=f"stage{index}"),
+            default_root_dir=stage_dir,  # where Lightning would look for checkpoints of its own: none are there
             log_every_n_steps=train_cfg["log_every"],
             enable_progress_bar=train_cfg["progress"],
             enable_model_summary=False,
         )
         # A private generator keeps the loader's seed draw off the global RNG, which resuming restores.
         loader = DataLoader(stream, batch_size=None, generator=torch.Generator())
-        last = stage_dir / "last.ckpt"
-        with warnings.catch_warnings():
+        last = stage_dir / LAST_CHECKPOINT
+        with warnings.catch_warnings(), deferred():
             # Lightning warns about modules left in eval mode: that is the frozen encoder, on purpose.
             warnings.filterwarnings("ignore", message=r"Found \d+ module\(s\) in eval mode")
             # Lightning's own use of a torch API that torch deprecates; nothing a user can act on.
@@ -366,11 +440,45 @@ def _train_stages(experiment: Experiment, plain: dict[str, Any], run_dir: Path, 
 
 
 class _AtomicCheckpointIO(TorchCheckpointIO):
-    """Writes to a temporary file and renames it, so a kill never leaves a truncated checkpoint."""
+    """Writes a checkpoint under a temporary name beside it and renames it, so a kill never leaves a truncated one.
+
+    The bytes go straight there: Lightning's own writer stages them in ``$TMPDIR`` first, where nothing removes
+    what a kill leaves, while a resume clears the run folder's temporary files (``runs.RunFolder.claim``).
+    """
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path: str | Path, storage_options: Any = None) -> None:
+        # serialised first, as Lightning does: the same bytes, and a full disk is an OSError of the file's write
+        serialised = io.BytesIO()
+        torch.save(checkpoint, serialised)
         with replacing(path) as partial:
-            super().save_checkpoint(checkpoint, partial, storage_options)
+            partial.write_bytes(serialised.getbuffer())
+
+
+class _StopOnSignal(Callback):
+    """Stops a stage that a signal asked to stop (``stopping``) at the end of a step, writing its checkpoint there.
+
+    The processes agree on the step: each step ends with one reduction of whether any received a signal (on
+    a single process, no work). Lightning's own SIGTERM handling is set aside for the fit: it stops processes
+    at different steps and deadlocks DDP when it writes a checkpoint there, and it ends with exit status 0.
+    """
+
+    def __init__(self, last: Path) -> None:
+        self.last = last
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        reclaim()  # from the handler Lightning installed for this fit
+        self._stop_if_asked(trainer, save=False)  # a signal that came while the stage was set up: no step taken
+
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        self._stop_if_asked(trainer, save=True)  # the step's EMA update and metrics row are done
+
+    def _stop_if_asked(self, trainer: L.Trainer, save: bool) -> None:
+        if trainer.strategy.reduce_boolean_decision(received() is not None, all=False):
+            if save:
+                trainer.save_checkpoint(self.last, weights_only=False)
+            raise Stopped(received() or signal.SIGTERM)
 
 
 class _ResumeState(Callback):
@@ -396,57 +504,6 @@ class _ResumeState(Callback):
         if state["rng_cuda"]:
             torch.cuda.set_rng_state_all(state["rng_cuda"])
         self.stream.start = checkpoint["global_step"]
-
-
-class _MetricsFile(Callback):
-    """Appends stage, step, loss terms and wall-clock seconds since the stage's fit began to ``metrics.csv``.
-
-    On resume, rows past the checkpoint are dropped. Steps per second between two rows is their step
-    difference over their ``seconds`` difference (logging reads the loss, so the GPU has caught up then).
-    """
-
-    COLUMNS = METRICS_COLUMNS
-
-    def __init__(self, path: Path, stage: int, every: int) -> None:
-        self.path, self.stage, self.every = path, stage, max(1, int(every))
-
-    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self.start = time.perf_counter()
-        if not trainer.is_global_zero:
-            return
-        kept = [row for position, row in read_metrics(self.path) if position <= (self.stage, trainer.global_step)]
-        text = io.StringIO(newline="")
-        writer = csv.DictWriter(text, self.COLUMNS)
-        writer.writeheader()
-        writer.writerows(kept)
-        write_text(self.path, text.getvalue())
-
-    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
-        if trainer.global_step % self.every or not trainer.is_global_zero:
-            return
-        assert isinstance(pl_module, LaddModule), "the metrics file is a callback of ladd's own training module"
-        row: dict[str, int | str] = {"stage": self.stage, "step": trainer.global_step}
-        row.update({name: repr(float(value)) for name, value in pl_module.last_terms.items()})
-        row["seconds"] = f"{time.perf_counter() - self.start:.3f}"
-        with self.path.open("a", newline="") as handle:
-            csv.DictWriter(handle, self.COLUMNS).writerow(row)
-
-
-def read_metrics(path: Path) -> list[tuple[tuple[int, int], dict[str, str]]]:
-    """The rows written so far with their (stage, step); a file of other columns is refused rather than overwritten."""
-    if not path.is_file():
-        return []
-    with path.open(newline="", encoding="utf-8") as handle:
-        reader = csv.DictReader(handle)
-        if tuple(reader.fieldnames or ()) != METRICS_COLUMNS:
-            raise LaddError(
-                f"{path} is not ladd's metrics file (columns {', '.join(reader.fieldnames or ['none'])}, expected "
-                f"{', '.join(METRICS_COLUMNS)}); move it away to continue this run"
-            )
-        try:
-            return [((int(row["stage"]), int(row["step"])), row) for row in reader]
-        except (TypeError, ValueError):
-            raise LaddError(f"{path} is damaged (a row without a whole stage and step); move it away to continue this run") from None
 
 
 def read_config(path: Path) -> dict[str, Any]:
