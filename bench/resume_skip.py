@@ -17,8 +17,8 @@ from pathlib import Path
 
 import torch
 
-from ladd_plugins.binsaw.dataset import BinarySawtooth, BinarySawtoothConfig
-from ladd_plugins.text.dataset import shuffled_indices
+from ladd_plugins.datasets.binsaw.dataset import BinarySawtooth, BinarySawtoothConfig
+from ladd_plugins.datasets.text.dataset import shuffled_indices
 from registry.interfaces import Dataset
 
 

@@ -8,8 +8,8 @@ import torch
 from conftest import TINY
 
 import registry
-from ladd_plugins.autoregressive.process import AutoregressiveProcess
-from ladd_plugins.autoregressive.sampler import AutoregressiveSampler
+from ladd_plugins.processes.autoregressive import AutoregressiveProcess
+from ladd_plugins.samplers.autoregressive import AutoregressiveSampler
 from ladd_plugins.backbones.causal import CausalTransformer
 from ladd_plugins.samplers.ancestral import AncestralSampler
 from ladd_plugins.samplers.config import AncestralConfig

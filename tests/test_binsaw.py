@@ -10,7 +10,7 @@ import pytest
 import torch
 from scipy.integrate import quad
 
-from ladd_plugins.binsaw.dataset import BinarySawtooth, BinarySawtoothConfig
+from ladd_plugins.datasets.binsaw.dataset import BinarySawtooth, BinarySawtoothConfig
 
 
 def make(**options) -> BinarySawtooth:

@@ -7,10 +7,10 @@ from conftest import TINY
 from torch import Tensor, nn
 
 import registry
-from ladd_plugins.autoregressive.process import AutoregressiveProcess
-from ladd_plugins.autoregressive.sampler import AutoregressiveSampler
-from ladd_plugins.binsaw.dataset import BinarySawtooth, BinarySawtoothConfig
-from ladd_plugins.mdlm.masked_process import MaskedProcess, MaskedProcessConfig
+from ladd_plugins.processes.autoregressive import AutoregressiveProcess
+from ladd_plugins.samplers.autoregressive import AutoregressiveSampler
+from ladd_plugins.datasets.binsaw.dataset import BinarySawtooth, BinarySawtoothConfig
+from ladd_plugins.processes.masked import MaskedProcess, MaskedProcessConfig
 from ladd_plugins.samplers.ancestral import AncestralSampler
 from ladd_plugins.samplers.config import AncestralConfig
 from ladd_plugins.schedules.closed_form import LinearSchedule, ScheduleConfig

@@ -29,7 +29,7 @@ def _config(reg, *extra):
 
 def _poison_token_loss(monkeypatch, call: int, factor: float) -> None:
     """Multiply the token loss by ``factor`` at its ``call``-th computation (call 1 is the stage's trainable-set probe)."""
-    from ladd_plugins.mdlm.masked_process import MaskedProcess
+    from ladd_plugins.processes.masked import MaskedProcess
 
     original = MaskedProcess.loss
     calls = {"n": 0}

@@ -13,7 +13,7 @@ from ladd_plugins.schedules.closed_form import (
     VPCosineScheduleConfig,
     VPSqrtSchedule,
 )
-from ladd_plugins.vp.process import VPGaussianProcess, VPProcessConfig
+from ladd_plugins.processes.vp import VPGaussianProcess, VPProcessConfig
 
 # abar^2 as independent closed forms
 ABAR2 = {

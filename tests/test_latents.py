@@ -9,13 +9,13 @@ import registry
 from ladd_plugins.latents.config import FSQLatentConfig, LFQLatentConfig, ResidualVQLatentConfig
 from ladd_plugins.latents.continuous import ContinuousLatent, ContinuousLatentConfig
 from ladd_plugins.latents.quantizers import DiscreteLatentConfig, FSQLatent, LFQLatent, ResidualVQLatent, VQLatent
-from ladd_plugins.mdlm.masked_process import MaskedProcess, MaskedProcessConfig
+from ladd_plugins.processes.masked import MaskedProcess, MaskedProcessConfig
 from ladd_plugins.schedules.closed_form import (
     LinearSchedule,
     ScheduleConfig,
     VPSqrtSchedule,
 )
-from ladd_plugins.vp.process import VPGaussianProcess, VPProcessConfig
+from ladd_plugins.processes.vp import VPGaussianProcess, VPProcessConfig
 from registry import ComponentSpec
 from registry._component import Component, Origin
 from registry._registry import Registry

@@ -18,8 +18,7 @@ BUILTIN = Path(ladd_plugins.__file__).parent
 #: top-level modules of ladd_plugins its subpackages may share: services of the built-in text and data
 #: components (a third-party process, latent or sampler finds what it builds on in registry.toolkit)
 SHARED = {
-    "hub": "Hugging Face models, tokenizers and corpora with ladd's one error when missing (text, encoders, text_metrics)",
-    "seeds": "stable seeds of the built-in datasets' streams (binsaw, text)",
+    "hub": "Hugging Face models, tokenizers and corpora with ladd's one error when missing (datasets, encoders, metrics)",
 }
 
 
@@ -50,8 +49,8 @@ def test_no_core_module_imports_the_components_in_its_source():
         for path in CORE.rglob("*.py")
     }
     assert {name: modules for name, modules in offenders.items() if modules} == {}
-    planted = ast.parse("def f():\n    from ladd_plugins.mdlm import x\n    importlib.import_module('ladd_plugins.text')\n")
-    assert {"ladd_plugins.mdlm", "ladd_plugins.text"} <= _imported(planted), "the check must see planted imports"
+    planted = ast.parse("def f():\n    from ladd_plugins.mdlm import x\n    importlib.import_module('ladd_plugins.datasets.text')\n")
+    assert {"ladd_plugins.mdlm", "ladd_plugins.datasets.text"} <= _imported(planted), "the check must see planted imports"
 
 
 @pytest.mark.slow
@@ -89,8 +88,8 @@ def _subpackage_imports() -> dict[tuple[str, str], set[str]]:
 def test_no_builtin_subpackage_imports_another_ones_modules():
     assert (BUILTIN / "samplers" / "joint.py").is_file(), "the check must see the subpackages"
     assert _subpackage_imports() == {}, "import what is shared from registry.toolkit (see docs/plugins.md)"
-    planted = ast.parse("from ..mdlm.masked_process import MaskedProcess\nfrom .. import hub\nfrom .common import x\n")
-    assert _imported(planted, "ladd_plugins.samplers") >= {"ladd_plugins.mdlm.masked_process", "ladd_plugins.hub", "ladd_plugins.samplers.common"}
+    planted = ast.parse("from ..processes.masked import MaskedProcess\nfrom .. import hub\nfrom .common import x\n")
+    assert _imported(planted, "ladd_plugins.samplers") >= {"ladd_plugins.processes.masked", "ladd_plugins.hub", "ladd_plugins.samplers.common"}
 
 
 def test_shared_top_level_modules_exist():

@@ -7,7 +7,7 @@ import pytest
 import torch
 from scipy.stats import chi2
 
-from ladd_plugins.mdlm.masked_process import MaskedProcess, MaskedProcessConfig
+from ladd_plugins.processes.masked import MaskedProcess, MaskedProcessConfig
 from ladd_plugins.schedules.closed_form import (
     CosineSchedule,
     GeometricSchedule,

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ladd_plugins.binsaw import mersenne
-from ladd_plugins.binsaw.mersenne import skip_doubles
+from ladd_plugins.datasets.binsaw import mersenne
+from ladd_plugins.datasets.binsaw.mersenne import skip_doubles
 
 
 def _drawn_and_skipped(seed: int, before: int, count: int) -> tuple[torch.Generator, torch.Generator]:

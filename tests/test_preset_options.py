@@ -12,7 +12,7 @@ from registry.config import compose, to_plain
 PATIENT = """
     from dataclasses import dataclass
 
-    from ladd_plugins.mdlm.masked_process import MaskedProcess
+    from ladd_plugins.processes.masked import MaskedProcess
     from registry import ComponentSpec, hookimpl
 
 

@@ -89,7 +89,7 @@ def _cell(outcome: Outcome) -> str:
 def test_code_shipped_with_a_tokenizer_never_runs_even_where_a_terminal_could_answer_yes(tmp_path):
     """transformers asks in a terminal whether to run a folder's code; ladd refuses before anyone is asked."""
     folder, marker = code_folder(tmp_path)
-    script = f"from ladd_plugins.text.tokenizer import load_tokenizer\nload_tokenizer({str(folder)!r})\n"
+    script = f"from ladd_plugins.datasets.text.tokenizer import load_tokenizer\nload_tokenizer({str(folder)!r})\n"
     controller, terminal = pty.openpty()
     process = subprocess.Popen([sys.executable, "-c", script], stdin=terminal, stdout=terminal, stderr=terminal)
     os.close(terminal)

@@ -9,9 +9,9 @@ import pytest
 import torch
 from scipy.stats import chi, wasserstein_distance
 
-import ladd_plugins.binsaw.swd as swd_module
+import ladd_plugins.metrics.swd as swd_module
 import registry
-from ladd_plugins.binsaw.swd import SlicedWasserstein, SlicedWassersteinConfig
+from ladd_plugins.metrics.swd import SlicedWasserstein, SlicedWassersteinConfig
 from registry.errors import InvalidConfigError
 
 

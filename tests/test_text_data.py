@@ -14,20 +14,20 @@ import pytest
 import torch
 
 import registry
-from ladd_plugins.text import dataset as text_dataset
-from ladd_plugins.text import tokenizer as text_tokenizer
-from ladd_plugins.text.config import TextDatasetConfig
-from ladd_plugins.text.dataset import TextDataset, shuffled_indices
-from ladd_plugins.text.detokenizers import (
+from ladd_plugins.datasets.text import dataset as text_dataset
+from ladd_plugins.datasets.text import tokenizer as text_tokenizer
+from ladd_plugins.datasets.text.config import TextDatasetConfig
+from ladd_plugins.datasets.text.dataset import TextDataset, shuffled_indices
+from ladd_plugins.datasets.text.detokenizers import (
     lambada,
     lm1b,
     ptb,
     scientific_papers,
     wikitext,
 )
-from ladd_plugins.text.packing import pad, wrap
-from ladd_plugins.text.sources import SHIPPED, SplitSpec, open_source, split_text
-from ladd_plugins.text.tokenizer import encode, load_tokenizer, vocab_size
+from ladd_plugins.datasets.text.packing import pad, wrap
+from ladd_plugins.datasets.text.sources import SHIPPED, SplitSpec, open_source, split_text
+from ladd_plugins.datasets.text.tokenizer import encode, load_tokenizer, vocab_size
 from registry.errors import InvalidConfigError, LaddError
 from registry.interfaces import mask_id
 
@@ -337,8 +337,8 @@ def test_offline_errors_and_local_hugging_face_folders(tmp_path):
     script = textwrap.dedent(
         f"""
         import json
-        from ladd_plugins.text.config import TextDatasetConfig
-        from ladd_plugins.text.dataset import TextDataset
+        from ladd_plugins.datasets.text.config import TextDatasetConfig
+        from ladd_plugins.datasets.text.dataset import TextDataset
         from registry.errors import LaddError
         out = {{}}
         common = dict(cache_dir={str(tmp_path / 'cache')!r}, seq_len=3, progress=False)

@@ -18,17 +18,17 @@ from transformers import (
     GPT2TokenizerFast,
 )
 
-import ladd_plugins.text_metrics.teacher as teacher_module
+import ladd_plugins.metrics.teacher as teacher_module
 import registry
-from ladd_plugins.text_metrics.config import GenPPLConfig
-from ladd_plugins.text_metrics.detokenize import documents
-from ladd_plugins.text_metrics.entropy import (
+from ladd_plugins.metrics.config import GenPPLConfig
+from ladd_plugins.metrics.detokenize import documents
+from ladd_plugins.metrics.entropy import (
     Entropy,
     positional_entropy,
     row_entropies,
     unigram_entropy,
 )
-from ladd_plugins.text_metrics.gen_ppl import GenerativePerplexity
+from ladd_plugins.metrics.gen_ppl import GenerativePerplexity
 from registry.errors import IncompatibleComponentsError, LaddError, MissingResourceError
 
 TEXTS = ["The cat sat on the mat.", " It was a sunny day in the park", "Hello world", " numbers 1 2 3 and more"]

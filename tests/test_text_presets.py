@@ -34,7 +34,7 @@ def assets(tmp_path_factory) -> dict[str, str]:
     """Local folders for the encoder and the teacher, sharing the data's character tokenizer."""
     from transformers import AutoModel, GPT2Config, GPT2LMHeadModel, Qwen3Config
 
-    from ladd_plugins.text.tokenizer import load_tokenizer
+    from ladd_plugins.datasets.text.tokenizer import load_tokenizer
 
     tokenizer = load_tokenizer("text8")
     rows = len(tokenizer)

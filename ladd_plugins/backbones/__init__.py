@@ -1,0 +1,20 @@
+"""Denoising networks: DiT for one channel, MM-DiT for tokens and latent, an MLP latent denoiser, a causal
+transformer."""
+from __future__ import annotations
+
+from registry import ComponentSpec
+from registry.toolkit.options import TransformerConfig
+
+from .config import DiTConfig, MLPDenoiserConfig
+
+#: this subpackage's components, registered by ladd's plugin (``ladd_plugins.ladd_components``)
+SPECS = [
+    ComponentSpec("backbone", "dit", "ladd_plugins.backbones.dit:DiT", DiTConfig,
+                  "DiT with adaLN-Zero and RoPE for one channel (tokens, or a latent alone)"),
+    ComponentSpec("backbone", "mmdit", "ladd_plugins.backbones.mmdit:MMDiT", DiTConfig,
+                  "MM-DiT over tokens and latent slots with modality-specific weights"),
+    ComponentSpec("backbone", "mlp", "ladd_plugins.backbones.mlp:MLPDenoiser", MLPDenoiserConfig,
+                  "residual MLP latent denoiser (sequential Co-LADD)"),
+    ComponentSpec("backbone", "causal", "ladd_plugins.backbones.causal:CausalTransformer", TransformerConfig,
+                  "causal transformer (RoPE, no time input): logits at i from tokens < i"),
+]

@@ -1,0 +1,18 @@
+"""Reverse-process samplers: MDLM ancestral, LADD joint and sequential, left-to-right autoregressive."""
+from __future__ import annotations
+
+from registry import ComponentSpec
+
+from .config import AncestralConfig, JointConfig, SequentialConfig
+
+#: this subpackage's components, registered by ladd's plugin (``ladd_plugins.ladd_components``)
+SPECS = [
+    ComponentSpec("sampler", "ancestral", "ladd_plugins.samplers.ancestral:AncestralSampler", AncestralConfig,
+                  "MDLM ancestral sampling with the exact masked bridge"),
+    ComponentSpec("sampler", "joint", "ladd_plugins.samplers.joint:JointSampler", JointConfig,
+                  "LADD joint inference: both channels at every step"),
+    ComponentSpec("sampler", "sequential", "ladd_plugins.samplers.sequential:SequentialSampler", SequentialConfig,
+                  "LADD sequential inference: latent first (T^Y steps), then tokens (T^X)"),
+    ComponentSpec("sampler", "autoregressive", "ladd_plugins.samplers.autoregressive:AutoregressiveSampler", None,
+                  "left to right, one token per network call (always S steps)"),
+]

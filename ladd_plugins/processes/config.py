@@ -1,4 +1,4 @@
-"""Options of the variance-preserving Gaussian process (torch-free, so listing components stays fast)."""
+"""Options of the token and latent processes (torch-free, so listing components stays fast)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -8,6 +8,19 @@ from registry.toolkit.options import check_weighting
 
 #: How the squared error is reduced over the d_l features of each latent vector (the M vectors are always averaged).
 FEATURE_REDUCTIONS = ("mean", "sum")
+
+
+@dataclass
+class MaskedProcessConfig:
+    """Training horizon T and the loss weighting (``elbo``: T * lambda_t, ``constant``: 1)."""
+
+    horizon: int = 4000  # training horizon T: times are drawn on the grid 1/T, ..., 1
+    weighting: str = "elbo"  # loss weights: elbo (T * lambda_t) or constant (1)
+
+    def __post_init__(self) -> None:
+        check_weighting(self.weighting)
+        if self.horizon < 1:
+            raise ValueError(f"horizon={self.horizon} must be at least 1")
 
 
 @dataclass

@@ -17,7 +17,7 @@ from typing import Any
 
 from registry.errors import InvalidConfigError, LaddError
 
-from ..hub import hub_cache, unavailable
+from ...hub import hub_cache, unavailable
 from .config import TextDatasetConfig
 
 LOCAL_SUFFIXES = (".txt", ".jsonl", ".parquet")

@@ -1,4 +1,5 @@
-"""Options of the binary sawtooth dataset and its sliced Wasserstein metric (torch-free, for fast listing)."""
+"""Options of the sample metrics (torch-free, for fast listing)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -6,24 +7,29 @@ from dataclasses import dataclass
 from registry.errors import InvalidConfigError
 from registry.ranges import check_choice, check_range
 
+#: Teacher weight types accepted by ``GenPPLConfig.dtype`` (names of ``torch`` dtypes).
+TEACHER_DTYPES = ("float32", "float64", "bfloat16", "float16")
+
 
 @dataclass
-class BinarySawtoothConfig:
-    """Sequence length S, number of sawtooth periods P and minimum probability s (App. E.1)."""
+class GenPPLConfig:
+    """The causal LM teacher (a Hub name or a local folder) and how it is run."""
 
-    seq_len: int = 128  # S: tokens per sequence
-    periods: int = 2  # P: sawtooth periods along the sequence
-    floor: float = 0.01  # s: the smallest probability of a 1 (at most 0.5)
-    #: training batches drawn where the model trains, in float32, each from its own seed (a stream of its own)
-    draw_on_device: bool = False
+    teacher: str = "gpt2-large"  # causal LM that scores the samples: a Hub name or a local folder
+    batch_size: int = 8  # samples per teacher forward pass
+    dtype: str = "float32"  # the teacher's precision
+    max_length: int | None = None  # teacher tokens per forward pass, start token included; None: the teacher's context
+    device: str = "auto"  # "auto": CUDA when available, else CPU
 
     def __post_init__(self) -> None:
-        if self.seq_len < 1:
-            raise ValueError(f"binary sawtooth seq_len must be >= 1, got {self.seq_len}")
-        if self.periods < 1:
-            raise ValueError(f"binary sawtooth periods must be >= 1, got {self.periods}")
-        if not 0.0 <= self.floor <= 0.5:
-            raise ValueError(f"binary sawtooth floor must lie in [0, 0.5], got {self.floor}")
+        if not self.teacher:
+            raise ValueError("gen_ppl teacher must name a causal language model (a Hub name or a local folder)")
+        if self.batch_size < 1:
+            raise ValueError(f"gen_ppl batch_size must be >= 1, got {self.batch_size}")
+        if self.dtype not in TEACHER_DTYPES:
+            raise ValueError(f"gen_ppl dtype must be one of {', '.join(TEACHER_DTYPES)}, got {self.dtype!r}")
+        if self.max_length is not None and self.max_length < 2:
+            raise ValueError(f"gen_ppl max_length must be >= 2 (start token + one scored token), got {self.max_length}")
 
 
 #: Laws of the projection directions: App. F's Gaussian ones, or the authors' code's unit vectors.

@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 from registry.errors import LaddError
 from registry.interfaces import mask_id
 
-from .. import hub
+from ... import hub
 
 GPT2_BPE = "gpt2-bpe"
 TEXT8 = "text8"
