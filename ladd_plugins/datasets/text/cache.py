@@ -1,9 +1,10 @@
 """The token cache: packed rows of a split saved once as a flat binary file and memory-mapped afterwards.
 
 A cache entry is the folder ``LABEL-KEY`` holding ``tokens.bin`` (rows x seq_len ids) and ``meta.json``;
-KEY hashes a fingerprint of everything that decides the rows (source and its files, split, tokenizer,
-sequence length, packing, detokeniser, text field). An entry is written under a temporary name and
-renamed when complete, so a folder that exists is whole, and concurrent builders do not clash.
+KEY hashes the format version and a fingerprint of everything that decides the rows (source and its
+files, split, tokenizer, sequence length, packing, detokeniser, text field). An entry is built in a
+folder beside it (``build``) and renamed into place when whole, so a folder that exists is whole. An
+entry whose ``meta.json`` names another format or fingerprint is built again, never read.
 """
 from __future__ import annotations
 
@@ -11,8 +12,7 @@ import hashlib
 import json
 import os
 import shutil
-from collections.abc import Callable, Iterable, Sequence
-from itertools import islice
+import time
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ from registry.errors import LaddError
 
 FORMAT_VERSION = 1
 TOKENS, META = "tokens.bin", "meta.json"
-_WRITE_ROWS = 4096
+_LEGACY_AGE_SECONDS = 3600.0  # a legacy builder's folder untouched this long, its process gone: abandoned
 
 
 def default_dir() -> Path:
@@ -48,56 +48,81 @@ def entry(directory: Path, label: str, fingerprint: dict[str, Any]) -> Path:
     return Path(directory) / f"{label}-{cache_key(fingerprint)}"
 
 
-def load_or_build(
-    folder: Path, fingerprint: dict[str, Any], rows: Callable[[], Iterable[Sequence[int]]], seq_len: int, dtype: np.dtype
-) -> np.ndarray:
-    """The cached rows at ``folder`` (read-only memmap ``[N, seq_len]``), building them from ``rows()`` if absent.
-
-    An empty result (N = 0) is returned as an empty array and not cached.
-    """
-    if not (folder / META).is_file():
-        count = _write(folder, fingerprint, rows(), seq_len, dtype)
-        if count == 0:
-            return np.zeros((0, seq_len), dtype=dtype)
-    return _open(folder, seq_len)
+def describe(rows: int, seq_len: int, dtype: np.dtype, fingerprint: dict[str, Any], **counts: int) -> dict[str, Any]:
+    """The ``meta.json`` of an entry of ``rows`` rows; ``counts`` add what preparing it counted (documents, padding)."""
+    version = _version()
+    return {
+        "format": FORMAT_VERSION, "ladd": version, "rows": rows, "seq_len": seq_len, "dtype": np.dtype(dtype).name,
+        "tokens": rows * seq_len, "fingerprint": fingerprint, **counts,
+    }
 
 
-def _open(folder: Path, seq_len: int) -> np.ndarray:
-    """The entry's rows, after checking its description against its token file."""
+def current(folder: Path, fingerprint: dict[str, Any]) -> dict[str, Any] | None:
+    """The description of the entry at ``folder`` when it holds the rows of ``fingerprint``; None when there is no
+    entry or it was built in another format or from other data (it is then built again)."""
     try:
         meta = json.loads((folder / META).read_text(encoding="utf-8"))
-        rows, dtype = int(meta["rows"]), np.dtype(meta["dtype"])
-        expected = rows * seq_len * dtype.itemsize
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as error:
+        raise _damaged(folder, error) from None
+    if not isinstance(meta, dict) or meta.get("format", 1) != FORMAT_VERSION or meta.get("fingerprint") != _plain(fingerprint):
+        return None
+    try:
+        expected = int(meta["rows"]) * int(meta["seq_len"]) * np.dtype(meta["dtype"]).itemsize
         size = (folder / TOKENS).stat().st_size
-        if meta["seq_len"] != seq_len or size != expected:
+        if size != expected:
             raise ValueError(f"{TOKENS} holds {size} bytes where {META} describes {expected}")
     except (OSError, ValueError, KeyError, TypeError) as error:
-        raise LaddError(
-            f"token cache entry {folder} is damaged ({error}); delete it to rebuild it from the source: rm -r '{folder}'"
-        ) from None
-    return np.memmap(folder / TOKENS, dtype=dtype, mode="r", shape=(rows, seq_len))
+        raise _damaged(folder, error) from None
+    return meta
 
 
-def _write(folder: Path, fingerprint: dict[str, Any], rows: Iterable[Sequence[int]], seq_len: int, dtype: np.dtype) -> int:
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    temporary = folder.with_name(f".{folder.name}.{os.getpid()}.tmp")
-    shutil.rmtree(temporary, ignore_errors=True)
-    temporary.mkdir()
+def open_rows(folder: Path, meta: dict[str, Any]) -> np.ndarray:
+    """The entry's rows, ``[rows, seq_len]`` memory-mapped read-only."""
+    shape = (int(meta["rows"]), int(meta["seq_len"]))
+    return np.memmap(folder / TOKENS, dtype=np.dtype(meta["dtype"]), mode="r", shape=shape)
+
+
+def sweep_legacy(folder: Path) -> None:
+    """Remove what builders of earlier ladd versions left of this entry when killed (``.NAME.PID.tmp``).
+
+    Only a folder whose process is gone from this machine and which nothing wrote to for an hour: a live
+    builder, even on another machine sharing the folder, keeps writing to its own.
+    """
+    for leftover in folder.parent.glob(f".{folder.name}.*.tmp"):
+        pid = leftover.name[len(folder.name) + 2 : -len(".tmp")]
+        files = [leftover, *leftover.iterdir()] if leftover.is_dir() else [leftover]
+        idle = time.time() - max(f.stat().st_mtime for f in files)
+        if pid.isdigit() and not _alive(int(pid)) and idle > _LEGACY_AGE_SECONDS:
+            shutil.rmtree(leftover, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
     try:
-        count = 0
-        iterator = iter(rows)
-        with (temporary / TOKENS).open("wb") as handle:
-            while chunk := list(islice(iterator, _WRITE_ROWS)):
-                handle.write(np.asarray(chunk, dtype=dtype).reshape(-1, seq_len).tobytes())
-                count += len(chunk)
-        if count:
-            meta = {"rows": count, "seq_len": seq_len, "dtype": np.dtype(dtype).name, "fingerprint": fingerprint}
-            (temporary / META).write_text(json.dumps(meta, indent=1, sort_keys=True))
-            try:
-                temporary.rename(folder)
-            except OSError:
-                if not (folder / META).is_file():  # not another process publishing the same entry first
-                    raise
-        return count
-    finally:
-        shutil.rmtree(temporary, ignore_errors=True)
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _plain(fingerprint: dict[str, Any]) -> Any:
+    """``fingerprint`` as it reads back from JSON (lists for tuples)."""
+    return json.loads(json.dumps(fingerprint))
+
+
+def _damaged(folder: Path, error: Exception) -> LaddError:
+    return LaddError(
+        f"token cache entry {folder} is damaged ({error}); delete it to rebuild it from the source: rm -r '{folder}'"
+    )
+
+
+def _version() -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ladd")
+    except PackageNotFoundError:
+        return None

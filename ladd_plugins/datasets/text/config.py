@@ -41,6 +41,7 @@ class TextDatasetConfig:
     # token cache; None: $LADD_CACHE_DIR, else ~/.cache/ladd (XDG_CACHE_HOME honoured); never read from a saved config
     cache_dir: str | None = field(default=None, metadata=LOCAL_PATH)
     progress: bool = True  # show tokenising progress
+    num_proc: int | None = None  # worker processes that tokenise a split; None: every core this process may use
 
     def __post_init__(self) -> None:
         if self.seq_len < 2:
@@ -52,5 +53,7 @@ class TextDatasetConfig:
         detokenizers = ("auto", "none", *DETOKENIZERS)
         if self.detokenizer not in detokenizers:
             raise ValueError(f"text detokenizer must be one of {', '.join(detokenizers)}, got {self.detokenizer!r}")
+        if self.num_proc is not None and self.num_proc < 1:
+            raise ValueError(f"text num_proc must be >= 1 or null (every core), got {self.num_proc}")
         if self.vocab_size is not None and self.vocab_size < 1:
             raise ValueError(f"text vocab_size must be >= 1 or null, got {self.vocab_size}")

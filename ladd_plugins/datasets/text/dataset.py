@@ -3,6 +3,7 @@ as an endless seeded stream of shuffled batches."""
 from __future__ import annotations
 
 import functools
+import os
 import re
 from collections.abc import Iterable, Iterator
 from itertools import islice
@@ -16,12 +17,14 @@ from registry.errors import InvalidConfigError, LaddError
 from registry.interfaces import Dataset
 
 from ..seeds import stream_seed
-from . import cache, packing
+from . import build, cache, packing
 from .config import TextDatasetConfig
 from .detokenizers import DETOKENIZERS
+from .shards import Job
 from .sources import Source, SplitSpec, open_source
-from .tokenizer import encode, load_tokenizer, vocab_size
+from .tokenizer import Encoder, encode, load_tokenizer, vocab_size
 from .tokenizer import fingerprint as tokenizer_fingerprint
+from .workers import Workers
 
 __all__ = ["TextDataset", "TextDatasetConfig", "shuffled_indices"]
 
@@ -95,17 +98,48 @@ class TextDataset(Dataset):
         """All packed rows of ``split`` (``[N, seq_len]``), tokenised once and then read from the cache."""
         folder = self.cache_entry(split)
         if folder not in self._rows:
-            spec = self.split(split)
-
-            def build() -> Iterator[list[int]]:
-                texts, total = self.source.documents(spec)
-                return self.pack(encode(self.tokenizer, self.clean(texts), total, self.config.progress))
-
-            rows = cache.load_or_build(folder, self.fingerprint(split), build, self.seq_len, cache.id_dtype(len(self.tokenizer)))
-            if len(rows) == 0:
-                raise self._empty(split, spec)
-            self._rows[folder] = rows
+            self.prepare_splits([split])
         return self._rows[folder]
+
+    def prepare_splits(self, splits: Iterable[str]) -> list[tuple[str, Path, dict]]:
+        """Build the token caches of ``splits`` not built yet (or wait for another process building them).
+
+        Returns ``(split, entry folder, its meta.json)`` for each; splits that read the same source split share
+        an entry, listed once. A streamed dataset has none.
+        """
+        if self.config.streaming:
+            return []
+        prepared: dict[Path, tuple[str, Path, dict]] = {}
+        with Workers(self.job, self.processes) as workers:
+            for split in splits:
+                folder, spec = self.cache_entry(split), self.split(split)
+                if folder in prepared:
+                    continue
+                what = f"split {split!r} ({self.source.label} {spec})"
+                meta = build.prepare(folder, self.fingerprint(split), spec, workers, self.config.progress, what)
+                if meta is None:
+                    raise self._empty(split, spec)
+                self._rows.setdefault(folder, cache.open_rows(folder, meta))
+                prepared[folder] = (split, folder, meta)
+        return list(prepared.values())
+
+    @property
+    def job(self) -> Job:
+        """What worker processes make of each part of a split."""
+        dtype = cache.id_dtype(len(self.tokenizer)).name
+        return Job(self.source, self.encoder, self.eos_id, self.seq_len, self.config.packing, self.detokenizer, dtype)
+
+    @functools.cached_property
+    def encoder(self) -> Encoder:
+        """The tokenizer in the form worker processes receive."""
+        return Encoder.of(self.tokenizer)
+
+    @property
+    def processes(self) -> int:
+        """Worker processes that tokenise a split: ``dataset.num_proc``, else every core this process may use."""
+        if self.config.num_proc is not None:
+            return self.config.num_proc
+        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
     def clean(self, texts: Iterable[str]) -> Iterator[str]:
         """The detokenised, non-blank documents."""

@@ -2,18 +2,22 @@
 
 A source yields the documents (strings) of a split, described by a :class:`SplitSpec` such as
 ``train``, ``train[:-100000]`` or ``train[90%:95%]`` (rows, in Hugging Face's slice syntax). A source made
-of a single document (text8, a text file read whole) is sliced by characters instead.
+of a single document (text8, a text file read whole) is sliced by characters instead. The documents come
+as :class:`Part` s, consecutive runs of documents that worker processes read on their own.
 """
 from __future__ import annotations
 
 import glob
+import io
+import itertools
 import json
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from registry.errors import InvalidConfigError, LaddError
 
@@ -26,6 +30,12 @@ STREAM_SHUFFLE_BUFFER = 10_000
 _STANDARD = {"train": "train", "validation": "validation", "test": "test"}
 _TEST_AS_VALIDATION = {"train": "train", "validation": "test", "test": "test"}  # no validation split published
 _FRACTIONS = {"train": "train[:90%]", "validation": "train[90%:95%]", "test": "train[95%:]"}
+#: a part of a text file holds about this many bytes, cut at a document boundary
+PART_BYTES = 1 << 24
+_BLOCK = 1 << 20  # bytes read at a time while looking for a document boundary
+_PARQUET_BATCH = _TABLE_BATCH = 1000  # rows read at a time
+_LINE_END = re.compile(rb"\n")
+_PARAGRAPH_END = re.compile(rb"\n[ \t]*\n")
 
 
 @dataclass(frozen=True)
@@ -101,18 +111,33 @@ def _bound(bound: str | None, n: int) -> int | None:
     return int(bound)
 
 
-def _slice_documents(texts: Sequence[str], split: SplitSpec) -> list[str]:
-    if not split.sliced:
-        return list(texts)
-    if len(texts) == 1:
-        chars = split.select(len(texts[0]))
-        return [texts[0][chars.start : chars.stop]]
-    rows = split.select(len(texts))
-    return list(texts[rows.start : rows.stop])
+@dataclass(frozen=True)
+class Part:
+    """Consecutive documents of a source that one worker reads alone: a byte range of a file, a row group, table rows.
+
+    ``where`` is the file (local sources) or the source split (Hugging Face datasets); ``count`` the number of
+    documents in ``[start, stop)`` when it is known without reading them. ``skip`` and ``take`` select some of
+    them (a slice of the split); ``chars`` slices the characters of a split that is a single document.
+    """
+
+    where: str
+    start: int
+    stop: int
+    count: int | None = None
+    unit: str = "bytes"
+    skip: int = 0
+    take: int | None = None
+    chars: str | None = None
+
+    def describe(self) -> str:
+        """E.g. ``bytes 0-16777216 of /data/owt.jsonl`` or ``rows 0-50000 of split 'train'``."""
+        where = self.where if self.unit != "rows" else f"split {self.where!r}"
+        span = f"{self.unit} {self.start}" if self.unit == "row group" else f"{self.unit} {self.start}-{self.stop}"
+        return f"{span} of {where}"
 
 
 class Source(ABC):
-    """Documents by split, plus what identifies them for the token cache."""
+    """Documents by split, as parts that worker processes read alone, plus what identifies them for the token cache."""
 
     label: str  # short, file-name-safe description (cache folder names, messages)
     splits: dict[str, str]  # ladd split -> default source split
@@ -120,69 +145,161 @@ class Source(ABC):
     streams: bool = False  # whether ``stream`` can read the documents on the fly
 
     @abstractmethod
-    def documents(self, split: SplitSpec) -> tuple[Iterable[str], int]:
-        """The split's documents and how many there are."""
+    def whole_parts(self, name: str) -> list[Part]:
+        """The documents of source split ``name``, all of them, as consecutive parts."""
+
+    @abstractmethod
+    def documents_of(self, part: Part) -> Iterator[str]:
+        """Every document of ``part``'s range, its selection (``skip``, ``take``, ``chars``) ignored."""
 
     @abstractmethod
     def fingerprint(self, split: SplitSpec) -> dict[str, Any]:
         """Everything about the source that decides the split's documents."""
+
+    def count(self, part: Part) -> int:
+        """The documents in ``part``'s range (read when the part does not know it)."""
+        return part.count if part.count is not None else sum(1 for _ in self.documents_of(part))
+
+    def parts(self, split: SplitSpec, count: Callable[[list[Part]], list[int]] | None = None) -> list[Part]:
+        """The documents of ``split`` (a slice of a source split) as consecutive parts, in order.
+
+        A slice needs the number of documents of each part: ``count`` counts those that do not know it (all
+        at once, e.g. in worker processes; by default one after another here). A split that is a single
+        document is sliced by its characters.
+        """
+        whole = self.whole_parts(split.name)
+        if not split.sliced:
+            return whole
+        unknown = [part for part in whole if part.count is None]
+        counted = iter((count or (lambda parts: [self.count(p) for p in parts]))(unknown))
+        counts = [part.count if part.count is not None else next(counted) for part in whole]
+        if sum(counts) == 1:
+            return [replace(part, chars=str(split)) for part, n in zip(whole, counts, strict=True) if n == 1]
+        return _select(whole, counts, split.select(sum(counts)))
+
+    def read(self, part: Part) -> Iterator[str]:
+        """The selected documents of ``part``, in order."""
+        if part.chars is not None:
+            (text,) = [t for t in self.documents_of(part)]
+            chars = SplitSpec.parse(part.chars).select(len(text))
+            return iter([text[chars.start : chars.stop]])
+        return islice(self.documents_of(part), part.skip, None if part.take is None else part.skip + part.take)
+
+    def documents(self, split: SplitSpec) -> tuple[Iterator[str], int]:
+        """The split's documents read in this process, one part after another, and how many there are."""
+        parts = self.parts(split)
+        total = sum(_selected(part, self) for part in parts)
+        return (text for part in parts for text in self.read(part)), total
 
     def stream(self, split: SplitSpec, seed: int) -> Iterator[str]:
         """The split's documents read on the fly in a seeded shuffled order (when ``streams``)."""
         raise NotImplementedError(f"source {self.label!r} cannot be streamed")
 
 
+def _select(parts: list[Part], counts: list[int], rows: range) -> list[Part]:
+    """The parts holding documents ``rows`` of their concatenation, each told which of its documents those are."""
+    chosen, first = [], 0
+    for part, n in zip(parts, counts, strict=True):
+        low, high = max(rows.start - first, 0), min(rows.stop - first, n)
+        if low < high:
+            chosen.append(replace(part, count=n, skip=low, take=high - low))
+        first += n
+    return chosen
+
+
+def _selected(part: Part, source: Source) -> int:
+    if part.chars is not None:
+        return 1
+    return part.take if part.take is not None else source.count(part) - part.skip
+
+
 class LocalFiles(Source):
-    """``.txt`` (documents are paragraphs, lines or whole files), ``.jsonl`` and ``.parquet`` files, one split ``train``."""
+    """``.txt`` (documents are paragraphs, lines or whole files), ``.jsonl`` and ``.parquet`` files, one split ``train``.
+
+    Text files are cut into parts of about ``PART_BYTES`` at document boundaries (after a line end, or after
+    a blank line for paragraphs), parquet files into their row groups.
+    """
 
     def __init__(self, paths: list[Path], text_field: str, txt_documents: str, label: str) -> None:
         self.paths, self.text_field, self.txt_documents, self.label = paths, text_field, txt_documents, label
         self.splits = dict(_FRACTIONS)
 
-    def documents(self, split: SplitSpec) -> tuple[list[str], int]:
-        if split.name != "train":
+    def whole_parts(self, name: str) -> list[Part]:
+        if name != "train":
             raise InvalidConfigError(
-                f"local files form one split called 'train', not {split.name!r}; select parts of it with "
+                f"local files form one split called 'train', not {name!r}; select parts of it with "
                 "slices in dataset.split_map, e.g. {train: 'train[:90%]', validation: 'train[90%:95%]', test: 'train[95%:]'}"
             )
-        texts = _slice_documents([t for path in self.paths for t in self._read(path)], split)
-        return texts, len(texts)
+        return [part for path in self.paths for part in self._file_parts(path)]
 
-    def _read(self, path: Path) -> list[str]:
-        if path.suffix == ".txt":
-            return split_text(_utf8(path, path.read_bytes()), self.txt_documents)
+    def _file_parts(self, path: Path) -> list[Part]:
+        if path.suffix == ".parquet":
+            groups = self._parquet(path).metadata
+            return [Part(str(path), i, i + 1, groups.row_group(i).num_rows, unit="row group") for i in range(groups.num_row_groups)]
+        size = path.stat().st_size
+        if path.suffix == ".txt" and self.txt_documents == "file":
+            return [Part(str(path), 0, size)]
+        cuts = _cuts(path, paragraphs=path.suffix == ".txt" and self.txt_documents == "paragraph")
+        return [Part(str(path), start, stop) for start, stop in itertools.pairwise(cuts)]
+
+    def count(self, part: Part) -> int:
+        if part.count is not None or Path(part.where).suffix != ".jsonl":
+            return super().count(part)
+        data = _read_range(Path(part.where), part.start, part.stop)
+        return sum(1 for line in data.split(b"\n") if _utf8(Path(part.where), line, part.start).strip())
+
+    def documents_of(self, part: Part) -> Iterator[str]:
+        path = Path(part.where)
+        if path.suffix == ".parquet":
+            return self._parquet_rows(path, part.start)
         if path.suffix == ".jsonl":
-            return list(self._jsonl(path))
-        return self._parquet(path)
+            return self._jsonl(path, part.start, part.stop)
+        return iter(split_text(_utf8(path, _read_range(path, part.start, part.stop), part.start), self.txt_documents))
 
-    def _jsonl(self, path: Path) -> Iterator[str]:
-        with path.open("rb") as handle:
-            for number, raw in enumerate(handle, 1):
-                line = _utf8(path, raw, number)
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as error:
-                    raise LaddError(f"{path}:{number} is not valid JSON ({error.msg} at column {error.colno}); fix or remove that line") from None
-                if not isinstance(record, dict):
-                    raise LaddError(f"{path}:{number} is not a JSON object; each line of a .jsonl file must be one, e.g. {{\"text\": \"...\"}}")
-                if self.text_field not in record:
-                    raise LaddError(
-                        f"{path}:{number} has no field {self.text_field!r} (it has {', '.join(record)}); "
-                        "set dataset.text_field"
-                    )
-                yield record[self.text_field]
+    def _jsonl(self, path: Path, start: int, stop: int) -> Iterator[str]:
+        offset = start
+        for raw in io.BytesIO(_read_range(path, start, stop)):
+            line, at = _utf8(path, raw, offset), offset
+            offset += len(raw)
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise LaddError(
+                    f"{path}:{_line_at(path, at)} is not valid JSON ({error.msg} at column {error.colno}); fix or remove that line"
+                ) from None
+            if not isinstance(record, dict):
+                raise LaddError(
+                    f"{path}:{_line_at(path, at)} is not a JSON object; each line of a .jsonl file must be one, e.g. {{\"text\": \"...\"}}"
+                )
+            if self.text_field not in record:
+                raise LaddError(
+                    f"{path}:{_line_at(path, at)} has no field {self.text_field!r} (it has {', '.join(record)}); "
+                    "set dataset.text_field"
+                )
+            yield record[self.text_field]
 
-    def _parquet(self, path: Path) -> list[str]:
+    def _parquet(self, path: Path) -> Any:
+        """The open parquet file, after checking that it has the text column."""
         import pyarrow
         import pyarrow.parquet as pq
 
         try:
-            names = pq.ParquetFile(path).schema_arrow.names
-            if self.text_field not in names:
-                raise LaddError(f"{path} has no column {self.text_field!r} (it has {', '.join(names)}); set dataset.text_field")
-            return pq.read_table(path, columns=[self.text_field]).column(self.text_field).to_pylist()
+            handle = pq.ParquetFile(path)
+        except (pyarrow.ArrowException, OSError) as error:
+            raise LaddError(f"{path} is not a readable parquet file; replace it or remove it from dataset.source") from error
+        names = handle.schema_arrow.names
+        if self.text_field not in names:
+            raise LaddError(f"{path} has no column {self.text_field!r} (it has {', '.join(names)}); set dataset.text_field")
+        return handle
+
+    def _parquet_rows(self, path: Path, group: int) -> Iterator[str]:
+        import pyarrow
+
+        try:
+            for batch in self._parquet(path).iter_batches(batch_size=_PARQUET_BATCH, row_groups=[group], columns=[self.text_field]):
+                yield from batch.column(0).to_pylist()
         except (pyarrow.ArrowException, OSError) as error:
             raise LaddError(f"{path} is not a readable parquet file; replace it or remove it from dataset.source") from error
 
@@ -191,14 +308,61 @@ class LocalFiles(Source):
         return {"files": files, "text_field": self.text_field, "txt_documents": self.txt_documents, "split": str(split)}
 
 
-def _utf8(path: Path, data: bytes, first_line_number: int = 1) -> str:
-    """``data`` (from line ``first_line_number`` of ``path`` on) decoded as UTF-8, or an error naming the line and the fix."""
+def _read_range(path: Path, start: int, stop: int) -> bytes:
+    with path.open("rb") as handle:
+        handle.seek(start)
+        return handle.read(stop - start)
+
+
+def _cuts(path: Path, paragraphs: bool) -> list[int]:
+    """Offsets cutting ``path`` into parts of about ``PART_BYTES``, each just after a line end (a blank line's for paragraphs).
+
+    ``split_text`` gives the same documents for the parts as for the whole: a cut after a blank line separates
+    two paragraphs, and only whitespace, which ``split_text`` strips, lies around it.
+    """
+    size = path.stat().st_size
+    cuts = [0]
+    with path.open("rb") as handle:
+        while size - cuts[-1] > PART_BYTES:
+            cut = _boundary_after(handle, cuts[-1] + PART_BYTES, _PARAGRAPH_END if paragraphs else _LINE_END)
+            if cut is None or cut >= size:
+                break
+            cuts.append(cut)
+    return [*cuts, size]
+
+
+def _boundary_after(handle: BinaryIO, position: int, boundary: re.Pattern[bytes]) -> int | None:
+    """The end of the first match of ``boundary`` at or after ``position``, or None if there is none."""
+    handle.seek(position)
+    carry, base = b"", position
+    while block := handle.read(_BLOCK):
+        data = carry + block
+        match = boundary.search(data)
+        if match:
+            return base + match.end()
+        keep = data.rfind(b"\n")  # a boundary may begin at the last line end
+        keep = len(data) if keep < 0 else keep
+        carry, base = data[keep:], base + keep
+    return None
+
+
+def _line_at(path: Path, offset: int) -> int:
+    """The number of the line of ``path`` holding byte ``offset`` (1 for the first)."""
+    lines, read = 1, 0
+    with path.open("rb") as handle:
+        while read < offset and (block := handle.read(min(_BLOCK, offset - read))):
+            lines += block.count(b"\n")
+            read += len(block)
+    return lines
+
+
+def _utf8(path: Path, data: bytes, offset: int = 0) -> str:
+    """``data`` (from byte ``offset`` of ``path`` on) decoded as UTF-8, or an error naming the line and the fix."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
-        line = first_line_number + data[: error.start].count(b"\n")
         raise LaddError(
-            f"{path}:{line} is not UTF-8 text (byte {data[error.start]:#04x}); convert the file, "
+            f"{path}:{_line_at(path, offset + error.start)} is not UTF-8 text (byte {data[error.start]:#04x}); convert the file, "
             f"e.g. iconv -f latin1 -t utf-8"
         ) from None
 
@@ -215,7 +379,7 @@ def split_text(text: str, unit: str) -> list[str]:
 
 
 class HubDataset(Source):
-    """A dataset read with ``datasets.load_dataset`` (a Hub id, or any path it accepts)."""
+    """A dataset read with ``datasets.load_dataset`` (a Hub id, or any path it accepts); parts are row ranges."""
 
     streams = True
 
@@ -225,6 +389,10 @@ class HubDataset(Source):
         self.path, self.subset, self.text_field, self.label, self.revision = path, subset, text_field, label, revision
         self.splits = dict(known.splits) if known else dict(_STANDARD)
         self.detokenizer = known.detokenizer if known else None
+        self._tables: dict[str, Any] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_tables": {}}  # a worker process opens the tables itself
 
     def _load(self, split: str, streaming: bool) -> Any:
         import datasets
@@ -240,6 +408,14 @@ class HubDataset(Source):
         except ValueError as error:  # e.g. an unknown split, listed by datasets
             raise LaddError(f"cannot read split {split!r} of dataset {self._name()!r}: {error}") from None
 
+    def _table(self, name: str) -> Any:
+        """Source split ``name`` (memory-mapped), its text column alone, opened once per process."""
+        if name not in self._tables:
+            table = self._load(name, streaming=False)
+            self._check_field(table.column_names)
+            self._tables[name] = table.select_columns([self.text_field])
+        return self._tables[name]
+
     def _name(self) -> str:
         return self.path if self.subset is None else f"{self.path} ({self.subset})"
 
@@ -250,26 +426,37 @@ class HubDataset(Source):
                 f"dataset {self._name()!r} has no field {self.text_field!r} (it has {', '.join(names)}); set dataset.text_field"
             )
 
-    def documents(self, split: SplitSpec) -> tuple[Iterable[str], int]:
-        table = self._load(split.name, streaming=False)
-        self._check_field(table.column_names)
-        if split.sliced and len(table) == 1:
-            return _slice_documents([table[0][self.text_field]], split), 1
-        if split.sliced:
-            table = table.select(split.select(len(table)))
-        return (text for batch in table.iter(batch_size=1000) for text in batch[self.text_field]), len(table)
+    def whole_parts(self, name: str) -> list[Part]:
+        table = self._table(name)
+        total = len(table)
+        size = max(1, int(PART_BYTES * total / max(table.data.nbytes, 1)))  # rows of about PART_BYTES
+        return [Part(name, start, min(start + size, total), min(size, total - start), unit="rows") for start in range(0, total, size)]
+
+    def documents_of(self, part: Part) -> Iterator[str]:
+        return self._rows(part.where, part.start, part.stop)
+
+    def read(self, part: Part) -> Iterator[str]:
+        if part.chars is not None:
+            return super().read(part)
+        first = part.start + part.skip
+        return self._rows(part.where, first, part.stop if part.take is None else first + part.take)
+
+    def _rows(self, name: str, start: int, stop: int) -> Iterator[str]:
+        table = self._table(name)
+        for first in range(start, stop, _TABLE_BATCH):
+            yield from table[first : min(first + _TABLE_BATCH, stop)][self.text_field]
 
     def stream(self, split: SplitSpec, seed: int) -> Iterator[str]:
         table = self._load(split.name, streaming=True)
         if split.sliced:
-            rows = split.select(self._rows(table, split))
+            rows = split.select(self._published_rows(table, split))
             table = table.skip(rows.start).take(len(rows))
         for number, record in enumerate(table.shuffle(seed=seed, buffer_size=STREAM_SHUFFLE_BUFFER)):
             if number == 0:
                 self._check_field(record)
             yield record[self.text_field]
 
-    def _rows(self, table: Any, split: SplitSpec) -> int:
+    def _published_rows(self, table: Any, split: SplitSpec) -> int:
         info = (table.info.splits or {}).get(split.name)
         if info is None or not info.num_examples:
             raise LaddError(

@@ -16,7 +16,6 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from registry.errors import LaddError
-from registry.interfaces import mask_id
 
 from ... import hub
 
@@ -104,6 +103,8 @@ def prepare(tokenizer: Any) -> Any:
 
 def vocab_size(tokenizer: Any) -> int:
     """K, the number of real tokens: every id but the last, which is the mask (``mask_id(K)``)."""
+    from registry.interfaces import mask_id  # imports torch: not in worker processes, which only encode
+
     k = len(tokenizer) - 1
     top = max(tokenizer.get_vocab().values())
     if tokenizer.mask_token_id != mask_id(k) or top != k:
@@ -125,6 +126,69 @@ def fingerprint(tokenizer: Any) -> str:
     return hashlib.sha256(content.encode()).hexdigest()
 
 
+#: texts whose ids a tokenizer's serialised form must reproduce before worker processes use it
+_PROBES = [
+    "Hello world, it's 2024: caf\u00e9 \u00fcber na\u00efve \U0001f600 <|endoftext|> <|mask|> [MASK] [SEP]",
+    "  leading and trailing spaces  ",
+    "lines\nand\n\nparagraphs\r\n\ttabs",
+    "UPPER lower MiXeD 12345 3.14 a.b-c_d",
+]
+
+
+class Encoder:
+    """Token ids as :func:`encode` gives them, from a form of the tokenizer that pickles small: what workers receive.
+
+    A fast tokenizer travels as its backend's JSON and encodes without ``transformers`` (special-token strings
+    in the text stay plain text); any other tokenizer, or one whose backend alone gives other ids, travels whole.
+    """
+
+    def __init__(self, form: Any) -> None:
+        self.form = form
+        self._backend: Any = None
+
+    @classmethod
+    def of(cls, tokenizer: Any) -> Encoder:
+        """The encoder of a loaded (prepared) tokenizer."""
+        backend = getattr(tokenizer, "backend_tokenizer", None)
+        if backend is not None:
+            encoder = cls(backend.to_str())
+            if encoder.ids(_PROBES) == _wrapper_ids(tokenizer, _PROBES):
+                return encoder
+        return cls(tokenizer)
+
+    def ids(self, texts: list[str]) -> list[list[int]]:
+        """The ids of each text, long texts encoded in pieces (see :func:`_pieces`)."""
+        pieces = [_pieces(text) for text in texts]
+        flat = [piece for parts in pieces for piece in parts]
+        if not flat:
+            return []
+        ids = self._encode(flat)
+        if len(flat) == len(texts):
+            return ids
+        out, start = [], 0
+        for parts in pieces:
+            out.append([i for chunk in ids[start : start + len(parts)] for i in chunk])
+            start += len(parts)
+        return out
+
+    def _encode(self, texts: list[str]) -> list[list[int]]:
+        if not isinstance(self.form, str):
+            return _wrapper_ids(self.form, texts)
+        if self._backend is None:
+            from tokenizers import Tokenizer
+
+            self._backend = Tokenizer.from_str(self.form)
+            self._backend.encode_special_tokens = True
+        return [encoding.ids for encoding in self._backend.encode_batch_fast(texts, add_special_tokens=False)]
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"form": self.form, "_backend": None}
+
+
+def _wrapper_ids(tokenizer: Any, texts: list[str]) -> list[list[int]]:
+    return tokenizer(texts, add_special_tokens=False, split_special_tokens=True)["input_ids"]
+
+
 def encode(tokenizer: Any, texts: Iterable[str], total: int | None = None, progress: bool = True) -> Iterator[list[int]]:
     """The ids of each text (no special tokens added; special-token strings in the text are plain text)."""
     batch: list[str] = []
@@ -132,23 +196,11 @@ def encode(tokenizer: Any, texts: Iterable[str], total: int | None = None, progr
         for text in texts:
             batch.append(text)
             if len(batch) == _ENCODE_BATCH:
-                yield from _encode_batch(tokenizer, batch)
+                yield from Encoder(tokenizer).ids(batch)
                 bar.update(len(batch))
                 batch = []
-        yield from _encode_batch(tokenizer, batch)
+        yield from Encoder(tokenizer).ids(batch)
         bar.update(len(batch))
-
-
-def _encode_batch(tokenizer: Any, texts: list[str]) -> Iterator[list[int]]:
-    pieces = [_pieces(text) for text in texts]
-    flat = [piece for parts in pieces for piece in parts]
-    if not flat:
-        return
-    ids = tokenizer(flat, add_special_tokens=False, split_special_tokens=True)["input_ids"]
-    start = 0
-    for parts in pieces:
-        yield [i for chunk in ids[start : start + len(parts)] for i in chunk]
-        start += len(parts)
 
 
 def _pieces(text: str) -> list[str]:
