@@ -31,7 +31,7 @@ _STANDARD = {"train": "train", "validation": "validation", "test": "test"}
 _TEST_AS_VALIDATION = {"train": "train", "validation": "test", "test": "test"}  # no validation split published
 _FRACTIONS = {"train": "train[:90%]", "validation": "train[90%:95%]", "test": "train[95%:]"}
 #: a part of a text file holds about this many bytes, cut at a document boundary
-PART_BYTES = 1 << 24
+PART_BYTES = 1 << 22
 _BLOCK = 1 << 20  # bytes read at a time while looking for a document boundary
 _PARQUET_BATCH = _TABLE_BATCH = 1000  # rows read at a time
 _LINE_END = re.compile(rb"\n")

@@ -10,6 +10,7 @@ import contextlib
 import ctypes
 import multiprocessing
 import os
+import pickle
 import queue
 import signal
 import sys
@@ -57,7 +58,7 @@ class Workers:
             return
         self._start()
         for index, item in enumerate(items):
-            self._tasks.put((index, function, item))
+            self._tasks.put(pickle.dumps((index, function, item)))  # here, not in the queue's thread: errors surface
         holding: dict[int, int] = {}  # worker pid -> the item it took
         remaining = len(items)
         while remaining:
@@ -145,7 +146,7 @@ def _serve(job: Any, tasks: Any, results: Any) -> None:
             continue
         if task is None:
             return
-        index, function, item = task
+        index, function, item = pickle.loads(task)
         results.put(("start", index, os.getpid()))
         try:
             results.put(("done", index, function(job, item)))
