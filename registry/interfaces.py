@@ -7,7 +7,7 @@ state is the extra id ``K`` (see :func:`mask_id`).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from itertools import islice
 from typing import Any
@@ -32,12 +32,16 @@ __all__ = [
     "SampleOutput",
     "DenoiserModel",
     "Dataset",
+    "PreparedData",
     "Metric",
     "Needs",
     "needs_of",
     "mask_id",
     "batches_from",
     "device_batches",
+    "prepare",
+    "padding_of",
+    "rank_batches",
     "IDS",
     "VECTORS",
     "SEQUENCES",
@@ -114,6 +118,17 @@ class Process(ABC):
         order), and ``objective.head_on_loss_rows`` applies the output head only there.
         """
         return None
+
+    def position_loss(self, prediction: Tensor, x0: Tensor, x_t: Tensor, tau: Tensor) -> Tensor:
+        """The weighted loss at each position, ``[B, S]``, whose mean over positions is ``loss``.
+
+        The objective uses it to keep positions that only pad a row out of the loss (``Dataset.padding``),
+        and accepts predictions as ``loss`` does. A process without it trains on rows without padding only.
+        """
+        raise IncompatibleComponentsError(
+            f"process {type(self).__name__} gives no loss per position (position_loss), so the padding of the data's "
+            f"rows cannot be kept out of its loss; use rows without padding (for text, dataset.packing=wrap)"
+        )
 
     def guide(self, conditional: Tensor, unconditional: Tensor, scale: float) -> Tensor:
         """Classifier-free guidance of two predictions (scale 1 returns the conditional one)."""
@@ -386,6 +401,17 @@ class Sampler(ABC):
         """
 
 
+@dataclass(frozen=True)
+class PreparedData:
+    """What ``Dataset.prepare`` made ready for reading one split: where it lies, its size on disk and its tokens."""
+
+    split: str
+    location: str  # a folder or file a user can find it in
+    size_bytes: int
+    tokens: int  # token ids it holds (rows x seq_len)
+    rows: int
+
+
 class Dataset(ABC):
     """A source of token sequences of fixed length ``seq_len`` over ``vocab_size`` real tokens."""
 
@@ -417,6 +443,27 @@ class Dataset(ABC):
         """
         return None
 
+    def rank_batches(self, start: int, batch_size: int, seed: int, rank: int, world: int) -> Iterator[Tensor] | None:
+        """The training stream of ``batches_from(start, ...)`` with only the rows process ``rank`` of ``world`` trains on.
+
+        Rows ``rank, rank + world, ...`` of each batch equal ``batches_from``'s; the others hold any valid
+        token and are never read. For a dataset whose rows cost work to make (tokenised on the fly), so that
+        each process makes only its own. None (the default): every process reads whole batches.
+        """
+        return None
+
+    def prepare(self, splits: Sequence[str]) -> list[PreparedData]:
+        """Make ``splits`` ready to read (e.g. tokenise them into a cache) and describe what was made, one entry each
+        (splits that share their data share an entry). ``ladd prepare`` calls it, and training calls it on every
+        process before the processes connect, so a long preparation never runs into their connection timeout.
+        The default: nothing to prepare."""
+        return []
+
+    def padding(self, batch: Tensor) -> Tensor | None:
+        """Bool ``[B, S]``: the positions of ``batch`` that only pad a row, kept out of the token loss and ``L^x``;
+        None (the default) when no row holds padding."""
+        return None
+
     def oracle_token_loss(self) -> float | None:
         """The exact optimal token loss when the data model is known (None otherwise)."""
         return None
@@ -444,3 +491,18 @@ class Metric(ABC):
     @abstractmethod
     def __call__(self, samples: Tensor, reference: Tensor) -> dict[str, float]:
         """Scores of ``samples [N, S]`` against ``reference [N, S]``, including ``primary``."""
+
+
+def rank_batches(dataset: Dataset, start: int, batch_size: int, seed: int, rank: int, world: int) -> Iterator[Tensor] | None:
+    """``dataset.rank_batches(...)``, or None for a dataset written without the ``Dataset`` base."""
+    return dataset.rank_batches(start, batch_size, seed, rank, world) if isinstance(dataset, Dataset) else None
+
+
+def prepare(dataset: Dataset, splits: Sequence[str]) -> list[PreparedData]:
+    """``dataset.prepare(splits)``; nothing for a dataset written without the ``Dataset`` base."""
+    return dataset.prepare(splits) if isinstance(dataset, Dataset) else []
+
+
+def padding_of(dataset: Dataset, batch: Tensor) -> Tensor | None:
+    """``dataset.padding(batch)``; None for a dataset written without the ``Dataset`` base."""
+    return dataset.padding(batch) if isinstance(dataset, Dataset) else None

@@ -84,7 +84,7 @@ def test_rows_are_identical_for_one_two_and_three_workers(tmp_path, monkeypatch)
         for workers in (1, 2, 3):
             dataset = text_dataset(tmp_path, corpus, f"cache-{packing_}-{workers}", packing=packing_, num_proc=workers,
                                    split_map={"train": "train[5%:95%]"})
-            dataset.prepare_splits(["train"])
+            dataset.prepare(["train"])
             built[workers] = entry_bytes(dataset)
         assert len(dataset.source.whole_parts("train")) > 6
         assert built[1] == built[2] == built[3] and len(built[1]) > 0, packing_
@@ -98,7 +98,7 @@ def test_a_build_killed_halfway_resumes_to_the_same_bytes(tmp_path, monkeypatch)
     corpus = write_corpus(tmp_path / "corpus.jsonl", 400)
     monkeypatch.setattr(sources, "PART_BYTES", 500)
     reference = text_dataset(tmp_path, corpus, "reference")
-    reference.prepare_splits(["train"])
+    reference.prepare(["train"])
     parts = len(reference.source.whole_parts("train"))
     script = textwrap.dedent(
         f"""
@@ -111,7 +111,7 @@ def test_a_build_killed_halfway_resumes_to_the_same_bytes(tmp_path, monkeypatch)
         build.write_shard = lambda job, task: (time.sleep(0.2), write(job, task))[1]
         config = TextDatasetConfig(source={str(corpus)!r}, tokenizer="text8", seq_len=16, split_map={{"train": "train"}},
                                    cache_dir={str(tmp_path / "cache")!r}, num_proc=1, progress=False)
-        TextDataset(config).prepare_splits(["train"])
+        TextDataset(config).prepare(["train"])
         """
     )
     process = subprocess.Popen([sys.executable, "-c", script])
@@ -128,7 +128,7 @@ def test_a_build_killed_halfway_resumes_to_the_same_bytes(tmp_path, monkeypatch)
     write = build.write_shard
     monkeypatch.setattr(build, "write_shard", lambda job, task: written.append(task[2]) or write(job, task))
     dataset.config.num_proc = 1  # in this process, where the count is kept
-    dataset.prepare_splits(["train"])
+    dataset.prepare(["train"])
     assert entry_bytes(dataset) == entry_bytes(reference)
     assert len(written) == parts - finished, "finished shards were tokenised again"
     assert not work.exists()
@@ -138,7 +138,7 @@ def test_a_join_cut_short_goes_on_from_the_shards_it_holds(tmp_path, monkeypatch
     corpus = write_corpus(tmp_path / "corpus.jsonl", 200)
     monkeypatch.setattr(sources, "PART_BYTES", 400)
     reference = text_dataset(tmp_path, corpus, "reference")
-    reference.prepare_splits(["train"])
+    reference.prepare(["train"])
     append, calls = build._append, []
 
     def failing(source, target, offset):
@@ -150,11 +150,11 @@ def test_a_join_cut_short_goes_on_from_the_shards_it_holds(tmp_path, monkeypatch
     monkeypatch.setattr(build, "_append", failing)
     dataset = text_dataset(tmp_path, corpus, num_proc=1)
     with pytest.raises(OSError, match="No space left"):
-        dataset.prepare_splits(["train"])
+        dataset.prepare(["train"])
     assert len(list(work_folder(dataset).glob("[0-9]*.bin"))) == len(dataset.source.whole_parts("train")) - 3
     monkeypatch.setattr(build, "_append", append)
     monkeypatch.setattr(build, "write_shard", lambda *_: pytest.fail("a finished shard was tokenised again"))
-    dataset.prepare_splits(["train"])
+    dataset.prepare(["train"])
     assert entry_bytes(dataset) == entry_bytes(reference)
 
 
@@ -175,7 +175,7 @@ def test_a_live_builders_folder_is_left_alone_and_its_entry_waited_for(tmp_path,
     fcntl.flock(holder, fcntl.LOCK_EX)
     os.write(holder, json.dumps({"pid": 999999, "host": "elsewhere"}).encode())
     done = threading.Event()
-    waiter = threading.Thread(target=lambda: (dataset.prepare_splits(["train"]), done.set()))
+    waiter = threading.Thread(target=lambda: (dataset.prepare(["train"]), done.set()))
     waiter.start()
     time.sleep(1.0)
     assert not done.is_set() and theirs.exists() and not dataset.cache_entry("train").exists()
@@ -200,7 +200,7 @@ def test_what_dead_builders_left_is_removed_and_a_live_ones_kept(tmp_path, monke
     hour_ago = time.time() - 7200
     for path in (abandoned, abandoned / "tokens.bin", running, running / "tokens.bin"):
         os.utime(path, (hour_ago, hour_ago))
-    dataset.prepare_splits(["train"])
+    dataset.prepare(["train"])
     assert not abandoned.exists(), "an old builder's folder, its process gone and idle for an hour"
     assert running.exists(), "a live process's folder"
     assert recent.exists(), "a folder written to within the hour (a builder on another machine)"
@@ -267,9 +267,9 @@ def test_a_worker_that_dies_is_named_and_the_finished_shards_stay(tmp_path, monk
     assert "was killed by SIGKILL" in message and f"shard 4 ({parts[4].describe()})" in message, message
     finished = {int(p.stem) for p in work_folder(dataset).glob("[0-9]*.json")}
     assert 4 not in finished and {0, 1, 2, 3} <= finished
-    dataset.prepare_splits(["train"])
+    dataset.prepare(["train"])
     reference = text_dataset(tmp_path, corpus, "reference")
-    reference.prepare_splits(["train"])
+    reference.prepare(["train"])
     assert entry_bytes(dataset) == entry_bytes(reference)
 
 

@@ -51,8 +51,11 @@ class AutoregressiveProcess(RevealingProcess):
 
     def loss(self, prediction: Tensor, x0: Tensor, x_t: Tensor, tau: Tensor) -> Tensor:
         """Next-token cross-entropy of logits ``[B, S, K]`` (position i predicts token i), averaged over positions."""
-        ce = cross_entropy(prediction.flatten(0, -2), x0.flatten())
-        return ce.view(x0.shape[0], -1).float().mean(dim=1)
+        return self.position_loss(prediction, x0, x_t, tau).mean(dim=1)
+
+    def position_loss(self, prediction: Tensor, x0: Tensor, x_t: Tensor, tau: Tensor) -> Tensor:
+        """The next-token cross-entropy at each position ``[B, S]``."""
+        return cross_entropy(prediction.flatten(0, -2), x0.flatten()).view(x0.shape[0], -1).float()
 
     def reveal(self, x_t: Tensor, tau_t: Tensor, tau_s: Tensor, generator: torch.Generator | None = None) -> Tensor:
         """The leftmost ``ceil(m (tau_t - tau_s) / tau_t)`` of a row's ``m`` masked positions (all of them at tau_s = 0).

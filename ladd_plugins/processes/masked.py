@@ -47,14 +47,20 @@ class MaskedProcess(RevealingProcess):
 
     def loss(self, prediction: Tensor, x0: Tensor, x_t: Tensor, tau: Tensor) -> Tensor:
         """Weighted cross-entropy at the masked positions of real-token logits ``[B, S, K]``, or ``[N, K]`` at those positions only."""
+        return self._cross_entropy(prediction, x0, x_t).mean(dim=1) * self.weight(tau).float()
+
+    def position_loss(self, prediction: Tensor, x0: Tensor, x_t: Tensor, tau: Tensor) -> Tensor:
+        """The weighted cross-entropy at each position ``[B, S]`` (0 where the position is not masked)."""
+        return self._cross_entropy(prediction, x0, x_t) * self.weight(tau).float()[:, None]
+
+    def _cross_entropy(self, prediction: Tensor, x0: Tensor, x_t: Tensor) -> Tensor:
+        """``[B, S]``: the cross-entropy of ``x0`` at the masked positions, 0 elsewhere."""
         self._check_width(prediction)
         masked = self.loss_rows(x_t)
         if prediction.dim() == 2:
-            ce = torch.zeros(x0.shape, dtype=torch.float32, device=x0.device).masked_scatter(masked, cross_entropy(prediction, x0[masked]))
-        else:
-            # ignore_index keeps the logits un-copied: unmasked positions contribute exactly 0
-            ce = cross_entropy(prediction.flatten(0, -2), torch.where(masked, x0, IGNORE).flatten()).view(x0.shape)
-        return ce.mean(dim=1) * self.weight(tau).float()
+            return torch.zeros(x0.shape, dtype=torch.float32, device=x0.device).masked_scatter(masked, cross_entropy(prediction, x0[masked]))
+        # ignore_index keeps the logits un-copied: unmasked positions contribute exactly 0
+        return cross_entropy(prediction.flatten(0, -2), torch.where(masked, x0, IGNORE).flatten()).view(x0.shape)
 
     def loss_rows(self, x_t: Tensor) -> Tensor:
         """The masked positions: elsewhere SUBS fixes the prediction and the loss is 0."""

@@ -149,6 +149,12 @@ def _token_round(process: Any) -> None:
         loss.mean().backward()
     gradient = network.token_head.weight.grad
     _expect(gradient is not None and bool(gradient.abs().sum() > 0), "the loss does not depend on the prediction (no gradient reaches it)")
+    if type(process).position_loss is not Process.position_loss:
+        with _during("position_loss"), torch.no_grad():
+            positions = process.position_loss(logits, x0, x_t, tau)
+        _expect(positions.shape == x0.shape, f"position_loss must be per position, shape {tuple(x0.shape)}, got {tuple(positions.shape)}")
+        _expect(torch.allclose(positions.mean(dim=1), loss, atol=1e-5),
+                f"position_loss averaged over positions differs from loss: {positions.mean(dim=1).tolist()} vs {loss.tolist()}")
     rows = process.loss_rows(x_t)
     if rows is not None:
         with _during("loss at loss_rows only"):

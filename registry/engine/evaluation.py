@@ -8,6 +8,7 @@ from tqdm.auto import tqdm
 
 from registry.config.settings import EvalConfig
 from registry.distributed import gather_rows, share
+from registry.interfaces import padding_of
 from registry.storage.results import BudgetScore, EvalResult, mean_and_spread
 
 from .batches import checked_batches
@@ -25,21 +26,30 @@ def token_loss(experiment: Experiment, batches: int, batch_size: int, seed: int,
     """Mean held-out L^x (nats per token), conditioning on the latent as the run's sampler does.
 
     Batch ``k`` draws its noise from its own generator, so under several processes each takes its share
-    of the batches and the mean over all of them is the one-process mean.
+    of the batches and the mean over all of them is the one-process mean. Positions the dataset marks as
+    padding (``Dataset.padding``) are left out: the mean is over the real positions.
     """
     model = experiment.model.eval()
     stream = checked_batches(experiment.dataset, batch_size, seed, "validation")
     clean = experiment.sampler.conditions_on_clean_latent
     mine = share(batches)
-    losses = []
+    losses, real_positions, padded = [], [], False
     for index in range(batches):
         batch = next(stream)  # every rank walks the same stream and scores only its own batches
+        padding = padding_of(experiment.dataset, batch)
+        padded = padded or padding is not None
         if index in mine:
             generator = torch.Generator(device=model.device).manual_seed(seed + index * CHUNK_SEED_STRIDE)
+            keep_out = {} if padding is None else {"padding": padding.to(model.device)}
             with inference_precision(model.device, precision):
-                losses.append(model.token_loss(batch.to(model.device), clean, generator).float().mean())
+                losses.append(model.token_loss(batch.to(model.device), clean, generator, **keep_out).float().mean())
+            real_positions.append(batch.numel() if padding is None else int((~padding).sum()))
     local = torch.stack(losses).double().cpu() if losses else torch.zeros(0, dtype=torch.float64)
-    return float(gather_rows(local).mean())
+    if not padded:
+        return float(gather_rows(local).mean())
+    # each batch's mean is over its real positions: weighted by their number, the mean over all of them
+    weights = gather_rows(torch.tensor(real_positions, dtype=torch.float64))
+    return float((gather_rows(local) * weights).sum() / weights.sum())
 
 
 def evaluate(experiment: Experiment, method: str, settings: EvalConfig, progress: bool = True) -> EvalResult:

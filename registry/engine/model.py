@@ -36,6 +36,16 @@ def kept_row_weights(dropped: Tensor) -> Tensor:
     return kept * (kept.numel() / kept.sum().clamp(min=1.0))
 
 
+def real_token_weights(padding: Tensor) -> Tensor:
+    """Position weights whose mean over a batch is the mean over its positions that are not ``padding``.
+
+    Computed on the global batch, so that ranks averaging their own rows' weighted means still average over
+    all the real positions (the token-weighted mean MDLM takes over the unpadded positions of a batch).
+    """
+    real = (~padding).float()
+    return real * (real.numel() / real.sum().clamp(min=1.0))
+
+
 def _weighted_mean(values: Tensor, weights: Tensor | None) -> Tensor:
     return values.mean() if weights is None else (values * weights).mean()
 
@@ -133,19 +143,24 @@ class DiffusionModel(nn.Module, DenoiserModel):
             raise IncompatibleComponentsError("a latent channel needs an encoder: set encoder=NAME")
         return self.encoder
 
-    def loss(self, x0: Tensor, generator: torch.Generator | None = None, shard: Shard | None = None) -> dict[str, Tensor]:
+    def loss(
+        self, x0: Tensor, generator: torch.Generator | None = None, shard: Shard | None = None, padding: Tensor | None = None
+    ) -> dict[str, Tensor]:
         """The training objective and its terms (batch means).
 
         With ``shard``, ``x0`` is the global batch: every random draw is made at its shape and only the
         shard's rows go through the networks, so the ranks' mean gradient is the one-process gradient.
+        ``padding`` (bool, the shape of ``x0``) marks positions that only pad a row: they are noised and
+        seen as usual but kept out of the token loss, which averages over the batch's real positions.
         """
         batch, device = x0.shape[0], x0.device
         tau_all = draw_times(batch, self.process.horizon, generator, device)
         x_t = take(shard, self.process.corrupt(x0, tau_all, generator))
         x0, tau_x = take(shard, x0), take(shard, tau_all)
+        positions = None if padding is None else take(shard, real_token_weights(padding))
         if not self.has_latent:
             with own_noise(shard, device, generator):
-                token = self._token_loss(x0, x_t, tau_x, None, None)[0].mean()
+                token = self._token_loss(x0, x_t, tau_x, None, None, positions)[0].mean()
             return {"loss": token, "token": token}
 
         encoder, latent = self._encoder(), self.latent_channel()[0]
@@ -166,7 +181,7 @@ class DiffusionModel(nn.Module, DenoiserModel):
         if dropped is not None and not latent.noised_null:
             y_t = _where_batch(dropped, latent.null(y_t.shape[0], device).to(y_t.dtype), y_t)
         with own_noise(shard, device, generator):
-            token, latent_prediction = self._token_loss(x0, x_t, tau_x, latent.backbone_input(y_t, code), tau_y)
+            token, latent_prediction = self._token_loss(x0, x_t, tau_x, latent.backbone_input(y_t, code), tau_y, positions)
         terms = {"token": token.mean()}
         total = terms["token"]
         if self.lambda_latent > 0:
@@ -178,8 +193,14 @@ class DiffusionModel(nn.Module, DenoiserModel):
         terms["loss"] = total
         return terms
 
-    def token_loss(self, x0: Tensor, clean_latent: bool, generator: torch.Generator | None = None) -> Tensor:
-        """Per-sample token loss L^x, conditioning on the noisy latent (joint) or on the clean one (sequential)."""
+    def token_loss(
+        self, x0: Tensor, clean_latent: bool, generator: torch.Generator | None = None, padding: Tensor | None = None
+    ) -> Tensor:
+        """Per-sample token loss L^x, conditioning on the noisy latent (joint) or on the clean one (sequential).
+
+        With ``padding``, a row's value counts its real positions only, weighted so that the batch mean is the
+        mean over the batch's real positions.
+        """
         batch, device = x0.shape[0], x0.device
         tau_x = draw_times(batch, self.process.horizon, generator, device)
         x_t = self.process.corrupt(x0, tau_x, generator)
@@ -194,13 +215,21 @@ class DiffusionModel(nn.Module, DenoiserModel):
                 tau_y, y_t = tau_x, latent_process.corrupt(y0, tau_x, generator)
             y_in = latent.backbone_input(y_t)
         with own_noise(None, device, generator):
-            return self._token_loss(x0, x_t, tau_x, y_in, tau_y)[0]
+            positions = None if padding is None else real_token_weights(padding)
+            return self._token_loss(x0, x_t, tau_x, y_in, tau_y, positions)[0]
 
-    def _token_loss(self, x0: Tensor, x_t: Tensor, tau_x: Tensor, y_in: Tensor | None, tau_y: Tensor | None) -> tuple[Tensor, Tensor | None]:
-        """Per-sample token loss and the backbone's latent prediction (the head applied at the loss rows only if asked)."""
+    def _token_loss(
+        self, x0: Tensor, x_t: Tensor, tau_x: Tensor, y_in: Tensor | None, tau_y: Tensor | None, positions: Tensor | None = None
+    ) -> tuple[Tensor, Tensor | None]:
+        """Per-sample token loss and the backbone's latent prediction (the head applied at the loss rows only if asked).
+
+        ``positions``: weights of the positions (0 at padding); None, every position alike (``Process.loss``).
+        """
         rows = self.process.loss_rows(x_t) if self.objective.head_on_loss_rows else None
         out = self.backbone(x_t, tau_x, y_in, tau_y, rows)
-        return self.process.loss(out.tokens, x0, x_t, tau_x), out.latent
+        if positions is None:
+            return self.process.loss(out.tokens, x0, x_t, tau_x), out.latent
+        return (self.process.position_loss(out.tokens, x0, x_t, tau_x) * positions).mean(dim=1), out.latent
 
     def _token_side_latent(self, y0: Tensor, tau_all: Tensor, generator: torch.Generator | None, shard: Shard | None) -> tuple[Tensor, Tensor]:
         mode = self.objective.latent_time

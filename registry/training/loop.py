@@ -28,7 +28,7 @@ from torch.utils.data import DataLoader, IterableDataset
 
 from registry.config.lr_schedules import lr_factor
 from registry.config.settings import OPTIMIZERS, Settings, StageConfig, TrainConfig, checked, resolve_precision
-from registry.distributed import Shard, step_seed
+from registry.distributed import Shard, rank, step_seed, world_size
 from registry.engine.assembly import Experiment, build_experiment, check_installed
 from registry.engine.batches import check_batch, first_batch, stream_ended
 from registry.engine.memory import check_fits
@@ -36,7 +36,7 @@ from registry.engine.model import DiffusionModel
 from registry.engine.runs import COMPONENTS_FILE, WEIGHTS_FILE, RunFolder
 from registry.errors import InvalidConfigError, LaddError, first_line
 from registry.host.registry import Registry
-from registry.interfaces import Dataset, batches_from, device_batches
+from registry.interfaces import Dataset, batches_from, device_batches, padding_of, prepare, rank_batches
 from registry.storage.files import replacing, write_text
 from registry.storage.weights import (
     CorruptFileError,
@@ -70,7 +70,11 @@ class _Stream(IterableDataset):
     def __iter__(self) -> Iterator[torch.Tensor]:
         produced = self.start
         on_device = device_batches(self.dataset, self.start, self.batch_size, self.seed, self.device)
-        for batch in batches_from(self.dataset, self.start, self.batch_size, self.seed, "train") if on_device is None else on_device:
+        # with several processes each makes only the rows it trains on, where the data can
+        own = rank_batches(self.dataset, self.start, self.batch_size, self.seed, rank(), world_size()) if world_size() > 1 else None
+        whole = own if own is not None else batches_from(self.dataset, self.start, self.batch_size, self.seed, "train")
+        stream = on_device if on_device is not None else whole
+        for batch in stream:
             if on_device is None or produced == self.start:  # checking reads the batch: on the device, once
                 check_batch(batch, self.dataset)
             produced += 1
@@ -113,11 +117,12 @@ class _FiniteWatch:
 class LaddModule(L.LightningModule):
     """Lightning wrapper: one optimisation step of the model's objective on this process's share of the global batch."""
 
-    def __init__(self, model: DiffusionModel, train: TrainConfig, seed: int) -> None:
+    def __init__(self, model: DiffusionModel, train: TrainConfig, seed: int, dataset: Dataset | None = None) -> None:
         super().__init__()
         self.model = model
         self.train_cfg = train
         self.seed = seed
+        self.dataset = dataset  # its padding (``Dataset.padding``) stays out of the loss
         self.stage = 1
         self.resting: list[torch.nn.Parameter] = []  # parameters this stage's loss does not reach
         self.watch = _FiniteWatch()
@@ -139,7 +144,8 @@ class LaddModule(L.LightningModule):
             torch.compiler.cudagraph_mark_step_begin()  # under CUDA graphs (reduce-overhead): last step's outputs may be reused
         world = self.trainer.world_size
         shard = Shard(self.global_rank, world, step_seed(self.seed, self.stage, self.global_step)) if world > 1 else None
-        terms = self.model.loss(batch, shard=shard)
+        padding = None if self.dataset is None else padding_of(self.dataset, batch)
+        terms = self.model.loss(batch, shard=shard) if padding is None else self.model.loss(batch, shard=shard, padding=padding)
         # Every rank holds an equal share, so the mean over ranks is the global batch's mean (and a NaN anywhere stops all).
         names = list(terms)
         means = self.trainer.strategy.reduce(torch.stack([terms[k].detach() for k in names]), reduce_op="mean")
@@ -308,6 +314,9 @@ def _train_checked(
         folder.check(plain, allow_changes)
     L.seed_everything(settings.seed, workers=True, verbose=False)
     experiment = build_experiment(settings, registry)
+    # every process, before any joins the others: one prepares the data (tokenises, on first use) while the
+    # others wait for it on the file system, so no process group setup times out meanwhile
+    prepare(experiment.dataset, ["train"])
     if main:
         # damaged or unfitting saved state, a foreign metrics file, or data that cannot give a first batch:
         # all refused before anything is written
@@ -388,7 +397,7 @@ def _train_stages(
     train_cfg, main = settings.train, hardware.rank == 0
     if train_cfg.compile:
         experiment.model.compile_backbones(train_cfg.compile_mode)
-    module = LaddModule(experiment.model, train_cfg, settings.seed)
+    module = LaddModule(experiment.model, train_cfg, settings.seed, experiment.dataset)
     for index, stage in enumerate(train_cfg.stages.values(), start=1):
         experiment.model.begin_stage(stage)
         module.stage = index

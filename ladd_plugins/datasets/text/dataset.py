@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
 from pathlib import Path
 
@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from registry.errors import InvalidConfigError, LaddError
-from registry.interfaces import Dataset
+from registry.interfaces import Dataset, PreparedData
 
 from ..seeds import stream_seed
 from . import build, cache, packing
@@ -98,18 +98,17 @@ class TextDataset(Dataset):
         """All packed rows of ``split`` (``[N, seq_len]``), tokenised once and then read from the cache."""
         folder = self.cache_entry(split)
         if folder not in self._rows:
-            self.prepare_splits([split])
+            self.prepare([split])
         return self._rows[folder]
 
-    def prepare_splits(self, splits: Iterable[str]) -> list[tuple[str, Path, dict]]:
-        """Build the token caches of ``splits`` not built yet (or wait for another process building them).
+    def prepare(self, splits: Sequence[str]) -> list[PreparedData]:
+        """Build the token caches of ``splits`` not built yet, or wait for another process building them.
 
-        Returns ``(split, entry folder, its meta.json)`` for each; splits that read the same source split share
-        an entry, listed once. A streamed dataset has none.
+        Splits that read the same source split share an entry, listed once; a streamed dataset has none.
         """
         if self.config.streaming:
             return []
-        prepared: dict[Path, tuple[str, Path, dict]] = {}
+        prepared: dict[Path, PreparedData] = {}
         with Workers(self.job, self.processes) as workers:
             for split in splits:
                 folder, spec = self.cache_entry(split), self.split(split)
@@ -120,8 +119,16 @@ class TextDataset(Dataset):
                 if meta is None:
                     raise self._empty(split, spec)
                 self._rows.setdefault(folder, cache.open_rows(folder, meta))
-                prepared[folder] = (split, folder, meta)
+                size = (folder / cache.TOKENS).stat().st_size
+                prepared[folder] = PreparedData(split, str(folder), size, meta["tokens"], meta["rows"])
         return list(prepared.values())
+
+    def padding(self, batch: Tensor) -> Tensor | None:
+        """With ``packing=pad``, the positions after a row's first EOS (its document's end); None with ``wrap``."""
+        if self.config.packing != "pad":
+            return None
+        ends = batch == self.eos_id
+        return (ends.cumsum(dim=1) - ends.long()) > 0
 
     @property
     def job(self) -> Job:
