@@ -17,6 +17,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -286,3 +287,25 @@ def test_ladd_eval_under_torchrun_shards_and_gathers_the_one_process_result(two_
     a, b = json.loads(one.read_text()), json.loads(two.read_text())
     assert b["token_loss"] == pytest.approx(a["token_loss"], rel=1e-12)
     assert b["scores"] == a["scores"], "identical samples: chunk k has its own seed wherever it is drawn"
+
+
+@pytest.mark.slow
+def test_training_starts_when_preparing_the_data_outlasts_the_process_group_timeout(tmp_path):
+    """torchrun, two gloo processes, a 5 s process group timeout; rank 0 takes 12 s to tokenise the corpus.
+
+    Rank 1 waits for the token cache on the file system (saying so), not in the process group, so both
+    join it once the cache exists, train, and read the same cache files.
+    """
+    from safety_cases import ONE_STAGE, text_overrides
+
+    script = Path(__file__).parent / "slow_preparation.py"
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(script), "12",
+        *COMMON, ONE_STAGE, *text_overrides(tmp_path), "train.devices=2", f"run_dir={tmp_path / 'run'}",
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-4000:]
+    assert output.count("prepares") == 1 and "rank 0 prepares" in output, output[-4000:]
+    assert "waiting 0 min for split 'train'" in output and "is preparing" in output, output[-4000:]
+    assert len(_rows(tmp_path / "run")) == 2
