@@ -15,8 +15,9 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
-from ladd_plugins.datasets.text import build, cache, packing, sources
+from ladd_plugins.datasets.text import build, cache, packing, sources, streaming
 from ladd_plugins.datasets.text.config import TextDatasetConfig
 from ladd_plugins.datasets.text.dataset import TextDataset
 from ladd_plugins.datasets.text.shards import Job
@@ -283,3 +284,56 @@ def test_workers_encode_as_the_tokenizer_does():
         encoder = Encoder.of(tokenizer)
         assert isinstance(encoder.form, str), name  # the backend's JSON: no transformers in the workers
         assert encoder.ids(texts) == tokenizer(texts, add_special_tokens=False, split_special_tokens=True)["input_ids"]
+
+
+# ---------------------------------------------------------------- streamed splits
+
+
+def hub_folder(tmp_path: Path, shards: int = 4, documents: int = 30) -> Path:
+    """A local Hugging Face dataset of ``shards`` JSON-lines files (its shards when streamed)."""
+    folder = tmp_path / "hub" / "data"
+    folder.mkdir(parents=True)
+    rng = random.Random(2)
+    for shard in range(shards):
+        lines = [json.dumps({"text": " ".join(rng.choices(WORDS, k=rng.randint(1, 6)))}) for _ in range(documents)]
+        (folder / f"train-{shard}.jsonl").write_text("\n".join(lines) + "\n")
+    return folder.parent
+
+
+def streamed(tmp_path: Path) -> TextDataset:
+    source = f"hf:{hub_folder(tmp_path)}"
+    return TextDataset(TextDatasetConfig(source=source, tokenizer="text8", seq_len=16, streaming=True,
+                                         cache_dir=str(tmp_path / "cache"), progress=False))
+
+
+def test_a_streamed_split_resumes_without_tokenising_what_came_before(tmp_path, monkeypatch):
+    monkeypatch.setattr(streaming, "BLOCK", 5)
+    dataset = streamed(tmp_path)
+    encoded: list[int] = []
+    ids = Encoder.ids
+    monkeypatch.setattr(Encoder, "ids", lambda self, texts: encoded.append(len(texts)) or ids(self, texts))
+    stream = dataset.batches(8, 0)
+    first = [next(stream) for _ in range(33)]
+    assert len(dataset._stream("train", 0)._order(1)) == 4  # four shards, four lanes
+    before = sum(encoded)
+    encoded.clear()
+    resumed = dataset.batches_from(30, 8, 0)
+    assert all(torch.equal(next(resumed), batch) for batch in first[30:33])
+    assert sum(encoded) < before / 3, (sum(encoded), before)
+
+
+def test_each_process_makes_only_the_rows_of_a_streamed_batch_it_trains_on(tmp_path, monkeypatch):
+    dataset = streamed(tmp_path)
+    opened: list[int] = []
+    read = type(dataset.source).stream_shard
+    monkeypatch.setattr(type(dataset.source), "stream_shard", lambda self, split, shard, skip: opened.append(shard) or read(self, split, shard, skip))
+    mine = dataset.rank_batches(2, 8, 1, 0, 2)
+    first = next(mine)
+    order = dataset._stream("train", 1)._order(0)
+    assert set(opened) == {order[0], order[2]}, "rank 0 of 2 reads lanes 0 and 2 of 4"
+    whole = dataset.batches_from(2, 8, 1)
+    other = dataset.rank_batches(2, 8, 1, 1, 2)
+    for own, theirs in [(first, next(other)), *((next(mine), next(other)) for _ in range(5))]:
+        batch = next(whole)
+        assert torch.equal(own[0::2], batch[0::2]) and torch.equal(theirs[1::2], batch[1::2])
+    assert dataset.rank_batches(2, 8, 1, 0, 2) is not None and text_dataset(tmp_path, write_corpus(tmp_path / "c.jsonl")).rank_batches(0, 8, 1, 0, 2) is None

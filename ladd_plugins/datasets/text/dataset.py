@@ -5,8 +5,7 @@ from __future__ import annotations
 import functools
 import os
 import re
-from collections.abc import Iterable, Iterator, Sequence
-from itertools import islice
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -17,12 +16,12 @@ from registry.errors import InvalidConfigError, LaddError
 from registry.interfaces import Dataset, PreparedData
 
 from ..seeds import stream_seed
-from . import build, cache, packing
+from . import build, cache
 from .config import TextDatasetConfig
-from .detokenizers import DETOKENIZERS
 from .shards import Job
 from .sources import Source, SplitSpec, open_source
-from .tokenizer import Encoder, encode, load_tokenizer, vocab_size
+from .streaming import Stream
+from .tokenizer import Encoder, load_tokenizer, vocab_size
 from .tokenizer import fingerprint as tokenizer_fingerprint
 from .workers import Workers
 
@@ -148,45 +147,33 @@ class TextDataset(Dataset):
             return self.config.num_proc
         return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
-    def clean(self, texts: Iterable[str]) -> Iterator[str]:
-        """The detokenised, non-blank documents."""
-        detokenize = DETOKENIZERS[self.detokenizer] if self.detokenizer else None
-        for text in texts:
-            text = detokenize(text) if detokenize else text
-            if text.strip():
-                yield text
-
-    def pack(self, documents: Iterable[list[int]]) -> Iterator[list[int]]:
-        """Rows of ``seq_len`` ids from tokenised documents, by the configured packing (padding with EOS)."""
-        if self.config.packing == "wrap":
-            return packing.wrap(documents, self.seq_len, self.eos_id)
-        return (packing.pad(d, self.seq_len, self.eos_id, self.eos_id) for d in documents)
-
     def batches(self, batch_size: int, seed: int, split: str = "train") -> Iterator[Tensor]:
         """An endless stream of ``LongTensor[batch_size, seq_len]``: rows in a fresh seeded order each epoch."""
         return self.batches_from(0, batch_size, seed, split)
 
     def batches_from(self, start: int, batch_size: int, seed: int, split: str = "train") -> Iterator[Tensor]:
-        """The stream from batch ``start`` on: cached rows start there directly, a streamed split reads forward to it."""
+        """The stream from batch ``start`` on, started there directly (a streamed split skips what it can, see ``streaming``)."""
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        generator = torch.Generator().manual_seed(stream_seed("text", seed, split))
         if self.config.streaming:
-            rows = self._streamed(self.split(split), split, generator)
-            return _in_batches(islice(rows, start * batch_size, None), batch_size)
+            return self._stream(split, seed).batches(start, batch_size)
+        generator = torch.Generator().manual_seed(stream_seed("text", seed, split))
         table = self.rows(split)
         return (torch.from_numpy(table[i.numpy()].astype(np.int64)) for i in shuffled_indices(len(table), batch_size, generator, start))
 
-    def _streamed(self, spec: SplitSpec, split: str, generator: torch.Generator) -> Iterator[list[int]]:
-        """Endless rows: each pass over the split in a fresh seeded order."""
-        while True:
-            epoch_seed = int(torch.randint(1 << 31, (1,), generator=generator))
-            produced = 0
-            for row in self.pack(encode(self.tokenizer, self.clean(self.source.stream(spec, epoch_seed)), None, False)):
-                produced += 1
-                yield row
-            if produced == 0:
-                raise self._empty(split, spec)
+    def rank_batches(self, start: int, batch_size: int, seed: int, rank: int, world: int) -> Iterator[Tensor] | None:
+        """A streamed split packed with ``wrap``: each process makes only the lanes its rows come from.
+
+        Cached rows cost nothing to read; with ``pad``, the loss's weights need every row's padding: whole batches.
+        """
+        if not self.config.streaming or self.config.packing != "wrap":
+            return None
+        return self._stream("train", seed).batches(start, batch_size, rank, world)
+
+    def _stream(self, split: str, seed: int) -> Stream:
+        """``split`` read on the fly; its index (where each shard's rows begin) lies beside its token cache entry."""
+        spec, entry = self.split(split), self.cache_entry(split)
+        return Stream(self.job, spec, stream_seed("text", seed, split), entry.with_name(f"{entry.name}-stream"), self._empty(split, spec))
 
     def _empty(self, split: str, spec: SplitSpec) -> LaddError:
         return LaddError(
@@ -195,12 +182,6 @@ class TextDataset(Dataset):
             + (", or fewer tokens than one row in all" if self.config.packing == "wrap" else "")
             + "); use more text, a larger slice in dataset.split_map, or a smaller dataset.seq_len"
         )
-
-
-def _in_batches(rows: Iterator[list[int]], batch_size: int) -> Iterator[Tensor]:
-    """Consecutive rows of an endless row stream, ``batch_size`` at a time."""
-    while True:
-        yield torch.tensor(list(islice(rows, batch_size)), dtype=torch.long)
 
 
 def shuffled_indices(n: int, batch_size: int, generator: torch.Generator, start: int = 0) -> Iterator[Tensor]:

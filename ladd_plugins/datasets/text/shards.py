@@ -69,7 +69,7 @@ def write_shard(job: Job, task: tuple[Part, Path, int]) -> Written:
     with partial.open("wb") as handle:
         for texts in _batches(job.source.read(part)):
             documents += len(texts)
-            ids = job.encoder.ids(_clean(texts, job.detokenizer))
+            ids = job.encoder.ids(clean_documents(texts, job.detokenizer))
             block = _wrapped(ids, job) if job.packing == "wrap" else _padded(ids, job)
             block.tofile(handle)
             tokens += block.size
@@ -102,7 +102,7 @@ def _batches(texts: Iterable[str]) -> Iterator[list[str]]:
         yield batch
 
 
-def _clean(texts: list[str], detokenizer: str | None) -> list[str]:
+def clean_documents(texts: list[str], detokenizer: str | None) -> list[str]:
     """The detokenised, non-blank documents."""
     if detokenizer is not None:
         texts = [DETOKENIZERS[detokenizer](text) for text in texts]

@@ -26,7 +26,6 @@ from .config import TextDatasetConfig
 
 LOCAL_SUFFIXES = (".txt", ".jsonl", ".parquet")
 CORPUS_DIR = Path(__file__).parent / "corpus"
-STREAM_SHUFFLE_BUFFER = 10_000
 _STANDARD = {"train": "train", "validation": "validation", "test": "test"}
 _TEST_AS_VALIDATION = {"train": "train", "validation": "test", "test": "test"}  # no validation split published
 _FRACTIONS = {"train": "train[:90%]", "validation": "train[90%:95%]", "test": "train[95%:]"}
@@ -191,8 +190,12 @@ class Source(ABC):
         total = sum(_selected(part, self) for part in parts)
         return (text for part in parts for text in self.read(part)), total
 
-    def stream(self, split: SplitSpec, seed: int) -> Iterator[str]:
-        """The split's documents read on the fly in a seeded shuffled order (when ``streams``)."""
+    def stream_shards(self, split: SplitSpec) -> int:
+        """The shards of the split read on the fly (when ``streams``), each readable apart."""
+        raise NotImplementedError(f"source {self.label!r} cannot be streamed")
+
+    def stream_shard(self, split: SplitSpec, shard: int, skip: int) -> Iterator[str]:
+        """The documents of one shard of the split, in order, read on the fly after the first ``skip``."""
         raise NotImplementedError(f"source {self.label!r} cannot be streamed")
 
 
@@ -446,15 +449,28 @@ class HubDataset(Source):
         for first in range(start, stop, _TABLE_BATCH):
             yield from table[first : min(first + _TABLE_BATCH, stop)][self.text_field]
 
-    def stream(self, split: SplitSpec, seed: int) -> Iterator[str]:
-        table = self._load(split.name, streaming=True)
-        if split.sliced:
-            rows = split.select(self._published_rows(table, split))
-            table = table.skip(rows.start).take(len(rows))
-        for number, record in enumerate(table.shuffle(seed=seed, buffer_size=STREAM_SHUFFLE_BUFFER)):
+    def stream_shards(self, split: SplitSpec) -> int:
+        return 1 if split.sliced else self._stream(split).n_shards
+
+    def stream_shard(self, split: SplitSpec, shard: int, skip: int) -> Iterator[str]:
+        table = self._stream(split)
+        if not split.sliced:
+            table = table.shard(num_shards=table.n_shards, index=shard)
+        for number, record in enumerate(table.skip(skip) if skip else table):
             if number == 0:
                 self._check_field(record)
             yield record[self.text_field]
+
+    def _stream(self, split: SplitSpec) -> Any:
+        """The split read on the fly (its slice taken), opened once per process."""
+        key = f"stream:{split}"
+        if key not in self._tables:
+            table = self._load(split.name, streaming=True)
+            if split.sliced:
+                rows = split.select(self._published_rows(table, split))
+                table = table.skip(rows.start).take(len(rows))
+            self._tables[key] = table
+        return self._tables[key]
 
     def _published_rows(self, table: Any, split: SplitSpec) -> int:
         info = (table.info.splits or {}).get(split.name)
