@@ -23,6 +23,7 @@ proportional set size (PSS) of the process and its children, sampled every 0.1 s
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import platform
@@ -122,8 +123,11 @@ def run_bare(corpus: Path, work: Path, procs: int, seq_len: int) -> dict:
     begin = time.perf_counter()
     usage = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     context = multiprocessing.get_context("spawn")
-    workers = [context.Process(target=_bare_worker, args=(str(work / "tokenizer.json"), str(corpus), a, b, str(work / f"bare{k}.bin")))
-               for k, (a, b) in enumerate(zip(cuts, cuts[1:], strict=False))]
+    tokenizer = str(work / "tokenizer.json")
+    workers = [
+        context.Process(target=_bare_worker, args=(tokenizer, str(corpus), a, b, str(work / f"bare{k}.bin")))
+        for k, (a, b) in enumerate(itertools.pairwise(cuts))
+    ]
     for worker in workers:
         worker.start()
     for worker in workers:
@@ -239,8 +243,8 @@ def main() -> None:
                 rows.append(row)
                 print(json.dumps(row), flush=True)
         corpus.unlink()
-    meta = {"machine": platform.node(), "cpus": os.cpu_count(), "load_average": os.getloadavg(), "python": platform.python_version(),
-            "date": time.strftime("%Y-%m-%d %H:%M"), "command": " ".join(sys.argv)}
+    meta = {"machine": platform.node(), "cpus": os.cpu_count(), "load_average": os.getloadavg(),
+            "python": platform.python_version(), "date": time.strftime("%Y-%m-%d %H:%M"), "command": " ".join(sys.argv)}
     if args.out:
         Path(args.out).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     print(json.dumps(meta))

@@ -444,7 +444,7 @@ class Dataset(ABC):
         return None
 
     def rank_batches(self, start: int, batch_size: int, seed: int, rank: int, world: int) -> Iterator[Tensor] | None:
-        """The training stream of ``batches_from(start, ...)`` with only the rows process ``rank`` of ``world`` trains on.
+        """The training stream of ``batches_from(start, ...)`` with only the rows that process ``rank`` trains on.
 
         Rows ``rank, rank + world, ...`` of each batch equal ``batches_from``'s; the others hold any valid
         token and are never read. For a dataset whose rows cost work to make (tokenised on the fly), so that
@@ -493,7 +493,9 @@ class Metric(ABC):
         """Scores of ``samples [N, S]`` against ``reference [N, S]``, including ``primary``."""
 
 
-def rank_batches(dataset: Dataset, start: int, batch_size: int, seed: int, rank: int, world: int) -> Iterator[Tensor] | None:
+def rank_batches(
+    dataset: Dataset, start: int, batch_size: int, seed: int, rank: int, world: int
+) -> Iterator[Tensor] | None:
     """``dataset.rank_batches(...)``, or None for a dataset written without the ``Dataset`` base."""
     return dataset.rank_batches(start, batch_size, seed, rank, world) if isinstance(dataset, Dataset) else None
 

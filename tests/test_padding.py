@@ -22,8 +22,9 @@ def padded(tmp_path_factory):
     (folder / "corpus.txt").write_text("\n".join(SENTENCES) + "\n")
     overrides = [
         "~experiment", "dataset=text", "dataset.tokenizer=text8", "dataset.seq_len=16", "dataset.packing=pad",
-        "dataset.txt_documents=line", f"dataset.source={folder / 'corpus.txt'}", f"dataset.cache_dir={folder / 'cache'}",
-        "dataset.progress=false", "+dataset.split_map={train: 'train', validation: 'train'}", "process.weighting=constant",
+        "dataset.txt_documents=line", f"dataset.source={folder / 'corpus.txt'}",
+        f"dataset.cache_dir={folder / 'cache'}", "dataset.progress=false",
+        "+dataset.split_map={train: 'train', validation: 'train'}", "process.weighting=constant",
         "backbone.hidden=16", "backbone.layers=1", "backbone.heads=2", "backbone.cond_dim=16", "backbone.dropout=0",
     ]
     reg = registry.load()
@@ -44,7 +45,8 @@ def _by_hand(model, x0: torch.Tensor, padding: torch.Tensor, seed: int) -> torch
     """The constant-weight masked cross-entropy summed over masked real positions, over the count of real positions."""
     generator = torch.Generator().manual_seed(seed)
     tau = draw_times(x0.shape[0], model.process.horizon, generator)
-    keep = torch.rand(x0.shape, generator=generator, dtype=torch.float64) < model.process.schedule.signal(tau.double())[:, None]
+    survives = model.process.schedule.signal(tau.double())[:, None]
+    keep = torch.rand(x0.shape, generator=generator, dtype=torch.float64) < survives
     x_t = torch.where(keep, x0, model.vocab_size)
     logits = model.backbone(x_t, tau, None, None).tokens
     nll = -F.log_softmax(logits.double(), dim=-1).gather(-1, x0[..., None])[..., 0]
@@ -60,7 +62,10 @@ def test_padding_is_out_of_the_token_loss_and_its_shards_average_to_it(padded):
         loss = model.loss(x0, torch.Generator().manual_seed(5), padding=padding)["token"]
         whole = model.loss(x0, torch.Generator().manual_seed(5))["token"]
         rows = model.token_loss(x0, False, torch.Generator().manual_seed(5), padding=padding)
-        halves = [model.loss(x0, torch.Generator().manual_seed(5), Shard(rank, 2, seed=0), padding)["token"] for rank in (0, 1)]
+        halves = [
+            model.loss(x0, torch.Generator().manual_seed(5), Shard(rank, 2, seed=0), padding)["token"]
+            for rank in (0, 1)
+        ]
     expected = _by_hand(model, x0, padding, 5)
     assert float(loss) == pytest.approx(float(expected), rel=1e-5)
     assert float(rows.mean()) == pytest.approx(float(expected), rel=1e-5)

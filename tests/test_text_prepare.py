@@ -110,8 +110,10 @@ def test_a_build_killed_halfway_resumes_to_the_same_bytes(tmp_path, monkeypatch)
         sources.PART_BYTES = 500
         write = build.write_shard
         build.write_shard = lambda job, task: (time.sleep(0.2), write(job, task))[1]
-        config = TextDatasetConfig(source={str(corpus)!r}, tokenizer="text8", seq_len=16, split_map={{"train": "train"}},
-                                   cache_dir={str(tmp_path / "cache")!r}, num_proc=1, progress=False)
+        config = TextDatasetConfig(
+            source={str(corpus)!r}, tokenizer="text8", seq_len=16, split_map={{"train": "train"}},
+            cache_dir={str(tmp_path / "cache")!r}, num_proc=1, progress=False,
+        )
         TextDataset(config).prepare(["train"])
         """
     )
@@ -185,7 +187,8 @@ def test_a_live_builders_folder_is_left_alone_and_its_entry_waited_for(tmp_path,
     assert done.is_set() and not work.exists() and len(dataset.rows("train")) > 0
     lines = [line for line in capsys.readouterr().err.splitlines() if "waiting" in line]
     assert len(lines) >= 2, lines
-    assert "process 999999 on elsewhere is preparing" in lines[0] and str(work) in lines[0] and "split 'train'" in lines[0]
+    assert "process 999999 on elsewhere is preparing" in lines[0] and "split 'train'" in lines[0]
+    assert str(work) in lines[0]
 
 
 def test_what_dead_builders_left_is_removed_and_a_live_ones_kept(tmp_path, monkeypatch):
@@ -193,8 +196,10 @@ def test_what_dead_builders_left_is_removed_and_a_live_ones_kept(tmp_path, monke
     dataset = text_dataset(tmp_path, corpus)
     entry = dataset.cache_entry("train")
     entry.parent.mkdir(parents=True)
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
-    abandoned, running, recent = (entry.with_name(f".{entry.name}.{pid}.tmp") for pid in (dead.stdout.strip(), os.getpid(), 1))
+    pid_of = [sys.executable, "-c", "import os; print(os.getpid())"]
+    ended = subprocess.run(pid_of, capture_output=True, text=True, check=True)
+    pids = (ended.stdout.strip(), os.getpid(), 1)
+    abandoned, running, recent = (entry.with_name(f".{entry.name}.{pid}.tmp") for pid in pids)
     for folder in (abandoned, running, recent):
         folder.mkdir()
         (folder / "tokens.bin").write_bytes(b"\0" * 8)
@@ -326,7 +331,11 @@ def test_each_process_makes_only_the_rows_of_a_streamed_batch_it_trains_on(tmp_p
     dataset = streamed(tmp_path)
     opened: list[int] = []
     read = type(dataset.source).stream_shard
-    monkeypatch.setattr(type(dataset.source), "stream_shard", lambda self, split, shard, skip: opened.append(shard) or read(self, split, shard, skip))
+    def recorded(self, split, shard, skip):
+        opened.append(shard)
+        return read(self, split, shard, skip)
+
+    monkeypatch.setattr(type(dataset.source), "stream_shard", recorded)
     mine = dataset.rank_batches(2, 8, 1, 0, 2)
     first = next(mine)
     order = dataset._stream("train", 1)._order(0)
@@ -336,4 +345,5 @@ def test_each_process_makes_only_the_rows_of_a_streamed_batch_it_trains_on(tmp_p
     for own, theirs in [(first, next(other)), *((next(mine), next(other)) for _ in range(5))]:
         batch = next(whole)
         assert torch.equal(own[0::2], batch[0::2]) and torch.equal(theirs[1::2], batch[1::2])
-    assert dataset.rank_batches(2, 8, 1, 0, 2) is not None and text_dataset(tmp_path, write_corpus(tmp_path / "c.jsonl")).rank_batches(0, 8, 1, 0, 2) is None
+    cached = text_dataset(tmp_path, write_corpus(tmp_path / "c.jsonl"))
+    assert cached.rank_batches(0, 8, 1, 0, 2) is None, "cached rows cost nothing to read: whole batches"

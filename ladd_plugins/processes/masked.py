@@ -58,7 +58,8 @@ class MaskedProcess(RevealingProcess):
         self._check_width(prediction)
         masked = self.loss_rows(x_t)
         if prediction.dim() == 2:
-            return torch.zeros(x0.shape, dtype=torch.float32, device=x0.device).masked_scatter(masked, cross_entropy(prediction, x0[masked]))
+            zeros = torch.zeros(x0.shape, dtype=torch.float32, device=x0.device)
+            return zeros.masked_scatter(masked, cross_entropy(prediction, x0[masked]))
         # ignore_index keeps the logits un-copied: unmasked positions contribute exactly 0
         return cross_entropy(prediction.flatten(0, -2), torch.where(masked, x0, IGNORE).flatten()).view(x0.shape)
 

@@ -40,7 +40,8 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
     header = ("split", "rows", "tokens", "size", "location")
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(4)]
     for row in [header, *rows]:
-        print("  ".join([row[0].ljust(widths[0]), *(cell.rjust(w) for cell, w in zip(row[1:4], widths[1:], strict=True)), row[4]]))
+        numbers = (cell.rjust(width) for cell, width in zip(row[1:4], widths[1:], strict=True))
+        print("  ".join([row[0].ljust(widths[0]), *numbers, row[4]]))
     total = sum(p.tokens for p in prepared), sum(p.size_bytes for p in prepared)
     print(f"{len(prepared)} prepared: {total[0]:,} tokens, {_size(total[1])}")
 

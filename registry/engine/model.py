@@ -144,7 +144,8 @@ class DiffusionModel(nn.Module, DenoiserModel):
         return self.encoder
 
     def loss(
-        self, x0: Tensor, generator: torch.Generator | None = None, shard: Shard | None = None, padding: Tensor | None = None
+        self, x0: Tensor, generator: torch.Generator | None = None, shard: Shard | None = None,
+        padding: Tensor | None = None,
     ) -> dict[str, Tensor]:
         """The training objective and its terms (batch means).
 
@@ -181,7 +182,8 @@ class DiffusionModel(nn.Module, DenoiserModel):
         if dropped is not None and not latent.noised_null:
             y_t = _where_batch(dropped, latent.null(y_t.shape[0], device).to(y_t.dtype), y_t)
         with own_noise(shard, device, generator):
-            token, latent_prediction = self._token_loss(x0, x_t, tau_x, latent.backbone_input(y_t, code), tau_y, positions)
+            y_in = latent.backbone_input(y_t, code)
+            token, latent_prediction = self._token_loss(x0, x_t, tau_x, y_in, tau_y, positions)
         terms = {"token": token.mean()}
         total = terms["token"]
         if self.lambda_latent > 0:
@@ -219,7 +221,8 @@ class DiffusionModel(nn.Module, DenoiserModel):
             return self._token_loss(x0, x_t, tau_x, y_in, tau_y, positions)[0]
 
     def _token_loss(
-        self, x0: Tensor, x_t: Tensor, tau_x: Tensor, y_in: Tensor | None, tau_y: Tensor | None, positions: Tensor | None = None
+        self, x0: Tensor, x_t: Tensor, tau_x: Tensor, y_in: Tensor | None, tau_y: Tensor | None,
+        positions: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """Per-sample token loss and the backbone's latent prediction (the head applied at the loss rows only if asked).
 

@@ -71,7 +71,9 @@ class _Stream(IterableDataset):
         produced = self.start
         on_device = device_batches(self.dataset, self.start, self.batch_size, self.seed, self.device)
         # with several processes each makes only the rows it trains on, where the data can
-        own = rank_batches(self.dataset, self.start, self.batch_size, self.seed, rank(), world_size()) if world_size() > 1 else None
+        own = None
+        if world_size() > 1:
+            own = rank_batches(self.dataset, self.start, self.batch_size, self.seed, rank(), world_size())
         whole = own if own is not None else batches_from(self.dataset, self.start, self.batch_size, self.seed, "train")
         stream = on_device if on_device is not None else whole
         for batch in stream:
@@ -145,7 +147,8 @@ class LaddModule(L.LightningModule):
         world = self.trainer.world_size
         shard = Shard(self.global_rank, world, step_seed(self.seed, self.stage, self.global_step)) if world > 1 else None
         padding = None if self.dataset is None else padding_of(self.dataset, batch)
-        terms = self.model.loss(batch, shard=shard) if padding is None else self.model.loss(batch, shard=shard, padding=padding)
+        keep_out = {} if padding is None else {"padding": padding}
+        terms = self.model.loss(batch, shard=shard, **keep_out)
         # Every rank holds an equal share, so the mean over ranks is the global batch's mean (and a NaN anywhere stops all).
         names = list(terms)
         means = self.trainer.strategy.reduce(torch.stack([terms[k].detach() for k in names]), reduce_op="mean")

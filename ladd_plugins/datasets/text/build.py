@@ -95,8 +95,10 @@ def _build(
     return meta
 
 
-def _plan(work: Path, fingerprint: dict[str, Any], job: Job, split: SplitSpec, workers: Workers, progress: bool, what: str) -> list[Part]:
-    """The parts of the split: the plan a cut-short build saved, else made (counting documents for a slice) and saved."""
+def _plan(
+    work: Path, fingerprint: dict[str, Any], job: Job, split: SplitSpec, workers: Workers, progress: bool, what: str
+) -> list[Part]:
+    """The parts of the split: the plan a build cut short saved, else a new one (counted for a slice), saved."""
     key = {"key": cache.cache_key(fingerprint), "part_bytes": sources.PART_BYTES}
     try:
         saved = json.loads((work / PLAN).read_text(encoding="utf-8"))
@@ -126,7 +128,8 @@ def _tokenise(work: Path, parts: list[Part], todo: list[int], workers: Workers, 
     done = [Written.read(shard_paths(work, i)[1]) for i in range(len(parts)) if i not in set(todo)]
     documents, tokens = sum(w.documents for w in done), sum(w.tokens for w in done)
     tasks = [(parts[i], work, i) for i in todo]
-    with tqdm(total=len(parts), initial=len(done), desc=f"tokenising {what}", unit="shard", disable=not progress) as bar:
+    bar = tqdm(total=len(parts), initial=len(done), desc=f"tokenising {what}", unit="shard", disable=not progress)
+    with bar:
         bar.set_postfix_str(_counts(documents, tokens), refresh=False)
         for _, written in workers.run(write_shard, tasks, lambda task: f"shard {task[2]} ({task[0].describe()})"):
             documents, tokens = documents + written.documents, tokens + written.tokens
@@ -179,7 +182,7 @@ def _append(source: Path, target: int, offset: int) -> None:
 
 
 def _publish(out: Path, folder: Path, work: Path) -> None:
-    """Rename the finished entry ``out`` to ``folder``, replacing an entry built in another format or from other data."""
+    """Rename the finished entry ``out`` to ``folder``, replacing one built in another format or from other data."""
     if folder.exists():
         stale = work / "stale"
         shutil.rmtree(stale, ignore_errors=True)

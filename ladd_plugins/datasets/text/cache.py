@@ -66,7 +66,9 @@ def current(folder: Path, fingerprint: dict[str, Any]) -> dict[str, Any] | None:
         return None
     except (OSError, ValueError) as error:
         raise _damaged(folder, error) from None
-    if not isinstance(meta, dict) or meta.get("format", 1) != FORMAT_VERSION or meta.get("fingerprint") != _plain(fingerprint):
+    if not isinstance(meta, dict) or meta.get("format", 1) != FORMAT_VERSION:
+        return None
+    if meta.get("fingerprint") != _plain(fingerprint):
         return None
     try:
         expected = int(meta["rows"]) * int(meta["seq_len"]) * np.dtype(meta["dtype"]).itemsize

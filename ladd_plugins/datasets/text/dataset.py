@@ -152,7 +152,7 @@ class TextDataset(Dataset):
         return self.batches_from(0, batch_size, seed, split)
 
     def batches_from(self, start: int, batch_size: int, seed: int, split: str = "train") -> Iterator[Tensor]:
-        """The stream from batch ``start`` on, started there directly (a streamed split skips what it can, see ``streaming``)."""
+        """The stream from batch ``start`` on, started there directly (a streamed split skips what it can: ``streaming``)."""
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if self.config.streaming:
@@ -173,7 +173,8 @@ class TextDataset(Dataset):
     def _stream(self, split: str, seed: int) -> Stream:
         """``split`` read on the fly; its index (where each shard's rows begin) lies beside its token cache entry."""
         spec, entry = self.split(split), self.cache_entry(split)
-        return Stream(self.job, spec, stream_seed("text", seed, split), entry.with_name(f"{entry.name}-stream"), self._empty(split, spec))
+        index = entry.with_name(f"{entry.name}-stream")
+        return Stream(self.job, spec, stream_seed("text", seed, split), index, self._empty(split, spec))
 
     def _empty(self, split: str, spec: SplitSpec) -> LaddError:
         return LaddError(

@@ -58,7 +58,7 @@ def shard_paths(folder: Path, index: int) -> tuple[Path, Path]:
 
 
 def write_shard(job: Job, task: tuple[Part, Path, int]) -> Written:
-    """Tokenise ``part`` into shard ``index`` of ``folder``: the ids under a temporary name, renamed, then the description.
+    """Tokenise ``part`` into shard ``index`` of ``folder``: ids under a temporary name, renamed, then the description.
 
     The description is written last, so a shard is finished exactly when it exists.
     """

@@ -57,7 +57,8 @@ class Stream:
         lanes = self.lanes
         step = math.gcd(lanes, world)
         first = start * batch_size
-        read = {lane: self._lane(lane, _before(first, lane, lanes)) for lane in range(lanes) if (lane - rank) % step == 0}
+        mine = [lane for lane in range(lanes) if (lane - rank) % step == 0]
+        read = {lane: self._lane(lane, _before(first, lane, lanes)) for lane in mine}
         row = first
         while True:
             batch = torch.zeros((batch_size, self.job.seq_len), dtype=torch.long)
@@ -85,13 +86,14 @@ class Stream:
             epoch += 1
 
     def _shard_rows(self, epoch: int, shard: int, skip: int) -> Iterator[list[int]]:
-        """The rows of ``shard`` read in ``epoch``'s order, from its row ``skip`` on; records the marks and the count."""
+        """The rows of ``shard`` in ``epoch``'s order from its row ``skip`` on; records the marks and the count."""
         order = _seed("order", self.seed, epoch, shard)
         made, read, carry = self._mark(shard, order, skip)
         texts = self.job.source.stream_shard(self.split, shard, read)
         job, block = self.job, read // BLOCK
         while documents := list(islice(texts, BLOCK)):
-            shuffled = torch.randperm(len(documents), generator=torch.Generator().manual_seed(_seed("block", order, block)))
+            generator = torch.Generator().manual_seed(_seed("block", order, block))
+            shuffled = torch.randperm(len(documents), generator=generator)
             for ids in job.encoder.ids(clean_documents([documents[i] for i in shuffled.tolist()], job.detokenizer)):
                 if job.packing == "pad":
                     rows = [packing.pad(ids, job.seq_len, job.eos_id, job.eos_id)]
@@ -110,7 +112,7 @@ class Stream:
         _write(self.index / f"rows-{shard}.json", {"rows": made})
 
     def _mark(self, shard: int, order: int, row: int) -> tuple[int, int, list[int]]:
-        """The last mark of ``shard`` read in ``order`` at or before ``row``: (rows made, documents read, ids carried)."""
+        """The last mark of ``shard`` read in ``order`` at or before ``row``: (rows made, documents read, carry)."""
         best: tuple[int, int, list[int]] = (0, 0, [])
         try:
             lines = (self.index / f"marks-{shard}-{order}.jsonl").read_text(encoding="utf-8").splitlines()

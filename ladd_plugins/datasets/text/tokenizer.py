@@ -179,7 +179,8 @@ class Encoder:
 
             self._backend = Tokenizer.from_str(self.form)
             self._backend.encode_special_tokens = True
-            self._backend.no_padding()  # a saved tokenizer may pad or truncate by default; the wrapper's call does neither
+            # a saved tokenizer may pad or truncate by default; the wrapper's call does neither
+            self._backend.no_padding()
             self._backend.no_truncation()
         return [encoding.ids for encoding in self._backend.encode_batch_fast(texts, add_special_tokens=False)]
 

@@ -45,7 +45,9 @@ class Workers:
     def __exit__(self, *exc: object) -> None:
         self.stop(graceful=exc[0] is None)
 
-    def run(self, function: Callable[[Any, Any], Any], items: Sequence[Any], describe: Callable[[Any], str]) -> Iterator[tuple[int, Any]]:
+    def run(
+        self, function: Callable[[Any, Any], Any], items: Sequence[Any], describe: Callable[[Any], str]
+    ) -> Iterator[tuple[int, Any]]:
         """``(i, function(job, items[i]))`` for every item, in the order they finish.
 
         An error raised by ``function`` is raised here (a ``LaddError`` with its message); a worker that dies
@@ -72,8 +74,10 @@ class Workers:
             elif kind == "done":
                 remaining -= 1
                 yield index, value
+            elif kind == "refused":
+                raise LaddError(value)
             else:
-                raise LaddError(value) if kind == "refused" else RuntimeError(f"a worker process failed on {describe(items[index])}:\n{value}")
+                raise RuntimeError(f"a worker process failed on {describe(items[index])}:\n{value}")
 
     def _start(self) -> None:
         if self._started:
@@ -113,7 +117,7 @@ class Workers:
 
 @contextlib.contextmanager
 def _main_hidden() -> Iterator[None]:
-    """Spawned workers need nothing of ``__main__``: hidden, a script without a ``__main__`` guard is not run again in them."""
+    """Spawned workers need nothing of ``__main__``: hidden, a script without a main guard does not run in them."""
     main = sys.modules["__main__"]
     sys.modules["__main__"] = types.ModuleType("__main__")
     try:
