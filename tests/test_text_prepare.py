@@ -271,6 +271,7 @@ def test_a_worker_that_dies_is_named_and_the_finished_shards_stay(tmp_path, monk
         build.prepare(entry, fingerprint, SplitSpec("train"), workers, False, "split 'train'")
     message = str(refusal.value)
     assert "was killed by SIGKILL" in message and f"shard 4 ({parts[4].describe()})" in message, message
+    assert "run the same command again to go on" in message
     finished = {int(p.stem) for p in work_folder(dataset).glob("[0-9]*.json")}
     assert 4 not in finished and {0, 1, 2, 3} <= finished
     dataset.prepare(["train"])
@@ -347,3 +348,24 @@ def test_each_process_makes_only_the_rows_of_a_streamed_batch_it_trains_on(tmp_p
         assert torch.equal(own[0::2], batch[0::2]) and torch.equal(theirs[1::2], batch[1::2])
     cached = text_dataset(tmp_path, write_corpus(tmp_path / "c.jsonl"))
     assert cached.rank_batches(0, 8, 1, 0, 2) is None, "cached rows cost nothing to read: whole batches"
+
+
+@pytest.mark.slow
+def test_ladd_prepare_builds_the_caches_and_prints_them(tmp_path):
+    from conftest import run_ladd
+
+    corpus = write_corpus(tmp_path / "corpus.jsonl", 200)
+    overrides = ["~experiment", "dataset=text", "dataset.tokenizer=text8", "dataset.seq_len=16", f"dataset.source={corpus}",
+                 f"dataset.cache_dir={tmp_path / 'cache'}", "dataset.num_proc=2"]
+    done = run_ladd("prepare", *overrides)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].split() == ["split", "rows", "tokens", "size", "location"] and lines[-1].startswith("3 prepared: ")
+    dataset = text_dataset(tmp_path, corpus, split_map={})
+    for split, line in zip(("train", "validation", "test"), lines[1:4], strict=True):
+        rows = len(dataset.rows(split))
+        assert line.split()[:3] == [split, f"{rows:,}", f"{rows * 16:,}"] and line.endswith(str(dataset.cache_entry(split)))
+    assert "tokenising split 'train'" in done.stderr and "documents" in done.stderr, "the progress bar"
+    again = run_ladd("prepare", *overrides, "--splits", "train")
+    assert again.returncode == 0 and again.stdout.splitlines()[1].split() == lines[1].split()
+    assert "tokenising" not in again.stderr, "built once"

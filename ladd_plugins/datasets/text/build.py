@@ -36,7 +36,7 @@ from registry.errors import LaddError
 from . import cache, sources
 from .shards import Job, Written, count_documents, shard_paths, write_shard
 from .sources import Part, SplitSpec
-from .workers import Workers
+from .workers import WorkerDied, Workers
 
 LOCK, PLAN, OUT = "lock", "plan.json", "out"
 WAIT_LINE_SECONDS = 60.0  # a process waiting for another's build says so this often
@@ -131,10 +131,16 @@ def _tokenise(work: Path, parts: list[Part], todo: list[int], workers: Workers, 
     bar = tqdm(total=len(parts), initial=len(done), desc=f"tokenising {what}", unit="shard", disable=not progress)
     with bar:
         bar.set_postfix_str(_counts(documents, tokens), refresh=False)
-        for _, written in workers.run(write_shard, tasks, lambda task: f"shard {task[2]} ({task[0].describe()})"):
-            documents, tokens = documents + written.documents, tokens + written.tokens
-            bar.set_postfix_str(_counts(documents, tokens), refresh=False)
-            bar.update()
+        try:
+            for _, written in workers.run(write_shard, tasks, lambda task: f"shard {task[2]} ({task[0].describe()})"):
+                documents, tokens = documents + written.documents, tokens + written.tokens
+                bar.set_postfix_str(_counts(documents, tokens), refresh=False)
+                bar.update()
+        except WorkerDied as died:
+            finished = sum(1 for _ in work.glob("[0-9]*.json"))
+            raise WorkerDied(
+                f"{died}; the {finished} shards finished are kept in {work}: run the same command again to go on from them"
+            ) from None
 
 
 def _join(work: Path, count: int, job: Job) -> list[int]:

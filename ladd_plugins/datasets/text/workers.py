@@ -38,6 +38,7 @@ class Workers:
         self._started: list[Any] = []
         self._tasks: Any = None
         self._results: Any = None
+        self._holding: Any = None
 
     def __enter__(self) -> Workers:
         return self
@@ -61,17 +62,14 @@ class Workers:
         self._start()
         for index, item in enumerate(items):
             self._tasks.put(pickle.dumps((index, function, item)))  # here, not in the queue's thread: errors surface
-        holding: dict[int, int] = {}  # worker pid -> the item it took
         remaining = len(items)
         while remaining:
             try:
                 kind, index, value = self._results.get(timeout=_POLL_SECONDS)
             except queue.Empty:
-                self._check_alive(holding, items, describe)
+                self._check_alive(items, describe)
                 continue
-            if kind == "start":
-                holding[value] = index
-            elif kind == "done":
+            if kind == "done":
                 remaining -= 1
                 yield index, value
             elif kind == "refused":
@@ -83,18 +81,21 @@ class Workers:
         if self._started:
             return
         self._tasks, self._results = self._context.Queue(), self._context.Queue()
+        # the item each worker holds, written before it starts on it: a queue's message may die with its sender
+        self._holding = self._context.Array("q", [-1] * self.processes, lock=False)
         with _main_hidden():
-            for _ in range(self.processes):
-                process = self._context.Process(target=_serve, args=(self.job, self._tasks, self._results), daemon=True)
+            for slot in range(self.processes):
+                channels = (self._tasks, self._results, self._holding, slot)
+                process = self._context.Process(target=_serve, args=(self.job, *channels), daemon=True)
                 process.start()
                 self._started.append(process)
 
-    def _check_alive(self, holding: dict[int, int], items: Sequence[Any], describe: Callable[[Any], str]) -> None:
-        for process in self._started:
+    def _check_alive(self, items: Sequence[Any], describe: Callable[[Any], str]) -> None:
+        for slot, process in enumerate(self._started):
             if process.exitcode is None:
                 continue
-            index = holding.get(process.pid)
-            what = "while starting" if index is None else f"while working on {describe(items[index])}"
+            index = self._holding[slot]
+            what = "while starting" if index < 0 else f"while working on {describe(items[index])}"
             raise WorkerDied(f"a worker process (pid {process.pid}) {_ending(process.exitcode)} {what}")
 
     def stop(self, graceful: bool = True) -> None:
@@ -134,8 +135,8 @@ def _ending(code: int) -> str:
     return f"exited with status {code}"
 
 
-def _serve(job: Any, tasks: Any, results: Any) -> None:
-    """A worker's loop: take an item, say so, run it, report the result; stop at None, or when the parent is gone."""
+def _serve(job: Any, tasks: Any, results: Any, holding: Any, slot: int) -> None:
+    """A worker's loop: take an item, note it, run it, report the result; stop at None, or when the parent is gone."""
     parent = os.getppid()
     _die_with_parent()
     # the workers share the cores: one thread each; Ctrl-C reaches the whole process group, the parent stops us
@@ -151,13 +152,14 @@ def _serve(job: Any, tasks: Any, results: Any) -> None:
         if task is None:
             return
         index, function, item = pickle.loads(task)
-        results.put(("start", index, os.getpid()))
+        holding[slot] = index
         try:
             results.put(("done", index, function(job, item)))
         except LaddError as error:
             results.put(("refused", index, str(error)))
         except Exception:  # noqa: BLE001 - reported to the parent, which raises it
             results.put(("failed", index, traceback.format_exc()))
+        holding[slot] = -1
 
 
 def _die_with_parent() -> None:
