@@ -125,7 +125,8 @@ def _plan(
 
 def _tokenise(work: Path, parts: list[Part], todo: list[int], workers: Workers, progress: bool, what: str) -> None:
     """Write the shards ``todo`` with the workers, with a bar in shards, documents and ids."""
-    done = [Written.read(shard_paths(work, i)[1]) for i in range(len(parts)) if i not in set(todo)]
+    waiting = set(todo)
+    done = [Written.read(shard_paths(work, i)[1]) for i in range(len(parts)) if i not in waiting]
     documents, tokens = sum(w.documents for w in done), sum(w.tokens for w in done)
     tasks = [(parts[i], work, i) for i in todo]
     bar = tqdm(total=len(parts), initial=len(done), desc=f"tokenising {what}", unit="shard", disable=not progress)

@@ -54,6 +54,8 @@ class Stream:
 
     def batches(self, start: int, batch_size: int, rank: int = 0, world: int = 1) -> Iterator[Tensor]:
         """Batches from batch ``start`` on; with ``world`` processes, only rows ``rank, rank + world, ...`` are made."""
+        if batch_size % world:
+            raise ValueError(f"a batch of {batch_size} rows does not split evenly over {world} processes")
         lanes = self.lanes
         step = math.gcd(lanes, world)
         first = start * batch_size
