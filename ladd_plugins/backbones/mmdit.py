@@ -18,6 +18,7 @@ from registry.interfaces import Backbone, Channels, Denoised, TransformerShape
 from registry.toolkit.layers import DiTBlock, FinalLayer, Rotary, TimestepEmbedder, TokenHead, attention, rotary
 
 from .config import DiTConfig
+from .styles import block_style, token_time_embedder
 
 __all__ = ["MMDiT"]
 
@@ -28,8 +29,8 @@ class MMDiTBlock(nn.Module):
     def __init__(self, config: DiTConfig):
         super().__init__()
         args = (config.hidden, config.heads, config.cond_dim, config.mlp_ratio, config.dropout)
-        self.tokens = DiTBlock(*args)
-        self.latent = DiTBlock(*args)
+        self.tokens = DiTBlock(*args, style=block_style(config))
+        self.latent = DiTBlock(*args, style=block_style(config))
 
     def forward(self, x: Tensor, y: Tensor, c: Tensor, rope_x: Rotary, rope_y: Rotary) -> tuple[Tensor, Tensor]:
         qx, kx, vx, gate_x = self.tokens.pre_attention(x, c, rope_x)
@@ -55,10 +56,11 @@ class MMDiT(Backbone):
         self.embed_x = nn.Embedding(channels.vocab_size + 1, config.hidden)
         self.embed_y = channels.latent.input_layer(config.hidden)
         self.time_embed_y = TimestepEmbedder(config.cond_dim)
-        self.time_embed_x = TimestepEmbedder(config.cond_dim) if config.token_time_conditioning else None
+        self.time_embed_x = token_time_embedder(config) if config.token_time_conditioning else None
         self.blocks = nn.ModuleList(MMDiTBlock(config) for _ in range(config.layers))
-        self.final_x = FinalLayer(config.hidden, config.cond_dim, TokenHead(config.hidden, channels.vocab_size))
-        self.final_y = FinalLayer(config.hidden, config.cond_dim, channels.latent.output_layer(config.hidden))
+        style = block_style(config)
+        self.final_x = FinalLayer(config.hidden, config.cond_dim, TokenHead(config.hidden, channels.vocab_size), style)
+        self.final_y = FinalLayer(config.hidden, config.cond_dim, channels.latent.output_layer(config.hidden), style)
         self._shape = TransformerShape(
             config.layers, channels.seq_len + channels.latent.length, config.hidden, config.mlp_ratio,
             channels.seq_len, channels.vocab_size,
