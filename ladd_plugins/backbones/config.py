@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from registry.errors import InvalidConfigError
 from registry.ranges import check_choice, check_range
 from registry.toolkit.options import TransformerConfig
 
@@ -47,3 +48,14 @@ class MLPDenoiserConfig:
             check_range(key, getattr(self, key), 1)
         check_range("mlp_ratio", self.mlp_ratio, 0, low_open=True)
         check_range("dropout", self.dropout, 0, 1, high_open=True)
+
+
+@dataclass
+class HFMaskedLMConfig:
+    """A pretrained Hugging Face masked language model (``AutoModelForMaskedLM``) as the token denoiser."""
+
+    model: str = "google-bert/bert-base-uncased"  # Hub id, local folder or pkg:NAME holding the model and its tokenizer
+
+    def __post_init__(self) -> None:
+        if not self.model:
+            raise InvalidConfigError("backbone.model must name a masked language model (a Hub id or a local folder)")
