@@ -23,10 +23,10 @@ from typing import Any
 import torch
 
 import registry
-from registry.assembly import build_experiment
-from registry.config import compose, to_plain
-from registry.evaluation import sample
-from registry.training import LaddModule
+from registry.config.composition import compose, to_plain
+from registry.engine.assembly import build_experiment
+from registry.engine.sampling import sample
+from registry.training.loop import LaddModule
 from step import optimisation_step
 
 #: variant -> (preset, sampler override for evaluation); Di-LADD's one model is also sampled sequentially

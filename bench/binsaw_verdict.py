@@ -27,7 +27,7 @@ from pathlib import Path
 
 import yaml
 
-from registry.evaluation import EvalResult
+from registry.storage.results import EvalResult
 
 #: Table reconstruction_loss of the paper (App. E.1 protocol): L^x in nats per token
 PAPER_LX = {

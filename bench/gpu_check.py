@@ -25,11 +25,11 @@ from pathlib import Path
 import torch
 
 import registry
-from registry.assembly import build_experiment
-from registry.config import compose, to_plain
-from registry.evaluation import inference_precision
+from registry.config.composition import compose, to_plain
+from registry.engine.assembly import build_experiment
+from registry.engine.sampling import inference_precision
 from registry.host_reads import count_host_reads
-from registry.training import METRICS_FILE, LaddModule, train
+from registry.training.loop import METRICS_FILE, LaddModule, train
 from step import optimisation_step
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "experiment"

@@ -14,7 +14,7 @@ import argparse
 import torch
 
 import registry
-from registry.training import load_run
+from registry.engine.loading import load_run
 
 
 def neighbour_agreement(tokens: torch.Tensor) -> float:

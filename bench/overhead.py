@@ -21,10 +21,10 @@ from pathlib import Path
 import torch
 
 import registry
-from registry.assembly import build_experiment
-from registry.config import compose, to_plain
+from registry.config.composition import compose, to_plain
+from registry.engine.assembly import build_experiment
 from registry.interfaces import device_batches
-from registry.training import METRICS_FILE, LaddModule, train
+from registry.training.loop import METRICS_FILE, LaddModule, train
 from step import optimisation_step
 
 #: (label, overrides): small enough that the loop, not the arithmetic, is what is measured on a CPU

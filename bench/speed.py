@@ -23,12 +23,12 @@ from pathlib import Path
 import torch
 
 import registry
-from registry.config import TrainConfig
-from registry.evaluation import inference_precision
-from registry.flops import head_macs, transformer_macs
+from registry.config.settings import TrainConfig
+from registry.engine.model import DiffusionModel, Objective
+from registry.engine.sampling import inference_precision
 from registry.interfaces import Channels
-from registry.model import DiffusionModel, Objective
-from registry.training import LaddModule
+from registry.paper.flops import head_macs, transformer_macs
+from registry.training.loop import LaddModule
 from step import optimisation_step
 
 SIZES = {  # paper Table model_sizes_and_configs; the vocabulary is Qwen3's with the mask

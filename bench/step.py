@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import torch
 
-from registry.model import DiffusionModel
-from registry.training import LaddModule
+from registry.engine.model import DiffusionModel
+from registry.training.loop import LaddModule
 
 
 def optimisation_step(model: DiffusionModel, module: LaddModule, optimizer: torch.optim.Optimizer, x0: torch.Tensor) -> None:

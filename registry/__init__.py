@@ -4,9 +4,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._component import KINDS, Component, ComponentSpec, Origin
-from ._hookspecs import hookimpl, hookspec
-from ._registry import Registry, load
+from registry.host.component import KINDS, Component, ComponentSpec, Origin
+from registry.host.hookspecs import hookimpl, hookspec
+from registry.host.registry import Registry, load
+
 from .errors import (
     ComponentClashError,
     ComponentError,
@@ -19,7 +20,7 @@ from .errors import (
 )
 
 if TYPE_CHECKING:  # importing it here would import torch with every `import registry`
-    from .assembly import Experiment
+    from registry.engine.assembly import Experiment
 
 
 def build(kind: str, name: str, options: dict[str, Any] | None = None, **context: Any) -> Any:
@@ -34,7 +35,7 @@ def from_pretrained(path: str | Path, registry: Registry | None = None) -> Exper
     weights the exported EMA weights), ``sampler`` (``sampler.sample(model, n, steps, generator)``),
     ``dataset``, ``metric`` and ``components`` (slot -> the registered component, with its origin).
     """
-    from .export import from_pretrained as _from_pretrained
+    from registry.engine.loading import from_pretrained as _from_pretrained
 
     return _from_pretrained(path, registry)
 

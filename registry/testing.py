@@ -1,8 +1,8 @@
 """Test helpers for plugin authors."""
 from __future__ import annotations
 
-from ._registry import load
-from .validation import check_plugin
+from registry.conformance.validation import check_plugin
+from registry.host.registry import load
 
 
 def assert_valid_plugin(name: str) -> None:

@@ -71,7 +71,7 @@ def assert_trainable_set_is_exact(model, x0) -> None:
     """The probe's unreached parameters are exactly those a real backward pass of the loss leaves without gradient."""
     import torch
 
-    from registry.trainable import unreached_parameters
+    from registry.training.trainable import unreached_parameters
 
     names = {id(p): name for name, p in model.named_parameters()}
     unreached = sorted(names[id(p)] for p in unreached_parameters(model))

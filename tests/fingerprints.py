@@ -18,9 +18,9 @@ from typing import Any
 import torch
 
 import registry
-from registry.config import compose, to_plain
-from registry.evaluation import evaluate
-from registry.training import train
+from registry.config.composition import compose, to_plain
+from registry.engine.evaluation import evaluate
+from registry.training.loop import train
 
 FIXTURE = Path(__file__).parent / "data" / "preset_fingerprints.json"
 SHORT = [

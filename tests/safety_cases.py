@@ -31,9 +31,10 @@ from safetensors.torch import load_file, save_file
 
 import registry
 from registry.cli import main
-from registry.config import compose, to_plain
-from registry.evaluation import token_loss
-from registry.training import load_run, train
+from registry.config.composition import compose, to_plain
+from registry.engine.evaluation import token_loss
+from registry.engine.loading import load_run
+from registry.training.loop import train
 
 ONE_STAGE = "train.stages=[{steps:2}]"
 #: ``ladd eval`` at the smallest sizes
@@ -705,7 +706,7 @@ def held_out_out_of_vocabulary(root: Path) -> Outcome:
 def prompt_with_mask_text(root: Path) -> Outcome:
     run_dir = trained(root, "run", *text_overrides(root), "dataset.tokenizer=gpt2-bpe")
     experiment, _ = load_run(run_dir, registry.load())
-    from registry.prompts import fixed_tokens
+    from registry.engine.prompts import fixed_tokens
 
     fixed = fixed_tokens(experiment.dataset, 1, "the <|mask|>")[0]
     prompt = fixed[fixed != experiment.dataset.vocab_size].tolist()

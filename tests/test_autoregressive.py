@@ -8,11 +8,13 @@ import torch
 from conftest import TINY
 
 import registry
-from ladd_plugins.processes.autoregressive import AutoregressiveProcess
-from ladd_plugins.samplers.autoregressive import AutoregressiveSampler
 from ladd_plugins.backbones.causal import CausalTransformer
+from ladd_plugins.processes.autoregressive import AutoregressiveProcess
 from ladd_plugins.samplers.ancestral import AncestralSampler
+from ladd_plugins.samplers.autoregressive import AutoregressiveSampler
 from ladd_plugins.samplers.config import AncestralConfig
+from registry.engine.loading import load_run
+from registry.engine.model import DiffusionModel, Objective
 from registry.errors import InvalidConfigError
 from registry.interfaces import (
     Channels,
@@ -22,10 +24,8 @@ from registry.interfaces import (
     TransformerShape,
     mask_id,
 )
-from registry.model import DiffusionModel, Objective
 from registry.toolkit.options import TransformerConfig
 from registry.toolkit.sampling import time_grid, times
-from registry.training import load_run
 
 VOCAB, SEQ = 4, 8
 MASK = mask_id(VOCAB)

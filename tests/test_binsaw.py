@@ -153,13 +153,13 @@ def test_config_rejects_bad_values(options: dict, bad: str) -> None:
 
 def _exercised(factory) -> None:
     from registry import Component, ComponentSpec, Origin
-    from registry.exercises import exercise_dataset
+    from registry.conformance.exercises import exercise_dataset
 
     exercise_dataset(Component(ComponentSpec("dataset", "probe", factory), Origin("test")), None)
 
 
 def test_plugin_check_exercises_the_device_stream_and_names_a_wrong_start() -> None:
-    from registry.exercises import ExerciseFailure
+    from registry.conformance.exercises import ExerciseFailure
 
     _exercised(lambda: make(seq_len=4, draw_on_device=True))
 

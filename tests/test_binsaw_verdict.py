@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from registry.evaluation import BudgetScore, EvalResult
+from registry.storage.results import BudgetScore, EvalResult
 
 SCRIPT = Path(__file__).resolve().parent.parent / "bench" / "binsaw_verdict.py"
 ORACLE = 0.5096

@@ -10,11 +10,12 @@ from conftest import TINY, run_ladd
 
 import ladd_configs
 import registry
-from registry.assembly import build_experiment
-from registry.config import compose, to_plain
+from registry.config.composition import compose, to_plain
+from registry.engine.assembly import build_experiment
+from registry.engine.loading import load_run
+from registry.engine.runs import RECORD_FILE, RunFolder
 from registry.errors import IncompatibleComponentsError, InvalidConfigError
-from registry.runs import RECORD_FILE, RunFolder
-from registry.training import load_run, train
+from registry.training.loop import train
 
 EXPERIMENTS = Path(ladd_configs.__file__).parent / "experiment"
 PRESETS = sorted(str(path.relative_to(EXPERIMENTS).with_suffix("")) for path in EXPERIMENTS.rglob("*.yaml"))

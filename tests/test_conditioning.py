@@ -7,15 +7,15 @@ from conftest import TINY
 from torch import Tensor, nn
 
 import registry
-from ladd_plugins.processes.autoregressive import AutoregressiveProcess
-from ladd_plugins.samplers.autoregressive import AutoregressiveSampler
 from ladd_plugins.datasets.binsaw.dataset import BinarySawtooth, BinarySawtoothConfig
+from ladd_plugins.processes.autoregressive import AutoregressiveProcess
 from ladd_plugins.processes.masked import MaskedProcess, MaskedProcessConfig
 from ladd_plugins.samplers.ancestral import AncestralSampler
+from ladd_plugins.samplers.autoregressive import AutoregressiveSampler
 from ladd_plugins.samplers.config import AncestralConfig
 from ladd_plugins.schedules.closed_form import LinearSchedule, ScheduleConfig
-from registry.assembly import build_experiment
-from registry.config import compose, to_plain
+from registry.config.composition import compose, to_plain
+from registry.engine.assembly import build_experiment
 from registry.errors import InvalidConfigError
 from registry.interfaces import Denoised, DenoiserModel, mask_id
 

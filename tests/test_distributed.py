@@ -24,12 +24,12 @@ from conftest import TINY
 from safetensors.torch import load_file
 
 import registry
-from registry.assembly import build_experiment
-from registry.config import compose, to_plain
+from registry.config.composition import compose, to_plain
 from registry.distributed import Shard, gather_rows, share
+from registry.engine.assembly import build_experiment
+from registry.engine.model import DiffusionModel
 from registry.errors import InvalidConfigError
-from registry.model import DiffusionModel
-from registry.training import train
+from registry.training.loop import train
 
 COMMON = [*TINY, "train.accelerator=cpu", "seed=3"]
 # Dropout and dead-code restarts draw per-rank noise (same distribution, other numbers): off here.
@@ -148,7 +148,7 @@ def test_plain_ddp_does_not_search_for_unused_parameters(reg):
     import lightning as L
     from lightning.pytorch.strategies import DDPStrategy
 
-    from registry.training import _Hardware
+    from registry.training.loop import _Hardware
 
     for strategy in ("auto", "ddp"):
         train_cfg = to_plain(compose([*COMMON, "train.devices=2", f"train.strategy={strategy}"], reg))["train"]

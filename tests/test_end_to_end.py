@@ -10,10 +10,11 @@ import torch
 from conftest import TINY, TWO_STAGES
 
 import registry
-from registry.assembly import build_experiment
-from registry.config import compose, to_plain
-from registry.evaluation import evaluate, token_loss
-from registry.training import load_run, train
+from registry.config.composition import compose, to_plain
+from registry.engine.assembly import build_experiment
+from registry.engine.evaluation import evaluate, token_loss
+from registry.engine.loading import load_run
+from registry.training.loop import train
 
 VARIANTS = ["mdlm", "coladd_joint", "coladd_seq", "diladd_joint", "diladd_seq"]
 

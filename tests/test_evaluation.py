@@ -9,10 +9,12 @@ import torch
 from conftest import TINY
 
 import registry
-from registry.assembly import build_experiment
-from registry.config import compose, to_plain
-from registry.evaluation import _REPEAT_SEED_STRIDE, EvalResult, evaluate, mean_and_spread, sample
-from registry.report import format_table, write_report
+from registry.config.composition import compose, to_plain
+from registry.engine.assembly import build_experiment
+from registry.engine.evaluation import _REPEAT_SEED_STRIDE, evaluate
+from registry.engine.sampling import sample
+from registry.paper.report import format_table, write_report
+from registry.storage.results import EvalResult, mean_and_spread
 
 
 @pytest.fixture(scope="module")

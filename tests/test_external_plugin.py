@@ -413,8 +413,8 @@ def test_a_sampler_written_with_the_toolkit_alone_matches_the_builtin_chain(monk
     from ladd_example_plugin.options import TemperatureConfig
 
     import registry
-    from registry.assembly import build_experiment
-    from registry.config import compose, to_plain
+    from registry.config.composition import compose, to_plain
+    from registry.engine.assembly import build_experiment
 
     reg = registry.load()
     torch.manual_seed(0)

@@ -7,8 +7,8 @@ from conftest import TINY
 from scipy import stats
 
 import registry
-from registry.assembly import build_experiment
-from registry.config import compose, to_plain
+from registry.config.composition import compose, to_plain
+from registry.engine.assembly import build_experiment
 
 
 def _random_model(variant: str, sampler_options: dict | None = None):
@@ -56,7 +56,7 @@ def test_fast_path_skips_network_calls_when_nothing_reveals():
 
 @pytest.mark.slow
 def test_fast_and_plain_paths_have_the_same_distribution(tmp_path):
-    from registry.training import train
+    from registry.training.loop import train
 
     reg = registry.load()
     experiment = train(compose(["experiment=binsaw/mdlm_cpu", *TINY, "train.stages=[{steps:60}]"], reg), tmp_path, reg)

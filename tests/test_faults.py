@@ -8,10 +8,11 @@ import torch
 from conftest import TINY
 
 import registry
-from registry.config import compose
+from registry.config.composition import compose
+from registry.engine.loading import load_run
+from registry.engine.sampling import sample
 from registry.errors import LaddError
-from registry.evaluation import sample
-from registry.training import NonFiniteLossError, load_run, train
+from registry.training.loop import NonFiniteLossError, train
 
 pytestmark = pytest.mark.slow  # every test trains
 
@@ -83,7 +84,7 @@ class _Broken:
     ],
 )
 def test_bad_dataset_streams_are_refused(reg, tmp_path, monkeypatch, mode, message):
-    from registry import training
+    from registry.training.loop import loop as training
 
     real = training.build_experiment
 

@@ -7,8 +7,8 @@ import torch
 from conftest import TINY
 
 import registry
-from registry.assembly import build_experiment
-from registry.config import compose, to_plain
+from registry.config.composition import compose, to_plain
+from registry.engine.assembly import build_experiment
 
 TEXT_COLADD = ["lm1b/coladd_32", "lm1b/coladd_128", "lm1b/ccdd", "owt/coladd_16", "owt/coladd_64"]
 TEXT_DILADD = ["lm1b/diladd_32", "lm1b/diladd_128", "owt/diladd_16", "owt/diladd_64"]

@@ -7,8 +7,8 @@ import pytest
 from conftest import run_ladd
 
 from registry import load
-from registry.config import compose, to_plain
-from registry.flops import flops_report
+from registry.config.composition import compose, to_plain
+from registry.paper.flops import flops_report
 
 K = 151_669  # Qwen3 real tokens; the mask is id K (the paper's K = 151,670 counts it)
 FREQUENCY_DIM = 256  # sinusoidal features fed to the timestep MLP (layers.TimestepEmbedder's default)

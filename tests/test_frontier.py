@@ -9,8 +9,8 @@ import pytest
 
 from registry import load
 from registry.cli import main
-from registry.flops import flops_report
-from registry.frontier import (
+from registry.paper.flops import flops_report
+from registry.paper.frontier import (
     Measurement,
     interpolate,
     matched_compute,

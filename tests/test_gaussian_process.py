@@ -6,6 +6,7 @@ import math
 import pytest
 import torch
 
+from ladd_plugins.processes.vp import VPGaussianProcess, VPProcessConfig
 from ladd_plugins.schedules.closed_form import (
     LinearSchedule,
     ScheduleConfig,
@@ -13,7 +14,6 @@ from ladd_plugins.schedules.closed_form import (
     VPCosineScheduleConfig,
     VPSqrtSchedule,
 )
-from ladd_plugins.processes.vp import VPGaussianProcess, VPProcessConfig
 
 # abar^2 as independent closed forms
 ABAR2 = {

@@ -9,9 +9,9 @@ import torch
 from conftest import TINY
 
 import registry
-from registry.config import compose, to_plain
+from registry.config.composition import compose, to_plain
 from registry.host_reads import count_host_reads
-from registry.training import train
+from registry.training.loop import train
 
 
 def test_counts_every_kind_of_read_and_nothing_else():

@@ -22,13 +22,13 @@ from safetensors.torch import save_file
 from safety_cases import ONE_STAGE, ladd, text_overrides, trained
 
 import registry
+from registry.engine.runs import RunFolder
+from registry.engine.sampling_limits import check_sampling_time, sampling_bytes
 from registry.errors import LaddError
-from registry.files import is_partial, partial_name, remove_partials
 from registry.interfaces import Backbone, TransformerShape
-from registry.records import install_hint
-from registry.runs import RunFolder
-from registry.sampling_limits import check_sampling_time, sampling_bytes
-from registry.weights import DATA_DIGEST_KEY, FILE_DIGEST_KEY, load_weights, save_weights, verify_weights
+from registry.storage.files import is_partial, partial_name, remove_partials
+from registry.storage.records import install_hint
+from registry.storage.weights import DATA_DIGEST_KEY, FILE_DIGEST_KEY, load_weights, save_weights, verify_weights
 
 SAMPLE = ["--steps", "2", "--num", "2"]
 
@@ -133,7 +133,7 @@ def test_the_sampling_time_estimate_extrapolates_the_measured_steps(first):
 def test_running_out_of_memory_under_a_memory_limit_is_one_line_and_writes_nothing(tmp_path):
     run_dir = trained(tmp_path, "run")
     probe = (
-        "import torch, lightning, registry.cli, registry.training, registry.export;"
+        "import torch, lightning, registry.cli, registry.training.loop, registry.engine.export;"
         " print(open('/proc/self/status').read())"
     )
     status = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout

@@ -8,10 +8,11 @@ from conftest import TINY
 
 import registry
 from registry import ComponentSpec, interfaces
-from registry._component import Component
-from registry.assembly import build_experiment
-from registry.config import compose, to_plain
-from registry.kinds import KIND_SPECS, KINDS, SLOTS, Slot
+from registry.config.composition import compose, to_plain
+from registry.conformance.exercises import EXERCISES
+from registry.engine.assembly import build_experiment
+from registry.host.component import Component
+from registry.host.kinds import KIND_SPECS, KINDS, SLOTS, Slot
 
 
 @pytest.fixture(scope="module")
@@ -19,10 +20,10 @@ def reg():
     return registry.load()
 
 
-def test_every_kind_names_its_interface_and_exercise_and_every_slot_a_kind():
+def test_every_kind_names_its_interface_and_has_an_exercise_and_every_slot_a_kind():
     for spec in KIND_SPECS.values():
         assert inspect.isclass(spec.interface_class()) and spec.interface_class().__module__ == interfaces.__name__
-        assert callable(spec.exercise_function())
+        assert callable(EXERCISES[spec.name])
         ComponentSpec(spec.name, "probe", "module:attr")  # a kind of the table is a kind a plugin may declare
     assert tuple(KIND_SPECS) == KINDS == registry.KINDS
     assert {slot.kind for slot in SLOTS.values()} == set(KINDS)

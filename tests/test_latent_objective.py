@@ -11,11 +11,11 @@ from conftest import TINY, TWO_STAGES
 from safetensors.torch import load_file
 
 import registry
-from registry.assembly import build_experiment
-from registry.config import compose, to_plain
+from registry.config.composition import compose, to_plain
+from registry.engine.assembly import build_experiment
 from registry.errors import InvalidConfigError
 from registry.interfaces import Denoised
-from registry.training import WEIGHTS_FILE, train
+from registry.training.loop import WEIGHTS_FILE, train
 
 WIDTH = 32  # d_l of the sawtooth presets
 
@@ -72,7 +72,7 @@ def test_rows_dropped_for_classifier_free_training_stay_out_of_the_latent_term(r
 
 
 def test_kept_row_weights_average_to_the_mean_over_kept_rows():
-    from registry.model import kept_row_weights
+    from registry.engine.model import kept_row_weights
 
     dropped = torch.tensor([True, False, False, True, False, False, False, True])
     values = torch.arange(8.0)

@@ -10,21 +10,22 @@ from ladd_plugins.latents.config import FSQLatentConfig, LFQLatentConfig, Residu
 from ladd_plugins.latents.continuous import ContinuousLatent, ContinuousLatentConfig
 from ladd_plugins.latents.quantizers import DiscreteLatentConfig, FSQLatent, LFQLatent, ResidualVQLatent, VQLatent
 from ladd_plugins.processes.masked import MaskedProcess, MaskedProcessConfig
+from ladd_plugins.processes.vp import VPGaussianProcess, VPProcessConfig
 from ladd_plugins.schedules.closed_form import (
     LinearSchedule,
     ScheduleConfig,
     VPSqrtSchedule,
 )
-from ladd_plugins.processes.vp import VPGaussianProcess, VPProcessConfig
 from registry import ComponentSpec
-from registry._component import Component, Origin
-from registry._registry import Registry
-from registry.assembly import build_experiment
-from registry.config import compose, to_plain
+from registry.config.composition import compose, to_plain
+from registry.engine.assembly import build_experiment
+from registry.engine.export import export
+from registry.engine.loading import from_pretrained
 from registry.errors import IncompatibleComponentsError
-from registry.export import export, from_pretrained
+from registry.host.component import Component, Origin
+from registry.host.registry import Registry
 from registry.interfaces import IDS, VECTORS, Latent
-from registry.training import train
+from registry.training.loop import train
 
 CPU = torch.device("cpu")
 

@@ -8,10 +8,10 @@ import torch
 from conftest import TINY
 
 import registry
-from registry.config import compose, to_plain
+from registry.config.composition import compose, to_plain
+from registry.config.lr_schedules import lr_factor
 from registry.errors import InvalidConfigError
-from registry.lr_schedules import lr_factor
-from registry.training import LaddModule, train
+from registry.training.loop import LaddModule, train
 
 BASE = 1e-3
 

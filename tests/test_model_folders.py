@@ -8,9 +8,9 @@ import pytest
 
 import registry
 from registry import hookimpl
-from registry._plugins import PluginHost
-from registry._registry import Registry
 from registry.errors import LaddError
+from registry.host.plugins import PluginHost
+from registry.host.registry import Registry
 
 
 def _plugin(name: str, folders: dict[str, str]) -> types.ModuleType:

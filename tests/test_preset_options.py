@@ -7,7 +7,7 @@ import yaml
 from conftest import TINY, fake_distribution, run_ladd
 
 import registry
-from registry.config import compose, to_plain
+from registry.config.composition import compose, to_plain
 
 PATIENT = """
     from dataclasses import dataclass

@@ -28,11 +28,11 @@ from ladd_plugins.encoders.pooling import (
     weighted_mean,
 )
 from ladd_plugins.encoders.pretrained import PretrainedEncoder, PretrainedEncoderConfig
-from registry.assembly import build_experiment
-from registry.config import compose, to_plain
+from registry.config.composition import compose, to_plain
+from registry.engine.assembly import build_experiment
 from registry.errors import InvalidConfigError
 from registry.interfaces import Encoder
-from registry.training import LaddModule
+from registry.training.loop import LaddModule
 
 WORDS = ["<pad>", "<unk>", "<eos>", "the", "cat", "sat", "on", "a", "mat", "dog", "ran", "to", "red", "big", "and", "it"]
 S = 8

@@ -8,8 +8,6 @@ import pytest
 from conftest import fake_distribution
 
 from registry import ComponentSpec, Origin, Registry, hookimpl
-from registry._component import Component
-from registry._plugins import PluginHost
 from registry.errors import (
     ComponentClashError,
     ComponentError,
@@ -17,6 +15,8 @@ from registry.errors import (
     PluginLoadError,
     UnknownComponentError,
 )
+from registry.host.component import Component
+from registry.host.plugins import PluginHost
 from registry.interfaces import Schedule
 
 
@@ -245,7 +245,7 @@ class _Derived(_Base):
 
 
 def test_option_help_reads_types_defaults_metadata_and_comments_through_bases():
-    from registry.options import OptionHelp, option_help
+    from registry.host.options import OptionHelp, option_help
 
     assert option_help(_Derived) == [
         OptionHelp("count", "int", "2", "the number of widgets, counted twice"),

@@ -8,8 +8,8 @@ import torch
 from conftest import TINY
 
 import registry
-from registry.assembly import build_experiment
-from registry.config import compose, to_plain
+from registry.config.composition import compose, to_plain
+from registry.engine.assembly import build_experiment
 
 # Every option that draws noise is on: guidance (the null latent's noise), DDIM eta = 1, posterior noise,
 # encoder-input dropout p_r, network dropout, classifier-free dropout.

@@ -133,7 +133,7 @@ def test_a_sampler_is_given_the_token_schedule(confidence, tmp_path, monkeypatch
     assert len(rows) == 3 and all(len(row) == 16 and set(row) <= {0, 1} for row in rows)
 
     import registry
-    from registry.training import load_run
+    from registry.engine.loading import load_run
 
     monkeypatch.syspath_prepend(confidence["PYTHONPATH"])
     try:
@@ -157,8 +157,8 @@ def test_sample_chooses_a_sampler_and_its_options_as_eval_does(diladd_run, tmp_p
     import registry
     from ladd_plugins.samplers.config import SequentialConfig
     from ladd_plugins.samplers.sequential import SequentialSampler
-    from registry.evaluation import sample
-    from registry.training import load_run
+    from registry.engine.loading import load_run
+    from registry.engine.sampling import sample
 
     arguments = ["--steps", "4", "--num", "5", "--seed", "3"]
     chosen = run_ladd(

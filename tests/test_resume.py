@@ -62,8 +62,8 @@ def test_sigkill_then_resume_reproduces_every_loss_bitwise(tmp_path, stream):
 
 def _interrupted_run(tmp_path, registry_):
     """A finished two-stage run turned back into one interrupted inside stage 2."""
-    from registry.config import compose
-    from registry.training import train
+    from registry.config.composition import compose
+    from registry.training.loop import train
 
     cfg = compose([a for a in ARGS[1:]], registry_)
     train(cfg, tmp_path, registry_)
@@ -77,7 +77,7 @@ def test_resume_refuses_a_checkpoint_from_a_missing_plugin(tmp_path):
 
     import registry
     from registry.errors import LaddError
-    from registry.training import train
+    from registry.training.loop import train
 
     reg = registry.load()
     cfg = _interrupted_run(tmp_path, reg)
@@ -114,8 +114,8 @@ class _BatchesOnly:
 
 def test_a_dataset_without_batches_from_resumes_by_replay(tmp_path, monkeypatch):
     import registry
-    from registry import training
-    from registry.config import compose
+    from registry.config.composition import compose
+    from registry.training.loop import loop as training
 
     reg = registry.load()
     cfg = compose(["experiment=binsaw/mdlm_cpu", *TINY, "train.stages=[{steps:6}]", "train.checkpoint_every=1"], reg)

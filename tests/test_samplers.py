@@ -9,12 +9,12 @@ from torch import Tensor, nn
 
 from ladd_plugins.latents.continuous import ContinuousLatent, ContinuousLatentConfig
 from ladd_plugins.processes.masked import MaskedProcess, MaskedProcessConfig
+from ladd_plugins.processes.vp import VPGaussianProcess, VPProcessConfig
 from ladd_plugins.samplers.ancestral import AncestralSampler
 from ladd_plugins.samplers.config import AncestralConfig, JointConfig, SequentialConfig
 from ladd_plugins.samplers.joint import JointSampler
 from ladd_plugins.samplers.sequential import SequentialSampler
 from ladd_plugins.schedules.closed_form import LinearSchedule, ScheduleConfig
-from ladd_plugins.processes.vp import VPGaussianProcess, VPProcessConfig
 from registry.interfaces import Denoised, DenoiserModel
 from registry.toolkit.sampling import token_logits
 

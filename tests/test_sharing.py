@@ -12,11 +12,12 @@ import yaml
 from conftest import TINY, TWO_STAGES, run_ladd
 
 import registry
-from registry.config import compose
+from registry.config.composition import compose
+from registry.config.safety import UnsafeConfigError
+from registry.engine.loading import load_run
+from registry.engine.sampling import sample
 from registry.errors import LaddError
-from registry.evaluation import sample
-from registry.safety import UnsafeConfigError
-from registry.training import load_run, load_weights, train
+from registry.training.loop import load_weights, train
 
 
 @pytest.fixture(scope="module")

@@ -307,8 +307,8 @@ def test_empty_or_too_short_data_is_refused_clearly(tmp_path):
 
 
 def test_the_registry_builds_the_text_dataset(tmp_path):
-    from registry.assembly import build_experiment
-    from registry.config import compose, to_plain
+    from registry.config.composition import compose, to_plain
+    from registry.engine.assembly import build_experiment
 
     reg = registry.load()
     options = {"cache_dir": str(tmp_path), "seq_len": 16, "progress": False}

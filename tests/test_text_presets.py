@@ -13,12 +13,13 @@ import torch
 from conftest import assert_trainable_set_is_exact
 
 import registry
-from registry.config import compose, to_plain
-from registry.evaluation import evaluate, sample
+from registry.config.composition import compose, to_plain
+from registry.engine.evaluation import evaluate
+from registry.engine.prompts import fixed_tokens
+from registry.engine.sampling import sample
 from registry.interfaces import mask_id
-from registry.prompts import fixed_tokens
-from registry.training import train
-from registry.zeroshot import zero_shot
+from registry.paper.zeroshot import zero_shot
+from registry.training.loop import train
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "experiment"
 PRESETS = sorted(f"{p.parent.name}/{p.stem}" for corpus in ("lm1b", "owt") for p in (CONFIGS / corpus).glob("*.yaml"))

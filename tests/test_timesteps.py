@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from registry.timesteps import draw_independent_times, draw_times, stratified_uniform
+from registry.engine.timesteps import draw_independent_times, draw_times, stratified_uniform
 
 
 def test_stratified_draws_cover_every_stratum_once():

@@ -6,10 +6,10 @@ import torch
 from conftest import TINY, TWO_STAGES, assert_trainable_set_is_exact
 
 import registry
-from registry.assembly import build_experiment
-from registry.config import compose, to_plain
-from registry.trainable import unreached_parameters
-from registry.training import train
+from registry.config.composition import compose, to_plain
+from registry.engine.assembly import build_experiment
+from registry.training.loop import train
+from registry.training.trainable import unreached_parameters
 
 LADD = ["binsaw/coladd_joint_cpu", "binsaw/coladd_seq_cpu", "binsaw/diladd_joint_cpu", "binsaw/diladd_seq_cpu"]
 

@@ -11,12 +11,13 @@ from conftest import TINY
 from safetensors.torch import load_file
 
 import registry
-from registry.assembly import build_experiment
-from registry.config import compose, to_plain
+from registry.config.composition import compose, to_plain
+from registry.engine.assembly import build_experiment
+from registry.engine.evaluation import token_loss
+from registry.engine.sampling import inference_precision, sample
+from registry.engine.timesteps import draw_times
 from registry.errors import InvalidConfigError
-from registry.evaluation import inference_precision, sample, token_loss
-from registry.timesteps import draw_times
-from registry.training import WEIGHTS_FILE, _fused_adamw, train
+from registry.training.loop import WEIGHTS_FILE, _fused_adamw, train
 
 SMALL = ["backbone.hidden=32", "backbone.layers=1"]
 

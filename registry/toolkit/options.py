@@ -4,8 +4,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from ..errors import InvalidConfigError
-from ..ranges import check_choice, check_range
+from registry.errors import InvalidConfigError
+from registry.ranges import check_choice, check_range
 
 __all__ = ["LOCAL_PATH", "WEIGHTINGS", "TransformerConfig", "check_weighting", "local_path_options"]
 

@@ -7,8 +7,8 @@ import inspect
 import torch
 from torch import Tensor
 
-from ..errors import InvalidConfigError, LaddError
-from ..interfaces import Denoised, DenoiserModel, Process, RevealingProcess, mask_id
+from registry.errors import InvalidConfigError, LaddError
+from registry.interfaces import Denoised, DenoiserModel, Process, RevealingProcess, mask_id
 
 __all__ = [
     "check_fixed_kept",

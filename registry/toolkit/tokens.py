@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ..interfaces import mask_id
+from registry.interfaces import mask_id
 
 __all__ = ["CHUNK_ELEMENTS", "IGNORE", "at_rows", "cross_entropy", "draw_tokens", "mask_id", "per_sample"]
 

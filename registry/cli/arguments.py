@@ -1,0 +1,85 @@
+"""Argument types and options shared by several commands (torch-free, like the parser itself)."""
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any, NoReturn
+
+import yaml
+
+from registry.config.settings import MAX_SAMPLING_SEED
+from registry.errors import LaddError
+from registry.host.registry import Registry
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with a bad argument reported as ladd's one line (the usage stays with --help)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"ladd: error: {message} (see {self.prog} --help)\n")
+
+
+def positive(text: str) -> int:
+    """An argument that must be a whole number >= 1."""
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
+    return int(text)
+
+
+def seed(text: str) -> int:
+    """A seed: a whole number that fits the random generators' 64 bits, with room for the offsets of chunks."""
+    if not text.strip().isdigit() or int(text) > MAX_SAMPLING_SEED:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number from 0 to 2**63-1")
+    return int(text)
+
+
+def hours(text: str) -> float:
+    """A positive, finite number of hours."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of hours")
+    return value
+
+
+def budgets(text: str) -> list[int]:
+    """Comma-separated step counts, each >= 1."""
+    try:
+        return [positive(part) for part in text.split(",")]
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a comma-separated list of whole numbers >= 1 (e.g. 1,2,4,8)"
+        ) from None
+
+
+def add_sampler_choice(parser: argparse.ArgumentParser, purpose: str) -> None:
+    """``--sampler NAME`` and repeatable ``--sampler-option KEY=VALUE``, as `sample` and `eval` take them."""
+    parser.add_argument("--sampler", help=f"{purpose} with another registered sampler (e.g. a sequential one)")
+    parser.add_argument("--sampler-option", action="append", default=[], metavar="KEY=VALUE", help="its option")
+
+
+def chosen_sampler(args: argparse.Namespace, experiment: Any, registry: Registry) -> Any:
+    """The experiment with the sampler ``--sampler`` and ``--sampler-option`` chose, checked against its model."""
+    from registry.engine.assembly import with_sampler
+
+    if args.sampler_option and not args.sampler:
+        raise LaddError(
+            "--sampler-option sets an option of --sampler NAME: give the sampler too, e.g. --sampler joint "
+            "--sampler-option guidance=2"
+        )
+    if not args.sampler:
+        return experiment
+    return with_sampler(experiment, registry, args.sampler, _options(args.sampler_option))
+
+
+def _options(pairs: list[str]) -> dict[str, Any]:
+    """``key=value`` strings to a dict, values parsed as YAML scalars."""
+    options = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise LaddError(f"option {pair!r} must read key=value")
+        options[key] = yaml.safe_load(value)
+    return options

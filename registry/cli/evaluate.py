@@ -1,0 +1,67 @@
+"""``ladd eval``: held-out token loss and the metric at several sampling budgets, as a result file."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from registry.host.registry import Registry
+
+from .arguments import add_sampler_choice, budgets, chosen_sampler, positive
+
+#: options of `eval` that replace the run's `eval.*` settings when given
+_OVERRIDES = ("num_samples", "batch_size", "loss_batches", "precision", "repeats", "floor_draws")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the command to the parser."""
+    p = sub.add_parser("eval", help="held-out token loss and the metric at several step budgets")
+    p.add_argument("run_dir")
+    p.add_argument("--budgets", type=budgets, help="comma-separated token step counts, e.g. 1,2,4,8")
+    p.add_argument("--num-samples", type=positive)
+    p.add_argument("--batch-size", type=positive, help="samples per sampler call (default: eval.batch_size)")
+    p.add_argument("--loss-batches", type=positive, help="held-out batches for L^x (default: eval.loss_batches)")
+    p.add_argument("--precision", help="the networks' precision: auto, bf16-mixed or 32-true (default: eval.precision)")
+    p.add_argument(
+        "--repeats", type=int, help="sample sets per budget, each against its own reference draw (default: eval.repeats)"
+    )
+    p.add_argument("--floor-draws", type=int, help="data-vs-data pairs behind the data floor (default: eval.floor_draws)")
+    add_sampler_choice(p, "evaluate")
+    p.add_argument("--method", help="label in tables (default: the run's method)")
+    p.add_argument("--out", help="result file (default: RUN_DIR/eval_METHOD.json)")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace, registry: Registry) -> None:
+    """Evaluate (every rank its share under torchrun), print the table and write the result."""
+    from registry.distributed import connect, is_main  # torch: only when evaluating
+    from registry.engine.evaluation import evaluate
+    from registry.engine.loading import load_run
+    from registry.engine.sampling_limits import check_sampling_memory
+    from registry.paper.report import format_table
+    from registry.storage.files import check_name, check_target
+    from registry.storage.results import PPL_NOTE, EvalResult
+
+
+    connect()  # under torchrun or srun, every rank evaluates its share of the batches and samples
+    experiment, cfg = load_run(args.run_dir, registry)
+    eval_cfg = dict(cfg["eval"])
+    if args.budgets:
+        eval_cfg["budgets"] = args.budgets
+    for key in _OVERRIDES:
+        if getattr(args, key):
+            eval_cfg[key] = getattr(args, key)
+    experiment = chosen_sampler(args, experiment, registry)
+    method = args.method or cfg["method"]
+    check_name("--method", method, "eval_METHOD.json")
+    out = Path(args.out or Path(args.run_dir) / f"eval_{method}.json")
+    for target in EvalResult.files(out):
+        check_target(target)  # before evaluating, not after
+    check_sampling_memory(experiment, eval_cfg["num_samples"], eval_cfg["batch_size"], "ladd eval")
+    result = evaluate(experiment, method, eval_cfg, progress=is_main())
+    if not is_main():
+        return
+    path = result.save(out)
+    print(format_table([result]))
+    if experiment.dataset.tokenizer is not None:
+        print(f"validation PPL {result.token_perplexity:.2f} ({PPL_NOTE})")
+    print(f"wrote {path}")

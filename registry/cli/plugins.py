@@ -1,0 +1,61 @@
+"""``ladd plugins``: loaded, failed and blocked plugins; ``ladd plugins check NAME`` validates one."""
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+
+from registry.errors import LaddError
+from registry.host.registry import Registry
+
+from .notices import clash_lines
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the command to the parser."""
+    p = sub.add_parser("plugins", help="list loaded, failed and blocked plugins; `ladd plugins check NAME` validates one")
+    p.add_argument("action", nargs="?", choices=["check"])
+    p.add_argument("name", nargs="?")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace, registry: Registry) -> None:
+    """List the plugins, or check one."""
+    if args.action == "check":
+        check_plugin(args.name, registry)
+        return
+    counts: dict[tuple[str, str | None, str | None], int] = {}
+    for c in registry:
+        key = (c.origin.plugin, c.origin.distribution, c.origin.version)
+        counts[key] = counts.get(key, 0) + 1
+    for (plugin, dist, version), n in sorted(counts.items()):
+        print(f"{plugin:<16} {dist or '-':<24} {version or '-':<10} {n} components")
+    for failure in registry.failures:
+        print(f"{failure.plugin:<16} {failure.distribution or '-':<24} {'-':<10} FAILED: {failure.error}")
+    for blocked in registry.blocked:
+        print(f"{blocked.plugin:<16} {blocked.distribution or '-':<24} {'-':<10} BLOCKED: {blocked.error}")
+    for line in clash_lines(registry):
+        print(f"CLASH: {line}")
+    for note in registry.notes:
+        print(f"ladd: note: {note}", file=sys.stderr)
+
+
+def check_plugin(name: str | None, registry: Registry) -> None:
+    """Import, config and tiny-use checks of every component of plugin ``name``; its problems are one error."""
+    from registry.conformance.validation import check_plugin as problems_of  # torch: only when a check runs
+
+    if not name:
+        raise LaddError("usage: ladd plugins check NAME (see `ladd plugins` for the names)")
+    with warnings.catch_warnings(record=True) as skipped:
+        warnings.simplefilter("always")
+        problems = problems_of(name, registry)
+    for warning in skipped:
+        print(f"note: {warning.message}", file=sys.stderr)
+    if problems:
+        raise LaddError(f"plugin {name!r} has {len(problems)} problem(s):\n  " + "\n  ".join(problems))
+    count = sum(1 for c in registry if c.origin.plugin == name)
+    needs = f", {len(skipped)} need downloads or text data this check lacks (notes above)" if skipped else ""
+    print(
+        f"plugin {name!r}: {count} components import and match their configs; {count - len(skipped)} built and ran "
+        f"at a tiny size{needs}"
+    )

@@ -1,0 +1,218 @@
+"""The typed settings of an experiment: every top-level option that is not a component slot, with its checks.
+
+Torch-free: listing components, composing configs and reading run folders need no model code.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from omegaconf import DictConfig, ListConfig
+
+from registry.errors import InvalidConfigError
+from registry.host.kinds import SLOTS
+from registry.ranges import check_choice, check_each, check_range
+from registry.storage.files import check_name
+
+from .lr_schedules import SCHEDULES
+
+#: Precisions of training (Lightning's names) and of the networks at inference; "auto" picks per device.
+TRAIN_PRECISIONS = ("auto", "32-true", "bf16-mixed", "16-mixed", "bf16-true", "16-true", "64-true")
+INFERENCE_PRECISIONS = ("auto", "bf16-mixed", "32-true")
+#: optimiser choices: the names of their torch.optim classes (adamw: decoupled weight decay; adam: added to the gradient)
+OPTIMIZERS = {"adamw": "AdamW", "adam": "Adam"}
+#: seeds stay within the 32-bit range Lightning and NumPy accept, with room for the per-stage offsets
+MAX_SEED = 2**31 - 1
+#: sampling seeds fill the generators' 64 bits, with room for the offsets of chunks and repeats
+MAX_SAMPLING_SEED = 2**63 - 1
+
+
+@dataclass
+class StageConfig:
+    """One training stage (Stage 1 / Stage 2 of App. C)."""
+
+    steps: int = 1000
+    lambda_latent: float = 0.0
+    freeze_encoder: bool = False
+    max_minutes: float | None = None  # wall-clock cap: the stage ends at `steps` or this, whichever comes first
+
+    def check(self, name: str) -> None:
+        """Range checks, naming the stage."""
+        check_range(f"train.stages.{name}.steps", self.steps, 1)
+        check_range(f"train.stages.{name}.lambda_latent", self.lambda_latent, 0)
+        check_range(f"train.stages.{name}.max_minutes", self.max_minutes, 0, low_open=True, optional=True)
+
+
+def named_stages(stages: Any) -> Any:
+    """``train.stages`` keyed by stage name: a list (a config saved before stages had names, or typed on the
+    command line) becomes ``stage1``, ``stage2``, ... in order; stages set to null are left out."""
+    if isinstance(stages, (list, ListConfig)):
+        return {f"stage{index}": stage for index, stage in enumerate(stages, start=1)}
+    if isinstance(stages, (dict, DictConfig)):
+        return {name: stage for name, stage in stages.items() if stage is not None}
+    return stages
+
+
+def upgraded(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """A plain config as this ladd writes it, from one an earlier ladd saved (a run folder's, an export's)."""
+    plain = dict(cfg)
+    if isinstance(plain.get("train"), Mapping) and "stages" in plain["train"]:
+        plain["train"] = {**plain["train"], "stages": named_stages(plain["train"]["stages"])}
+    return plain
+
+
+@dataclass
+class TrainerConfig:
+    """Lightning-named overrides (``trainer.max_steps=N``) applied to every stage's Lightning fit."""
+
+    max_steps: int | None = None  # steps of every stage; None: each stage's own `steps`
+
+    def __post_init__(self) -> None:
+        check_range("trainer.max_steps", self.max_steps, 1, optional=True)
+
+
+@dataclass
+class TrainConfig:
+    """Optimisation and hardware settings."""
+
+    batch_size: int = 256  # the global batch: split evenly over all processes (devices x nodes)
+    # by name, run in order; an overlay changes one (train.stages.stage2.steps=10) or drops it (stage2: null)
+    stages: dict[str, StageConfig | None] = field(default_factory=dict)
+    optimizer: str = "adamw"  # adamw (decoupled weight decay) or adam (weight decay added to the gradient)
+    lr: float = 1e-3
+    weight_decay: float = 0.01
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
+    warmup_steps: int = 500  # linear warm-up of every stage
+    lr_schedule: str = "constant"  # after the warm-up: constant, linear or cosine decay over the stage's steps
+    min_lr_ratio: float = 0.0  # linear and cosine decay end at min_lr_ratio * lr
+    ema_decay: float = 0.99
+    grad_clip: float = 1.0
+    precision: str = "auto"  # auto: bf16-mixed on GPU, 32-true on CPU
+    accelerator: str = "auto"
+    devices: Any = 1  # per node: a count, a list of indices, or "auto"
+    num_nodes: int = 1
+    strategy: str = "auto"  # auto, ddp: DDP when there are several processes (docs/distributed.md); no sharding
+    log_every: int = 50
+    checkpoint_every: int = 500  # steps between checkpoints (last.ckpt of the stage, written atomically)
+    progress: bool = True
+    compile: bool = False  # torch.compile the denoising backbones in place (weights and checkpoints unchanged)
+    compile_mode: str | None = None  # torch.compile's mode, e.g. max-autotune
+    fused_adamw: bool | None = None  # None: fused on CUDA (not with 16-mixed, whose scaler it cannot serve)
+
+    def __post_init__(self) -> None:
+        check_range("train.batch_size", self.batch_size, 1)
+        check_choice("train.optimizer", self.optimizer, OPTIMIZERS)
+        check_choice("train.lr_schedule", self.lr_schedule, SCHEDULES)
+        check_range("train.min_lr_ratio", self.min_lr_ratio, 0, 1)
+        for name, stage in named_stages(self.stages).items():
+            stage.check(name)
+        check_range("train.lr", self.lr, 0, low_open=True)
+        check_range("train.weight_decay", self.weight_decay, 0)
+        if len(self.betas) != 2:
+            raise InvalidConfigError(f"train.betas={list(self.betas)} is not valid: AdamW takes two betas, e.g. [0.9, 0.999]")
+        check_each("train.betas", self.betas, 0, 1, high_open=True)
+        check_range("train.warmup_steps", self.warmup_steps, 0)
+        check_range("train.ema_decay", self.ema_decay, 0, 1)
+        check_range("train.grad_clip", self.grad_clip, 0)
+        check_choice("train.precision", self.precision, TRAIN_PRECISIONS)
+        _check_devices(self.devices)
+        check_range("train.num_nodes", self.num_nodes, 1)
+        check_range("train.log_every", self.log_every, 1)
+        check_range("train.checkpoint_every", self.checkpoint_every, 1)
+
+
+def _check_devices(devices: Any) -> None:
+    """``train.devices``: a positive count, -1 or "auto" (all), or a non-empty list of device indices."""
+    if devices in ("auto", -1, "-1"):
+        return
+    if isinstance(devices, str) and devices.strip().isdigit():
+        devices = int(devices)
+    if isinstance(devices, (list, tuple)):
+        check_each("train.devices", devices, 0)
+        return
+    if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
+        raise InvalidConfigError(
+            f"train.devices={devices!r} is not valid: it must be a count >= 1, -1 or auto (all), or a list of device indices"
+        )
+
+
+@dataclass
+class EvalConfig:
+    """Evaluation: held-out token loss and metric against sampling budgets."""
+
+    num_samples: int = 2000
+    batch_size: int = 1000
+    budgets: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16, 32, 64, 128])
+    loss_batches: int = 8
+    seed: int = 1234
+    precision: str = "auto"  # the networks at inference: auto (bf16-mixed on CUDA, 32-true elsewhere), bf16-mixed, 32-true
+    repeats: int = 1  # sample sets per budget, each from its own seeds against its own reference draw: mean and spread
+    floor_draws: int = 1  # independent data-vs-data pairs behind the metric's data floor: mean and spread
+
+    def __post_init__(self) -> None:
+        check_range("eval.num_samples", self.num_samples, 1)
+        check_range("eval.batch_size", self.batch_size, 1)
+        check_each("eval.budgets", self.budgets, 1)
+        check_range("eval.loss_batches", self.loss_batches, 1)
+        check_range("eval.seed", self.seed, 0, MAX_SAMPLING_SEED)
+        check_choice("eval.precision", self.precision, INFERENCE_PRECISIONS)
+
+
+LATENT_TIMES = ("tied", "independent", "clean")
+
+
+@dataclass
+class Objective:
+    """How the latent channel is trained: ``L = L^x + lambda_latent L^y + L_aux`` (App. C)."""
+
+    lambda_latent: float = 1.0
+    p_cfg: float = 0.0  # classifier-free latent dropout: y0 replaced by the null latent for the token loss
+    # True: rows dropped by p_cfg stay in the latent loss with the null latent as target, so the latent
+    # denoiser learns to generate it. False (the authors' choice): the latent loss averages over the kept rows.
+    latent_loss_on_dropped: bool = False
+    # tied: t_y = t_x; independent: t_y drawn independently; clean: tokens see y0 (sequential training)
+    latent_time: str = "tied"
+    # noise draws per clean latent for a separate latent denoiser: more latent training at almost no cost
+    latent_repeats: int = 1
+    # output head only where the token loss can be nonzero (masked positions): the same loss, fewer FLOPs
+    # with a large vocabulary, at the price of data-dependent shapes (one host sync per step)
+    head_on_loss_rows: bool = False
+
+    def __post_init__(self) -> None:
+        if self.latent_time not in LATENT_TIMES:
+            raise InvalidConfigError(f"objective.latent_time={self.latent_time!r}; valid: {', '.join(LATENT_TIMES)}")
+        if not 0.0 <= self.p_cfg < 1.0:
+            raise InvalidConfigError(f"objective.p_cfg={self.p_cfg} must lie in [0, 1)")
+        if self.latent_repeats < 1:
+            raise InvalidConfigError(f"objective.latent_repeats={self.latent_repeats} must be at least 1")
+
+
+@dataclass
+class Settings:
+    """Every top-level option that is not a component slot."""
+
+    method: str = "mdlm"  # label of the run in tables and plots
+    seed: int = 0
+    run_dir: str = "runs/${now:%Y-%m-%d_%H-%M-%S}"
+    objective: Objective = field(default_factory=Objective)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+
+    def __post_init__(self) -> None:
+        check_range("seed", self.seed, 0, MAX_SEED - len(self.train.stages))
+        check_name("method", self.method, "eval_METHOD.json")
+
+
+def schema() -> type:
+    """The typed top level of every experiment config: the settings, and one slot per row of the slot table, filled by its config group."""
+    return dataclasses.make_dataclass("LaddSchema", [(slot, Any, None) for slot in SLOTS], bases=(Settings,))
+
+
+def resolve_precision(requested: str, device_type: str) -> str:
+    """A Lightning precision name: "auto" is bf16-mixed on CUDA and 32-true elsewhere, for training and inference."""
+    if requested != "auto":
+        return requested
+    return "bf16-mixed" if device_type == "cuda" else "32-true"

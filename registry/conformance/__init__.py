@@ -1,0 +1,1 @@
+"""What `ladd plugins check` runs: validation of a plugin and one tiny real use per kind."""

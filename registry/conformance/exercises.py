@@ -1,0 +1,460 @@
+"""One real, tiny use of each kind's interface inside a model, for ``ladd plugins check``.
+
+A component is built with its default options and put into a small model with ladd's probe networks
+(``probes.py``) and, where it needs them, other registered components (a schedule, a token process,
+samplers). Every failure is raised as ``ExerciseFailure`` naming what was being done.
+"""
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any, cast
+
+import torch
+
+from registry.engine.model import DiffusionModel, Objective
+from registry.errors import IncompatibleComponentsError, MissingResourceError
+from registry.host.component import Component
+from registry.host.registry import Registry
+from registry.interfaces import (
+    TOKEN_STATES,
+    Channels,
+    Latent,
+    Process,
+    RevealingProcess,
+    Sampler,
+    batches_from,
+    device_batches,
+    needs_of,
+)
+from registry.toolkit.sampling import takes_fixed
+
+from .probes import ProbeBackbone, ProbeEncoder
+
+VOCAB, SEQ, BATCH = 5, 8, 3
+CPU = torch.device("cpu")
+
+
+class ExerciseFailure(Exception):
+    """A component misbehaved while used at a tiny size; the message says in which use."""
+
+
+@contextlib.contextmanager
+def _during(what: str) -> Iterator[None]:
+    try:
+        yield
+    except (ExerciseFailure, MissingResourceError):
+        raise
+    except Exception as error:
+        raise ExerciseFailure(f"{what}: {type(error).__name__}: {error}") from error
+
+
+def _expect(condition: bool, problem: str) -> None:
+    if not condition:
+        raise ExerciseFailure(problem)
+
+
+def _generator() -> torch.Generator:
+    return torch.Generator().manual_seed(0)
+
+
+def _built(registry: Registry, kind: str, accept: Callable[[Any], bool] = lambda _: True, **context: Any) -> list[tuple[str, Any]]:
+    """(``kind 'name'``, default instance) of every registered component of ``kind`` that builds and passes ``accept``."""
+    found = []
+    for name in registry.names(kind):
+        try:
+            instance = registry.build(kind, name, **context)
+        except Exception:  # a partner that does not build here is simply not used
+            continue
+        if accept(instance):
+            found.append((f"{kind} {name!r}", instance))
+    if not found:
+        raise MissingResourceError(f"no registered {kind} fits with its default options here, so this use cannot be made")
+    return found
+
+
+def _with_a_partner(partners: list[tuple[str, Any]], use: Callable[[Any], None]) -> None:
+    """Run ``use`` with the first partner it works with; with none, report the first partner's failure."""
+    failures = []
+    for label, partner in partners:
+        try:
+            use(partner)
+            return
+        except ExerciseFailure as failure:
+            failures.append(f"with {label}, {failure}")
+    raise ExerciseFailure(failures[0])
+
+
+def _schedule(registry: Registry) -> Any:
+    return _built(registry, "schedule")[0][1]
+
+
+def _token_processes(registry: Registry, schedule: Any) -> list[tuple[str, Any]]:
+    """Every registered process that diffuses token ids, built for the probe vocabulary."""
+    return _built(registry, "process", lambda process: process.diffuses in TOKEN_STATES, schedule=schedule, vocab_size=VOCAB)
+
+
+def _latent_processes(registry: Registry, latent: Latent, schedule: Any) -> list[tuple[str, Any]]:
+    """Every registered process that diffuses what ``latent`` produces."""
+    return _built(registry, "process", lambda process: process.diffuses == latent.produces, schedule=schedule, vocab_size=latent.values)
+
+
+def exercise_schedule(component: Component, registry: Registry) -> None:
+    """Signal levels in [0, 1], falling with time; then a loss and a reverse chain of a token process using it."""
+    schedule = component.build()
+    tau = torch.linspace(0.0, 1.0, 9)
+    with _during("signal(tau)"):
+        signal = schedule.signal(tau)
+    _expect(signal.shape == tau.shape, f"signal(tau) has shape {tuple(signal.shape)} for tau of shape {tuple(tau.shape)}")
+    _expect(bool(((signal >= 0) & (signal <= 1)).all()), f"signal(tau) leaves [0, 1]: {signal.tolist()}")
+    _expect(bool((signal.diff() <= 1e-6).all()), f"signal(tau) must not rise with tau: {signal.tolist()}")
+    _with_a_partner(_token_processes(registry, schedule), _token_round)
+
+
+def exercise_process(component: Component, registry: Registry) -> None:
+    """On tokens: a loss whose gradient reaches the network, the rows-only loss, a reverse chain ending in real tokens.
+
+    A process on another state is exercised as a latent process, with a registered latent producing that state.
+    """
+    schedule = _schedule(registry)
+    process = component.build(schedule=schedule, vocab_size=VOCAB)
+    if process.diffuses in TOKEN_STATES:
+        _token_round(process)
+        return
+    latents = _built(registry, "latent", lambda latent: latent.produces == process.diffuses)
+    tokens = _token_processes(registry, schedule)
+    pairs = [(f"{name} and {t}", (latent, token)) for name, latent in latents for t, token in tokens]
+
+    def use(pair: tuple[Latent, Any]) -> None:
+        latent, token = pair
+        _latent_round(latent, component.build(schedule=schedule, vocab_size=latent.values), token, registry)
+
+    _with_a_partner(pairs, use)
+
+
+def _token_round(process: Any) -> None:
+    generator = _generator()
+    network = ProbeBackbone(Channels(VOCAB, SEQ, None))
+    x0 = torch.randint(VOCAB, (BATCH, SEQ), generator=generator)
+    tau = torch.tensor([0.3, 0.7, 1.0])
+    with _during("corrupt"):
+        x_t = process.corrupt(x0, tau, generator)
+    _expect(x_t.shape == x0.shape and x_t.dtype == torch.long, f"corrupt gives {x_t.dtype} of shape {tuple(x_t.shape)}")
+    logits = network(x_t, tau, None, None).tokens
+    with _during("loss"):
+        loss = process.loss(logits, x0, x_t, tau)
+        _expect(loss.shape == (BATCH,), f"loss must be per sample, shape ({BATCH},), got {tuple(loss.shape)}")
+        _expect(bool(torch.isfinite(loss).all()), f"loss is not finite: {loss.tolist()}")
+        loss.mean().backward()
+    gradient = network.token_head.weight.grad
+    _expect(gradient is not None and bool(gradient.abs().sum() > 0), "the loss does not depend on the prediction (no gradient reaches it)")
+    rows = process.loss_rows(x_t)
+    if rows is not None:
+        with _during("loss at loss_rows only"):
+            on_rows = process.loss(logits[rows], x0, x_t, tau)
+        _expect(torch.allclose(on_rows, loss, atol=1e-5), f"loss at loss_rows differs from the full loss: {on_rows.tolist()} vs {loss.tolist()}")
+    with _during("the reverse chain from the prior"), torch.no_grad():
+        *_, (_, x) = _reverse_chain(process, network, process.prior((BATCH, SEQ), CPU, generator), generator)
+    _expect(x.dtype == torch.long and bool(((x >= 0) & (x < VOCAB)).all()), f"the reverse chain ends in {x.tolist()}, not in token ids 0..{VOCAB - 1}")
+    if takes_fixed(process):
+        _check_fixed_kept(process, network)
+    if isinstance(process, RevealingProcess):
+        _check_reveal_matches_step(process, network)
+
+
+def _check_fixed_kept(process: Process, network: ProbeBackbone) -> None:
+    """A step that takes the known tokens (``fixed``) returns them unchanged, from the prior to the end of the chain."""
+    generator = _generator()
+    fixed = torch.full((BATCH, SEQ), VOCAB)
+    fixed[:, 0], fixed[:, -1] = 1, 2
+    known = fixed != VOCAB
+    with _during("the reverse chain with known tokens (fixed)"), torch.no_grad():
+        start = torch.where(known, fixed, process.prior((BATCH, SEQ), CPU, generator))
+        for tau, x in _reverse_chain(process, network, start, generator, fixed=fixed):
+            _expect(torch.equal(x[known], fixed[known]), f"step(..., fixed=...) changed known tokens at tau={tau:g}")
+
+
+def _reverse_chain(
+    process: Process, network: ProbeBackbone, x: torch.Tensor, generator: torch.Generator, **step: Any
+) -> Iterator[tuple[float, torch.Tensor]]:
+    """SEQ reverse steps from ``x`` to time 0 (``step``: extra keywords of ``process.step``), yielding (time, state)."""
+    for k in range(SEQ, 0, -1):
+        t, s = torch.full((BATCH,), k / SEQ), torch.full((BATCH,), (k - 1) / SEQ)
+        x = process.step(x, network(x, t, None, None).tokens, t, s, generator, **step)
+        yield (k - 1) / SEQ, x
+
+
+def _check_reveal_matches_step(process: RevealingProcess, network: ProbeBackbone) -> None:
+    """``step`` must equal ``fill`` at ``reveal``'s positions under the same random stream (the samplers' fast path)."""
+    with _during("reveal and fill against step"), torch.no_grad():
+        x = process.prior((BATCH, SEQ), CPU, _generator())
+        t, s = torch.full((BATCH,), 1.0), torch.full((BATCH,), 1.0 - 1.0 / SEQ)
+        logits = network(x, t, None, None).tokens
+        stepped = process.step(x, logits, t, s, _generator())
+        generator = _generator()
+        reveal = process.reveal(x, t, s, generator)
+        filled = process.fill(x, reveal, logits[reveal], generator)
+    _expect(torch.equal(stepped, filled), "step differs from fill at the positions reveal picks, under the same random stream")
+
+
+def exercise_latent(component: Component, registry: Registry) -> None:
+    """Codes and the null latent checked with a process diffusing them, a training step in a joint and in a
+    sequential model, then sampling."""
+    schedule = _schedule(registry)
+    latent: Latent = component.build()
+    y0 = _check_codes(latent)
+    pairs = [
+        (f"{name} and {t}", (latent_process, token))
+        for name, latent_process in _latent_processes(registry, latent, schedule)
+        for t, token in _token_processes(registry, schedule)
+    ]
+
+    def use(pair: tuple[Process, Any]) -> None:
+        latent_process, token = pair
+        with _during("the latent process's prior"):
+            prior = latent_process.prior(tuple(y0.shape), CPU, _generator())
+        _expect(
+            prior.shape == y0.shape and prior.dtype == y0.dtype,
+            f"the prior gives {prior.dtype} of shape {tuple(prior.shape)}, encode {y0.dtype} of {tuple(y0.shape)}",
+        )
+        _latent_round(latent, latent_process, token, registry)
+
+    _with_a_partner(pairs, use)
+
+
+def _latent_round(latent: Latent, latent_process: Process, process: Any, registry: Registry) -> None:
+    joint = DiffusionModel(
+        process, latent, ProbeBackbone(Channels(VOCAB, SEQ, latent)), VOCAB, SEQ,
+        Objective(lambda_latent=1.0), ProbeEncoder(VOCAB, latent.length, latent.width), latent_process=latent_process,
+        schedule=_schedule(registry),
+    )
+    _train_step(joint, "a training step of a joint model")
+    sequential = DiffusionModel(
+        process, latent, ProbeBackbone(Channels(VOCAB, SEQ, latent)), VOCAB, SEQ,
+        Objective(lambda_latent=1.0, latent_time="clean"), ProbeEncoder(VOCAB, latent.length, latent.width),
+        ProbeBackbone(Channels(0, 0, latent)), latent_process, _schedule(registry),
+    )
+    _train_step(sequential, "a training step of a sequential model (separate latent denoiser)")
+    _check_stage2(joint)  # last: the frozen encoder is shared with the sequential model
+    _sample_with(joint, registry, lambda s: not s.conditions_on_clean_latent)
+    _sample_with(sequential, registry, lambda s: s.conditions_on_clean_latent)
+
+
+def _check_codes(latent: Latent) -> torch.Tensor:
+    """Discrete codes are int64 and the null latent has the clean latent's shape and dtype; returns the clean latent."""
+    features = ProbeEncoder(VOCAB, latent.length, latent.width)(torch.randint(VOCAB, (BATCH, SEQ)))
+    with _during("encode"):
+        y0 = latent.encode(features).y0
+    _expect(y0.is_floating_point() or y0.dtype == torch.long, f"encode gives codes of dtype {y0.dtype}; discrete codes must be torch.long (int64)")
+    with _during("null"):
+        null = latent.null(BATCH, CPU)
+    _expect(
+        null.shape == y0.shape and null.dtype == y0.dtype,
+        f"null gives {null.dtype} of shape {tuple(null.shape)} but encode gives {y0.dtype} of shape {tuple(y0.shape)}; they must match",
+    )
+    return y0
+
+
+def _train_step(model: DiffusionModel, what: str) -> None:
+    optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.1)
+    model.train()
+    with _during(what):
+        terms = model.loss(torch.randint(VOCAB, (2 * BATCH, SEQ), generator=_generator()), _generator())
+        _expect(all(bool(torch.isfinite(v)) for v in terms.values()), f"{what}: loss terms are not finite: {terms}")
+        terms["loss"].backward()
+        optimizer.step()
+
+
+def _check_stage2(model: DiffusionModel) -> None:
+    """A Stage 2 training step (``freeze_encoder``: the encoder frozen, the latent still learning) runs with finite loss terms."""
+    model.freeze_encoder()
+    _train_step(model, "a Stage 2 training step (encoder frozen)")
+
+
+def _sample_with(model: DiffusionModel, registry: Registry, accept: Callable[[Sampler], bool]) -> None:
+    """Sample ``model`` with the first registered sampler that ``accept``s and whose needs the model meets."""
+    _sample(model, *_built(registry, "sampler", lambda sampler: accept(sampler) and _fits(sampler, model))[0])
+
+
+def _fits(sampler: Sampler, model: DiffusionModel) -> bool:
+    """Whether ``model`` has what ``sampler`` declares it needs (a latent channel or none, a kind of token process)."""
+    return needs_of(sampler).unmet("latent" if model.latent is not None else None, "", model.process) is None
+
+
+def _sample(model: DiffusionModel, label: str, sampler: Sampler) -> None:
+    fixed = torch.full((BATCH, SEQ), VOCAB)
+    fixed[:, 0] = 1
+    with _during(f"sampling with {label}"):
+        out = sampler.sample(model.eval(), BATCH, SEQ, _generator(), fixed=fixed)
+    tokens = out.tokens
+    _expect(tokens.shape == (BATCH, SEQ) and tokens.dtype == torch.long, f"{label} gives samples of {tokens.dtype}, shape {tuple(tokens.shape)}")
+    _expect(bool(((tokens >= 0) & (tokens < VOCAB)).all()), f"samples hold ids outside 0..{VOCAB - 1}: {tokens.tolist()}")
+    _expect(bool((tokens[:, 0] == 1).all()), "samples do not keep the tokens given in `fixed`")
+    if model.latent is not None:
+        null = model.latent.null(BATCH, CPU)
+        _expect(out.latent is not None and out.latent.shape == null.shape, f"the sampled latent must have the null latent's shape {tuple(null.shape)}")
+
+
+def exercise_sampler(component: Component, registry: Registry) -> None:
+    """A sample call on a small model with a latent channel when the sampler needs one."""
+    sampler: Sampler = component.build()
+    schedule = _schedule(registry)
+    needs = needs_of(sampler)
+    has_latent = "latent" if needs.latent else None  # so that only the token process can be what is missing
+    processes = [(name, p) for name, p in _token_processes(registry, schedule) if not needs.unmet(has_latent, name, p)]
+    if not processes:
+        raise MissingResourceError(f"no registered token process is the kind it needs ({needs.token_process})")
+    if needs.latent is not True:
+
+        def alone(process: Any) -> None:
+            network = ProbeBackbone(Channels(VOCAB, SEQ, None))
+            model = DiffusionModel(process, None, network, VOCAB, SEQ, Objective(), schedule=schedule)
+            _sample(model, f"sampler {component.name!r}", sampler)
+
+        _with_a_partner(processes, alone)
+        return
+    channels = [
+        (f"{name} and {lp}", (latent, latent_process))
+        for name, latent in _built(registry, "latent")
+        for lp, latent_process in _latent_processes(registry, latent, schedule)
+    ]
+
+    def use(pair: tuple[Any, tuple[Latent, Process]]) -> None:
+        process, (latent, latent_process) = pair
+        model = DiffusionModel(
+            process, latent, ProbeBackbone(Channels(VOCAB, SEQ, latent)), VOCAB, SEQ, Objective(),
+            ProbeEncoder(VOCAB, latent.length, latent.width), latent_process=latent_process, schedule=schedule,
+        )
+        _sample(model, f"sampler {component.name!r}", sampler)
+
+    pairs = [(f"{p} and {c}", (process, channel)) for p, process in processes for c, channel in channels]
+    _with_a_partner(pairs, use)
+
+
+def exercise_encoder(component: Component, registry: Registry) -> None:
+    """Features ``[B, length, width]`` of clean tokens; a trainable encoder receives gradients."""
+    encoder = _without_text(component, vocab_size=VOCAB, seq_len=SEQ)
+    tokens = torch.randint(VOCAB, (BATCH, SEQ))
+    with _during("forward"):
+        features = encoder(tokens, tokens == VOCAB)
+    expected = (BATCH, encoder.length, encoder.width)
+    _expect(tuple(features.shape) == expected, f"features of shape {tuple(features.shape)}, expected (batch, length, width) = {expected}")
+    if encoder.trainable and any(p.requires_grad for p in encoder.parameters()):
+        features.sum().backward()
+        _expect(any(p.grad is not None for p in encoder.parameters()), "a trainable encoder's features do not reach its parameters")
+
+
+def exercise_backbone(component: Component, registry: Registry) -> None:
+    """Every channel combination the backbone accepts: full forward, the rows-only path, and a backward pass."""
+    try:
+        latents = [latent for _, latent in _built(registry, "latent")]
+    except MissingResourceError:
+        latents = []  # the token channel is still exercised
+    combinations = [Channels(VOCAB, SEQ, None)]
+    for latent in latents:
+        combinations += [Channels(VOCAB, SEQ, latent), Channels(0, 0, latent)]
+    used = 0
+    for channels in combinations:
+        try:
+            backbone = component.build(channels=channels)
+        except IncompatibleComponentsError:
+            continue
+        _backbone_round(backbone, channels)
+        used += 1
+    _expect(used > 0, "builds for no channel combination (tokens, tokens + latent, latent alone)")
+
+
+def _backbone_round(backbone: Any, channels: Channels) -> None:
+    generator = _generator()
+    tau = torch.full((BATCH,), 0.5)
+    x = torch.randint(VOCAB + 1, (BATCH, SEQ), generator=generator) if channels.tokens else None
+    y = None
+    if channels.latent is not None:
+        latent = channels.latent
+        with torch.no_grad():
+            y0 = latent.encode(ProbeEncoder(VOCAB, latent.length, latent.width)(torch.randint(VOCAB, (BATCH, SEQ), generator=generator))).y0
+        y = latent.backbone_input(y0)
+    tau_x, tau_y = (tau if x is not None else None), (tau if y is not None else None)
+    given = " + ".join(name for name, value in (("tokens", x), (type(channels.latent).__name__, y)) if value is not None)
+    backbone.eval()
+    with _during(f"forward with {given}"), torch.no_grad():
+        out = backbone(x, tau_x, y, tau_y)
+    if x is not None:
+        expected = (BATCH, SEQ, VOCAB)
+        _expect(out.tokens is not None and out.tokens.shape == expected, f"forward with {given}: token logits must be (batch, S, K) = {expected}")
+        rows = x == VOCAB
+        with _during(f"forward with {given} at rows"), torch.no_grad():
+            on_rows = backbone(x, tau_x, y, tau_y, rows).tokens
+        _expect(
+            on_rows is not None and on_rows.shape == out.tokens[rows].shape and torch.allclose(on_rows, out.tokens[rows], atol=1e-4),
+            f"forward with {given} at rows differs from forward at every position, taken at the same rows",
+        )
+    if y is not None:
+        _expect(out.latent is not None, f"forward with {given}: a backbone given a latent channel must predict it")
+    backbone.train()
+    with _during(f"backward through forward with {given}"):
+        out = backbone(x, tau_x, y, tau_y)
+        sum(o.float().sum() for o in (out.tokens, out.latent) if o is not None).backward()
+
+
+def exercise_dataset(component: Component, registry: Registry) -> None:
+    """Batches of token ids ``[B, seq_len]`` inside the vocabulary; the same seed gives the same stream, also resumed at batch 2.
+
+    A dataset that draws on the training device (``device_batches``) is checked the same way, on the CPU.
+    """
+    dataset = component.build()
+    with _during("batches"):
+        streams = [dataset.batches(BATCH, 0) for _ in range(2)]
+    with _during("batches_from"):
+        resumed = next(batches_from(dataset, 2, BATCH, 0))
+    _check_stream(dataset, streams, resumed, "", "batches_from(2, ...)")
+    cpu = torch.device("cpu")
+    with _during("device_batches"):
+        on_device = [device_batches(dataset, start, BATCH, 0, cpu) for start in (0, 0, 2)]
+    if on_device[0] is None:
+        return
+    _expect(all(stream is not None for stream in on_device), "device_batches returns a stream for some starts and None for others")
+    with _during("device_batches"):
+        resumed = next(cast(Iterator[torch.Tensor], on_device[2]))
+    _check_stream(dataset, on_device[:2], resumed, "device_batches: ", "device_batches(2, ...)")
+
+
+def _check_stream(dataset: Any, streams: list[Any], resumed: torch.Tensor, prefix: str, resumed_name: str) -> None:
+    """Two streams of one seed agree, hold ``[B, seq_len]`` token ids, and their third batch is ``resumed``."""
+    with _during(prefix.rstrip(": ") or "batches"):
+        batch, again = next(streams[0]), [next(streams[1]) for _ in range(3)]
+    _expect(tuple(batch.shape) == (BATCH, dataset.seq_len), f"{prefix}batch of shape {tuple(batch.shape)}, expected {(BATCH, dataset.seq_len)}")
+    _expect(batch.dtype == torch.long, f"{prefix}batch of dtype {batch.dtype}, expected torch.int64")
+    _expect(bool(((batch >= 0) & (batch < dataset.vocab_size)).all()), f"{prefix}batch holds ids outside 0..{dataset.vocab_size - 1}")
+    _expect(torch.equal(batch, again[0]), f"{prefix}the same seed and split give different batches")
+    _expect(torch.equal(resumed, again[2]), f"{resumed_name} is not the stream's third batch: resuming would train on other data")
+
+
+def exercise_metric(component: Component, registry: Registry) -> None:
+    """Scores of one sample set against another: floats, including the primary one."""
+    metric = _without_text(component)
+    with _during("scoring two sample sets"):
+        scores = metric(torch.randint(2, (16, SEQ)), torch.randint(2, (16, SEQ)))
+    _expect(isinstance(scores, dict) and metric.primary in scores, f"scores {scores} lack the primary score {metric.primary!r}")
+    _expect(all(isinstance(v, float) for v in scores.values()), f"scores must be floats: {scores}")
+
+
+def _without_text(component: Component, **context: Any) -> Any:
+    """Build with no tokenizer; a component that needs text data is then not exercised, not broken."""
+    try:
+        return component.build(tokenizer=None, **context)
+    except IncompatibleComponentsError as error:
+        raise MissingResourceError(f"needs a text dataset's tokenizer, which a tiny check cannot supply ({error})") from None
+
+
+#: Kind -> its exercise: one tiny real use of a component of that kind, run by ``ladd plugins check``.
+EXERCISES: dict[str, Callable[[Component, Registry], None]] = {
+    "process": exercise_process,
+    "latent": exercise_latent,
+    "encoder": exercise_encoder,
+    "schedule": exercise_schedule,
+    "backbone": exercise_backbone,
+    "sampler": exercise_sampler,
+    "dataset": exercise_dataset,
+    "metric": exercise_metric,
+}

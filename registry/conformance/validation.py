@@ -1,0 +1,79 @@
+"""Validation of a plugin's components: they import, their configs fit their factories, they work in a tiny model."""
+from __future__ import annotations
+
+import inspect
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from registry.errors import ComponentError, MissingResourceError
+from registry.host.component import Component
+from registry.host.kinds import KIND_SPECS
+from registry.host.registry import Registry
+
+from .exercises import EXERCISES, ExerciseFailure
+
+
+def check_plugin(name: str, registry: Registry) -> list[str]:
+    """Problems found in plugin ``name`` (an empty list means it passed)."""
+    reason = registry.unavailable(name)
+    if reason is not None:
+        return [reason]
+    mine = [c for c in registry if c.origin.plugin == name]
+    if not mine:
+        loaded = sorted({c.origin.plugin for c in registry})
+        return [f"plugin {name!r} registers no components (loaded plugins: {', '.join(loaded)})"]
+    return [problem for component in mine for problem in _problems(component, registry)]
+
+
+def _problems(component: Component, registry: Registry) -> list[str]:
+    label = f"{component.kind} {component.name!r}"
+    try:
+        factory = component.factory()
+    except ComponentError as error:
+        return [f"{label}: {error.problem}"]
+    signature_problem = _signature_problem(component, factory)
+    if signature_problem:
+        return [f"{label}: {signature_problem}"]
+    try:
+        EXERCISES[component.kind](component, registry)
+    except MissingResourceError as error:
+        # The defaults name a download (a pretrained model, a corpus): the plugin is fine, this machine lacks it.
+        warnings.warn(f"{label}: not exercised: {error}", stacklevel=2)
+    except ComponentError as error:
+        return [f"{label}: {error.problem}"]
+    except ExerciseFailure as error:
+        return [f"{label}: fails in a tiny model: {error}"]
+    except Exception as error:
+        return [f"{label}: fails when built with its default options: {type(error).__name__}: {error}"]
+    return []
+
+
+def _signature_problem(component: Component, factory: Callable[..., Any]) -> str | None:
+    try:
+        parameters = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is p.VAR_KEYWORD for p in parameters):
+        keywords: set[str] | None = None
+    else:
+        keywords = {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    context = KIND_SPECS[component.kind].context
+    required = [p for p in positional if p.default is p.empty and p.name not in context]
+    config = component.spec.config
+    if config is not None and not positional:
+        return f"has config {config.__name__} but its factory takes no positional config argument"
+    if config is None and required:
+        return f"has no config but its factory requires {', '.join(p.name for p in required)}"
+    if config is not None and len(required) > 1:
+        return f"its factory requires {', '.join(p.name for p in required)}; only the config is passed positionally"
+    if config is not None:
+        try:
+            config()
+        except TypeError as error:
+            return f"config {config.__name__} cannot be built from its defaults ({error}); every field needs a default"
+    missing = [k for k in context if keywords is not None and k not in keywords]
+    if missing:
+        return f"its factory does not accept the keyword(s) {', '.join(missing)} that ladd passes to every {component.kind}"
+    return None

@@ -1,0 +1,238 @@
+"""Turning a resolved experiment config into components and a model, with compatibility checks."""
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from registry.config.safety import check_config
+from registry.errors import IncompatibleComponentsError, LaddError, UnknownComponentError
+from registry.host.component import Component
+from registry.host.kinds import SLOTS
+from registry.host.registry import Registry
+from registry.interfaces import Dataset, Latent, Metric, Sampler, needs_of
+from registry.storage.records import checked_components, install_hint
+
+from .model import DiffusionModel, Objective
+
+
+@dataclass
+class Experiment:
+    """Everything a run needs, built from one config."""
+
+    model: DiffusionModel
+    dataset: Dataset
+    sampler: Sampler
+    metric: Metric
+    components: dict[str, Component] = field(default_factory=dict)
+
+    def origins(self) -> dict[str, dict[str, Any]]:
+        """Slot -> component description with its origin, as recorded in run folders."""
+        return {slot: component.as_dict() for slot, component in self.components.items()}
+
+
+def selection(cfg: Mapping[str, Any], slot: str) -> tuple[str, dict[str, Any]] | None:
+    """The (name, options) chosen for a slot, or None for an empty optional slot."""
+    node = cfg.get(slot)
+    if node is None:
+        if SLOTS[slot].optional:
+            return None
+        raise IncompatibleComponentsError(f"config has no {slot!r}; choose one with {slot}=NAME")
+    options = dict(node)
+    if "name" not in options:
+        raise IncompatibleComponentsError(f"{slot} has options {sorted(options)} but no component; choose one with {slot}=NAME")
+    name = options.pop("name")
+    return name, options
+
+
+def required_selection(cfg: Mapping[str, Any], slot: str) -> tuple[str, dict[str, Any]]:
+    """The (name, options) chosen for a slot that may not be empty (``dataset``, ``sampler``, ...)."""
+    chosen = selection(cfg, slot)
+    if chosen is None:
+        raise ValueError(f"slot {slot!r} may be empty: read it with selection()")
+    return chosen
+
+
+def build_experiment(
+    cfg: Mapping[str, Any], registry: Registry, recorded: Mapping[str, Any] | None = None
+) -> Experiment:
+    """Build dataset, model, sampler and metric from a plain (resolved) config mapping.
+
+    ``recorded``: the components a run or a model recorded (slot -> kind, name, plugin, ...); a name two plugins
+    register is then the recorded plugin's.
+    """
+    check_config(cfg)
+    if cfg.get("latent") is not None and "latent_process" not in cfg:
+        raise IncompatibleComponentsError(
+            "this config predates the latent_process slot (a latent's process options now live there); "
+            "re-create it with the current presets"
+        )
+    chosen = {slot: selection(cfg, slot) for slot in SLOTS}
+    components = {
+        slot: registry.get(SLOTS[slot].kind, pick[0], recorded_plugin(recorded, slot))
+        for slot, pick in chosen.items()
+        if pick is not None
+    }
+    # declared needs, read from the classes first: a mismatch is refused before anything is built
+    _check_needs(components, {s: _declared(c) for s, c in components.items()}, _declared(components["process"]))
+    built: dict[str, Any] = {}
+    for slot in SLOTS.values():
+        if slot.needs_latent and built["latent"] is None:
+            if chosen[slot.name] is not None:
+                raise IncompatibleComponentsError(f"{slot.name} is set but there is no latent channel; set latent=NAME or {slot.name}=null")
+            built[slot.name] = None
+            continue
+        pairing = slot.pairing(built, components) if slot.pairing is not None else None
+        pick = chosen[slot.name]
+        if pick is None:
+            if pairing is not None:
+                raise IncompatibleComponentsError(
+                    f"{pairing[0]} holds {' or '.join(pairing[1])} and needs a process: set {slot.name}=NAME ({_pairings(registry)})"
+                )
+            built[slot.name] = None
+            continue
+        name, options = pick
+        component = components[slot.name]
+        if pairing is not None:  # before building: a process is never built for a state it cannot take
+            _check_pairing(registry, slot.name, name, pairing, _state(component, "diffuses"))
+        built[slot.name] = component.build(options, **slot.context(built))
+        if pairing is not None:
+            _check_pairing(registry, slot.name, name, pairing, built[slot.name].diffuses)
+    _check_needs(components, {s: built[s] for s in components}, built["process"])
+    dataset: Dataset = built["dataset"]
+    latent: Latent | None = built["latent"]
+    objective = Objective(**dict(cfg.get("objective") or {}))
+    _check_latent_side(latent, built["encoder"], objective, cfg)
+    if objective.latent_time == "clean" and latent is not None and built["latent_backbone"] is None:
+        raise IncompatibleComponentsError(
+            "objective.latent_time=clean trains the token denoiser on clean latents only, so the latent "
+            "needs its own denoiser: set latent_backbone=NAME (e.g. one of the latent-only backbones)"
+        )
+    sampler: Sampler = built["sampler"]
+    model = DiffusionModel(
+        built["process"], latent, built["backbone"], dataset.vocab_size, dataset.seq_len, objective,
+        built["encoder"], built["latent_backbone"], built["latent_process"], built["schedule"],
+    )
+    metric: Metric = built["metric"]
+    return Experiment(model, dataset, sampler, metric, components)
+
+
+def with_sampler(
+    experiment: Experiment, registry: Registry, name: str, options: Mapping[str, Any] | None = None
+) -> Experiment:
+    """``experiment`` sampled by sampler ``name`` (built from ``options``) instead of its own, when the trained model
+    has what that sampler declares it needs: ``ladd sample --sampler``, ``ladd eval --sampler`` and ``ladd compare``."""
+    slot = SLOTS["sampler"]
+    component = registry.get(slot.kind, name)
+    sampler = component.build(dict(options or {}))
+    model, recorded = experiment.model, experiment.components
+    latent = None if model.latent is None else getattr(recorded.get("latent"), "name", type(model.latent).__name__)
+    process = getattr(recorded.get("process"), "name", type(model.process).__name__)
+    unmet = needs_of(sampler).unmet(latent, process, model.process)
+    if unmet is not None:
+        raise IncompatibleComponentsError(
+            f"{slot.name} {name!r} needs {unmet[0]}; choose another {slot.kind} for this model"
+        )
+    return dataclasses.replace(experiment, sampler=sampler, components={**recorded, slot.name: component})
+
+
+def _check_needs(components: Mapping[str, Component], declared: Mapping[str, Any], process: Any) -> None:
+    """Refuse a component whose declared ``needs`` (a latent channel or none, a kind of token process) are unmet.
+
+    ``declared``: slot -> the component's class (None when unknown before it is built) or the built component.
+    """
+    latent = None if "latent" not in components else components["latent"].name
+    for slot, holder in declared.items():
+        unmet = None if holder is None else needs_of(holder).unmet(latent, components["process"].name, process)
+        if unmet is not None:
+            need, fix = unmet
+            name, kind = components[slot].name, SLOTS[slot].kind
+            raise IncompatibleComponentsError(f"{slot} {name!r} needs {need}; {fix} or choose another {kind}")
+
+
+def _declared(component: Component) -> type | None:
+    """The class a component's factory is, whose declarations hold before it is built (None for a function factory)."""
+    try:
+        factory = component.factory()
+    except LaddError:
+        return None  # reported where it is built
+    return factory if isinstance(factory, type) else None
+
+
+def _state(component: Component, attribute: str) -> str | None:
+    """The state kind a component's class declares (None when its factory does not import or declares none)."""
+    try:
+        return getattr(component.factory(), attribute, None)
+    except LaddError:
+        return None
+
+
+def _pairings(registry: Registry) -> str:
+    """Which latents and processes pair, by the state kind they produce and diffuse."""
+    produced: dict[str | None, list[str]] = {}
+    diffused: dict[str | None, list[str]] = {}
+    for component in registry:
+        if component.kind == SLOTS["latent"].kind:
+            produced.setdefault(_state(component, "produces"), []).append(component.name)
+        elif component.kind == SLOTS["latent_process"].kind:
+            diffused.setdefault(_state(component, "diffuses"), []).append(component.name)
+    return "valid pairings: " + "; ".join(
+        f"latents producing {kind} ({', '.join(names)}) with processes {', '.join(diffused.get(kind, [])) or 'none installed'}"
+        for kind, names in produced.items()
+        if kind is not None
+    )
+
+
+def _check_pairing(registry: Registry, slot: str, name: str, pairing: tuple[str, tuple[str, ...]], diffuses: str | None) -> None:
+    """Refuse, before anything trains, a process in ``slot`` that diffuses none of the states its channel holds."""
+    holder, states = pairing
+    if diffuses is not None and diffuses not in states:
+        raise IncompatibleComponentsError(f"{slot} {name!r} diffuses {diffuses} but {holder} holds {' or '.join(states)}; {_pairings(registry)}")
+
+
+def _check_latent_side(latent: Latent | None, encoder: Any, objective: Objective, cfg: Mapping[str, Any]) -> None:
+    if latent is None:
+        return
+    if encoder is None:
+        raise IncompatibleComponentsError(f"latent {cfg['latent']['name']!r} needs an encoder: set encoder=NAME")
+    if (encoder.length, encoder.width) != (latent.length, latent.width):
+        raise IncompatibleComponentsError(
+            f"encoder produces {encoder.length} x {encoder.width} features but latent {cfg['latent']['name']!r} "
+            f"expects {latent.length} x {latent.width} (set encoder.length/width to match latent.length/width)"
+        )
+    trains_latent = any(stage.get("lambda_latent", 0) > 0 for stage in ((cfg.get("train") or {}).get("stages") or {}).values())
+    if objective.p_cfg > 0 and objective.latent_loss_on_dropped and trains_latent and not latent.null_is_target:
+        raise IncompatibleComponentsError(
+            f"objective.latent_loss_on_dropped=true makes the null latent a target of the latent loss, but latent "
+            f"{cfg['latent']['name']!r} has a null latent that no loss can target; leave it false (rows dropped by "
+            f"objective.p_cfg then stay out of the latent loss) or set objective.p_cfg=0"
+        )
+
+
+def recorded_plugin(recorded: Mapping[str, Any] | None, slot: str) -> str | None:
+    """The plugin recorded for ``slot``'s component, or None when nothing usable is recorded."""
+    entry = recorded.get(slot) if isinstance(recorded, Mapping) else None
+    plugin = entry.get("plugin") if isinstance(entry, Mapping) else None
+    return plugin if isinstance(plugin, str) else None
+
+
+def check_installed(components: dict[str, dict[str, Any]], registry: Registry, owner: str) -> None:
+    """Every component ``owner`` recorded must be installed (naming its plugin and how to get it); another version only warns."""
+    for slot, wanted in checked_components(components, owner).items():
+        try:
+            found = registry.get(wanted["kind"], wanted["name"], recorded_plugin(components, slot))
+        except UnknownComponentError:
+            recorded = f"{wanted['kind']} {wanted['name']!r} from plugin {wanted['plugin']!r} (distribution {wanted['distribution']} {wanted['version']})"
+            reason = registry.unavailable(wanted["plugin"])
+            if reason is not None:
+                raise LaddError(f"{owner}'s {slot} is {recorded}, which is not available: {reason}") from None
+            install = install_hint(wanted["distribution"], wanted["version"])
+            raise LaddError(f"{owner}'s {slot} is {recorded}, which is not installed: {install}") from None
+        if (found.origin.distribution, found.origin.version) != (wanted["distribution"], wanted["version"]):
+            warnings.warn(
+                f"{owner}'s {slot} {wanted['name']!r} was made with {wanted['distribution']} {wanted['version']}, "
+                f"installed is {found.origin.distribution} {found.origin.version}",
+                stacklevel=2,
+            )

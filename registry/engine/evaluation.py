@@ -1,0 +1,79 @@
+"""Generic evaluation: held-out token loss L^x and a sample metric against sampling budgets."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+from tqdm.auto import tqdm
+
+from registry.distributed import gather_rows, share
+from registry.errors import InvalidConfigError
+from registry.storage.results import BudgetScore, EvalResult, mean_and_spread
+
+from .batches import checked_batches
+from .sampling import CHUNK_SEED_STRIDE, inference_precision, sample
+
+if TYPE_CHECKING:  # annotations only
+    from .assembly import Experiment
+
+#: Seed distance between evaluation repeats: far beyond the chunks of any sample set.
+_REPEAT_SEED_STRIDE = 1_000_000_007
+
+
+@torch.no_grad()
+def token_loss(experiment: Experiment, batches: int, batch_size: int, seed: int, precision: str = "auto") -> float:
+    """Mean held-out L^x (nats per token), conditioning on the latent as the run's sampler does.
+
+    Batch ``k`` draws its noise from its own generator, so under several processes each takes its share
+    of the batches and the mean over all of them is the one-process mean.
+    """
+    model = experiment.model.eval()
+    stream = checked_batches(experiment.dataset, batch_size, seed, "validation")
+    clean = experiment.sampler.conditions_on_clean_latent
+    mine = share(batches)
+    losses = []
+    for index in range(batches):
+        batch = next(stream)  # every rank walks the same stream and scores only its own batches
+        if index in mine:
+            generator = torch.Generator(device=model.device).manual_seed(seed + index * CHUNK_SEED_STRIDE)
+            with inference_precision(model.device, precision):
+                losses.append(model.token_loss(batch.to(model.device), clean, generator).float().mean())
+    local = torch.stack(losses).double().cpu() if losses else torch.zeros(0, dtype=torch.float64)
+    return float(gather_rows(local).mean())
+
+
+def evaluate(experiment: Experiment, method: str, eval_cfg: dict[str, Any], progress: bool = True) -> EvalResult:
+    """L^x on held-out data and the metric at every budget in ``eval_cfg['budgets']``.
+
+    Repeat ``r`` (of ``eval.repeats``) draws its reference set and its samples from seeds of its own; the
+    data floor compares ``eval.floor_draws`` further data draws with the references of those seeds, so
+    the floor and the scores come with their spread over independent draws.
+    """
+    n, precision = eval_cfg["num_samples"], eval_cfg.get("precision", "auto")  # runs older than the option lack it
+    repeats, floor_draws = eval_cfg.get("repeats", 1), eval_cfg.get("floor_draws", 1)
+    if repeats < 1 or floor_draws < 1:
+        raise InvalidConfigError(f"eval.repeats={repeats} and eval.floor_draws={floor_draws} must be at least 1")
+    seeds = [eval_cfg["seed"] + r * _REPEAT_SEED_STRIDE for r in range(max(repeats, floor_draws))]
+    result = EvalResult(
+        method,
+        experiment.metric.primary,
+        token_loss(experiment, eval_cfg["loss_batches"], eval_cfg["batch_size"], seeds[0], precision),
+        oracle_token_loss=experiment.dataset.oracle_token_loss(),
+        lower_is_better=experiment.metric.lower_is_better,
+        repeats=repeats,
+        floor_draws=floor_draws,
+    )
+    references = [next(checked_batches(experiment.dataset, n, seed, "test")) for seed in seeds]
+    floors = [
+        experiment.metric(next(checked_batches(experiment.dataset, n, seed, "floor")), ref)
+        for seed, ref in zip(seeds[:floor_draws], references, strict=False)  # references: one per repeat or floor draw
+    ]
+    result.data_floor, result.data_floor_spread = mean_and_spread(floors)
+    for steps in tqdm(eval_cfg["budgets"], desc=f"evaluating {method}", disable=not progress):
+        draws, calls = [], 0
+        for seed, reference in zip(seeds[:repeats], references, strict=False):
+            samples, calls = sample(experiment, n, int(steps), eval_cfg["batch_size"], seed + int(steps), precision=precision)
+            draws.append(experiment.metric(samples, reference))
+        scores, spread = mean_and_spread(draws)
+        result.scores.append(BudgetScore(int(steps), calls, scores, spread))
+    return result

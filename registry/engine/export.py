@@ -1,0 +1,100 @@
+"""Sharing trained models: a Hugging Face style folder of safetensors weights plus a JSON config."""
+from __future__ import annotations
+
+import json
+from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import Any
+
+from registry.errors import LaddError
+from registry.host.registry import Registry
+from registry.storage.files import is_abandoned, remove_partials, replacing_all
+from registry.storage.records import read_json
+from registry.storage.weights import write_weights
+
+from .loading import CONFIG_JSON, FORMAT, load_run
+from .runs import COMPONENTS_FILE, RECORD_FILE, WEIGHTS_FILE, recorded_components
+
+CARD = "README.md"
+OVERWRITE_FLAG = "--overwrite"
+EXPORT_FILES = (WEIGHTS_FILE, CONFIG_JSON, CARD)
+
+
+def export(run_dir: str | Path, out_dir: str | Path, registry: Registry, overwrite: bool = False) -> Path:
+    """Write a finished run's EMA weights as safetensors, its config and component origins as JSON.
+
+    Absolute local paths in the config are cut to their last part (they name nothing on another machine
+    and tell others about this one). A folder that holds anything is refused unless ``overwrite`` and it
+    is an earlier export. The files are written whole before any replaces its namesake, so a full disk or
+    an error leaves the folder as it was.
+    """
+    out_dir = Path(out_dir)
+    _check_destination(out_dir, overwrite)
+    experiment, cfg = load_run(run_dir, registry)
+    components = recorded_components(run_dir)
+    if components is None:
+        raise LaddError(f"{run_dir} has no {COMPONENTS_FILE} (a run of an older ladd); train it again to export it")
+    cfg = portable(cfg)
+    document = {"format": FORMAT, "method": cfg["method"], "config": cfg, "components": components, "tokenizer": None}
+    created = not out_dir.exists()
+    if not created:
+        remove_partials(out_dir)  # left by an export killed while writing
+    try:
+        with replacing_all([out_dir / name for name in EXPORT_FILES]) as (weights, config, card):
+            write_weights(experiment.model, weights)
+            config.write_text(json.dumps(document, indent=2), encoding="utf-8")
+            card.write_text(_card(cfg["method"], components), encoding="utf-8")
+    except BaseException:
+        if created and out_dir.is_dir() and not any(out_dir.iterdir()):
+            out_dir.rmdir()
+        raise
+    return out_dir
+
+
+def _check_destination(out_dir: Path, overwrite: bool) -> None:
+    """Refuse a folder that holds anything, unless ``overwrite`` and it holds an earlier export and nothing else."""
+    if out_dir.is_symlink() or (out_dir.exists() and not out_dir.is_dir()):
+        raise LaddError(f"{out_dir} is not a folder (a file or a link); choose a new folder to export to")
+    held = sorted(p.name for p in out_dir.iterdir() if not is_abandoned(p)) if out_dir.is_dir() else []
+    if not held:
+        return
+    if not overwrite:
+        raise LaddError(
+            f"{out_dir} already exists and is not empty; choose a new folder, or replace its files with "
+            f"{OVERWRITE_FLAG}"
+        )
+    refusal = f"{OVERWRITE_FLAG} replaces only a folder written by ladd export: choose a new folder"
+    if RECORD_FILE in held:
+        raise LaddError(f"{out_dir} is a ladd run folder (it holds {RECORD_FILE}), not an exported model; {refusal}")
+    foreign = [name for name in held if name not in EXPORT_FILES or not (out_dir / name).is_file()]
+    if foreign or CONFIG_JSON not in held:
+        what = f"holds {foreign[0]}, which ladd export does not write" if foreign else f"has no {CONFIG_JSON}"
+        raise LaddError(f"{out_dir} is not an exported model (it {what}); {refusal}")
+    document = read_json(out_dir / CONFIG_JSON, "an exported model's config", refusal)
+    if not isinstance(document, dict) or document.get("format") != FORMAT:
+        raise LaddError(f"{out_dir / CONFIG_JSON} is not an exported model's config (format {FORMAT!r}); {refusal}")
+
+
+def portable(node: Any) -> Any:
+    """``node`` with every absolute local path replaced by its last part."""
+    if isinstance(node, dict):
+        return {key: portable(value) for key, value in node.items()}
+    if isinstance(node, list):
+        return [portable(value) for value in node]
+    if isinstance(node, str) and _is_absolute(node):
+        return PureWindowsPath(node).name if PureWindowsPath(node).drive else PurePosixPath(node).name
+    return node
+
+
+def _is_absolute(text: str) -> bool:
+    return text.startswith(("/", "~")) or bool(PureWindowsPath(text).drive)
+
+
+def _card(method: str, components: dict[str, dict[str, Any]]) -> str:
+    rows = "\n".join(
+        f"| {slot} | {c['name']} | {c['plugin']} | {c['distribution']} {c['version']} |" for slot, c in components.items()
+    )
+    return (
+        f"---\nlibrary_name: ladd\ntags: [ladd, discrete-diffusion]\n---\n\n# {method}\n\n"
+        f"A ladd model. Load it with `registry.from_pretrained(folder)` or sample with "
+        f"`ladd sample --model folder`.\n\n| slot | component | plugin | distribution |\n| --- | --- | --- | --- |\n{rows}\n"
+    )

@@ -1,0 +1,103 @@
+"""Reading trained models back: a run folder or an exported model folder, rebuilt and ready to sample.
+
+Nothing here imports Lightning: reading a run needs no training loop.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, cast
+
+import yaml
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from registry.config.composition import check_values
+from registry.config.safety import without_local_paths
+from registry.config.settings import upgraded
+from registry.errors import LaddError, first_line
+from registry.host.kinds import SLOTS
+from registry.host.registry import Registry, load
+from registry.storage.records import check_yaml, read_json
+from registry.storage.weights import load_weights
+
+from .assembly import Experiment, build_experiment, check_installed
+from .runs import CONFIG_FILE, WEIGHTS_FILE, recorded_components
+
+CONFIG_JSON = "config.json"
+FORMAT = "ladd-model/1"
+
+
+def read_config(path: Path) -> dict[str, Any]:
+    """A saved run config as plain data (it was saved resolved: nothing in it is evaluated), in this ladd's form."""
+    check_yaml(path, "a ladd config", "restore it from a copy of the run")
+    try:
+        plain = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+    except (OSError, ValueError, yaml.YAMLError, OmegaConfBaseException) as error:
+        raise LaddError(f"cannot read {path}: it is not a ladd config ({first_line(error)})") from None
+    if not isinstance(plain, dict):
+        raise LaddError(f"cannot read {path}: it is not a ladd config (a mapping of options)")
+    return upgraded(cast(dict[str, Any], plain))  # a YAML mapping of option names
+
+
+def load_run(run_dir: str | Path, registry: Registry) -> tuple[Experiment, dict[str, Any]]:
+    """Rebuild a trained experiment from its run folder (config + EMA weights)."""
+    run_dir = Path(run_dir)
+    config_path, weights_path = run_dir / CONFIG_FILE, run_dir / WEIGHTS_FILE
+    if not config_path.is_file() or not weights_path.is_file():
+        raise LaddError(f"{run_dir} is not a finished ladd run (expected {CONFIG_FILE} and {WEIGHTS_FILE} inside)")
+    plain = without_local_paths(read_config(config_path), registry)
+    check_values(plain)
+    origins = recorded_components(run_dir) or {}
+    check_installed(origins, registry, f"run {run_dir}")
+    experiment = build_experiment(plain, registry, origins)
+    load_weights(experiment.model, weights_path)
+    experiment.model.eval()
+    return experiment, plain
+
+
+def from_pretrained(path: str | Path, registry: Registry | None = None) -> Experiment:
+    """Rebuild an exported model (any folder written by :func:`export`), ready to sample."""
+    path = Path(path)
+    registry = registry or load()
+    if not (path / CONFIG_JSON).is_file() or not (path / WEIGHTS_FILE).is_file():
+        raise LaddError(f"{path} is not an exported ladd model (expected {CONFIG_JSON} and {WEIGHTS_FILE})")
+    document = read_document(path / CONFIG_JSON)
+    check_installed(document["components"], registry, f"model {path}")
+    experiment = build_experiment(without_local_paths(document["config"], registry), registry, document["components"])
+    load_weights(experiment.model, path / WEIGHTS_FILE)
+    experiment.model.eval()
+    return experiment
+
+
+def read_document(path: Path) -> dict[str, Any]:
+    """An exported ``config.json``, checked: JSON, this format, a valid config, and components that agree with it."""
+    document = read_json(path, "an exported model's config", "the export is damaged")
+    if not isinstance(document, dict) or document.get("format") != FORMAT:
+        found = document.get("format") if isinstance(document, dict) else type(document).__name__
+        raise LaddError(f"{path} has format {found!r}; this ladd reads {FORMAT!r}")
+    config, components = document.get("config"), document.get("components")
+    if not isinstance(config, dict) or not isinstance(components, dict):
+        raise LaddError(f"{path} lacks its 'config' or 'components' section; the export is damaged")
+    config = document["config"] = upgraded(config)
+    check_values(config)
+    _check_agreement(config, components, path)
+    return document
+
+
+def _check_agreement(config: dict[str, Any], components: dict[str, Any], path: Path) -> None:
+    """Every slot the config fills is recorded in ``components`` under the same kind and name, and nothing else is."""
+    for slot, kind in ((s.name, s.kind) for s in SLOTS.values()):
+        node = config.get(slot)
+        chosen = node.get("name") if isinstance(node, dict) else node
+        recorded = components.get(slot)
+        if chosen is None and recorded is None:
+            continue
+        if not isinstance(recorded, dict) or (recorded.get("kind"), recorded.get("name")) != (kind, chosen):
+            described = None if not isinstance(recorded, dict) else f"{recorded.get('kind')} {recorded.get('name')!r}"
+            raise LaddError(
+                f"{path}: the config's {slot} is {kind} {chosen!r} but its components record {described}; "
+                f"the export was edited or damaged"
+            )
+    unknown = sorted(set(components) - set(SLOTS))
+    if unknown:
+        raise LaddError(f"{path}: components records unknown slots {', '.join(unknown)}; the export was edited or damaged")

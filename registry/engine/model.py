@@ -1,0 +1,241 @@
+"""The diffusion model assembled from components: the generic LADD objective (MDLM when there is no latent)."""
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from registry.config.settings import Objective
+from registry.distributed import Shard, own_noise, spread, take
+from registry.errors import IncompatibleComponentsError
+from registry.interfaces import (
+    Backbone,
+    Denoised,
+    DenoiserModel,
+    Encoder,
+    Latent,
+    LatentCode,
+    Process,
+    Schedule,
+    mask_id,
+)
+
+from .timesteps import draw_independent_times, draw_times
+
+
+def _where_batch(condition: Tensor, a: Tensor, b: Tensor) -> Tensor:
+    """Per-sample select between two batched tensors of any trailing shape."""
+    return torch.where(condition.view(-1, *([1] * (a.dim() - 1))), a, b)
+
+
+def kept_row_weights(dropped: Tensor) -> Tensor:
+    """Row weights whose mean over the batch is the mean over the rows not ``dropped`` (all zero if every row is).
+
+    Computed on the global batch, so that ranks averaging their own rows' weighted means still average over all kept rows.
+    """
+    kept = (~dropped).float()
+    return kept * (kept.numel() / kept.sum().clamp(min=1.0))
+
+
+def _weighted_mean(values: Tensor, weights: Tensor | None) -> Tensor:
+    return values.mean() if weights is None else (values * weights).mean()
+
+
+class DiffusionModel(nn.Module, DenoiserModel):
+    """Token process + optional latent channel (encoder, latent, its process) + denoising backbones."""
+
+    def __init__(
+        self,
+        process: Process,
+        latent: Latent | None,
+        backbone: Backbone,
+        vocab_size: int,
+        seq_len: int,
+        objective: Objective,
+        encoder: Encoder | None = None,
+        latent_backbone: Backbone | None = None,
+        latent_process: Process | None = None,
+        schedule: Schedule | None = None,
+    ) -> None:
+        super().__init__()
+        if (latent is None) != (latent_process is None):
+            raise IncompatibleComponentsError("a latent channel needs both a latent and a latent process, or neither")
+        self.process = process
+        self.schedule = schedule
+        self.latent = latent
+        self.latent_process = latent_process
+        self.backbone = backbone
+        self.encoder = encoder
+        self.latent_backbone = latent_backbone
+        self.vocab_size = vocab_size
+        self.seq_len = seq_len
+        self.objective = objective
+        self.encoder_frozen = False
+
+    @property
+    def has_latent(self) -> bool:
+        return self.latent is not None
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    @property
+    def caches_token_predictions(self) -> bool:
+        return not self.backbone.token_time_conditioned
+
+    def freeze_encoder(self) -> None:
+        """Stage 2: the encoder stops learning; the latent's own state keeps training (e.g. a VQ's codebook and mask vector).
+
+        The paper freezes the encoder and optimises the full objective, quantiser loss included; the authors'
+        code freezes the encoder module alone and keeps the quantiser (EMA codebook, learned mask vector) training.
+        """
+        self.encoder_frozen = True
+        if self.encoder is not None:
+            self.encoder.requires_grad_(False)
+            self.encoder.eval()
+
+    def compile_backbones(self, mode: str | None = None) -> None:
+        """``torch.compile`` the denoising backbones in place: parameter names, the EMA and checkpoints are unchanged."""
+        for backbone in (self.backbone, self.latent_backbone):
+            if backbone is not None:
+                backbone.compile(mode=mode)
+
+    def train(self, mode: bool = True) -> DiffusionModel:
+        super().train(mode)
+        if self.encoder_frozen and self.encoder is not None:
+            self.encoder.eval()
+        return self
+
+    def predict(
+        self, x_t: Tensor | None, tau_x: Tensor | None, y_t: Tensor | None, tau_y: Tensor | None, rows: Tensor | None = None
+    ) -> Denoised:
+        y_in = None if y_t is None else self.latent_channel()[0].backbone_input(y_t)
+        if tau_x is not None:
+            return self.backbone(x_t, tau_x, y_in, tau_y, rows)
+        if self.latent_backbone is not None:
+            return Denoised(latent=self.latent_backbone(None, None, y_in, tau_y).latent)
+        if y_t is None or tau_y is None:
+            raise ValueError("a prediction of the latent alone (tau_x None) needs the noisy latent y_t and its time tau_y")
+        if x_t is None:
+            x_t = torch.full((y_t.shape[0], self.seq_len), mask_id(self.vocab_size), dtype=torch.long, device=y_t.device)
+        return Denoised(latent=self.backbone(x_t, torch.ones_like(tau_y), y_in, tau_y).latent)
+
+    def _encoder(self) -> Encoder:
+        """The encoder a latent channel reads the clean tokens with (assembly requires one with every latent)."""
+        if self.encoder is None:
+            raise IncompatibleComponentsError("a latent channel needs an encoder: set encoder=NAME")
+        return self.encoder
+
+    def loss(self, x0: Tensor, generator: torch.Generator | None = None, shard: Shard | None = None) -> dict[str, Tensor]:
+        """The training objective and its terms (batch means).
+
+        With ``shard``, ``x0`` is the global batch: every random draw is made at its shape and only the
+        shard's rows go through the networks, so the ranks' mean gradient is the one-process gradient.
+        """
+        batch, device = x0.shape[0], x0.device
+        tau_all = draw_times(batch, self.process.horizon, generator, device)
+        x_t = take(shard, self.process.corrupt(x0, tau_all, generator))
+        x0, tau_x = take(shard, x0), take(shard, tau_all)
+        if not self.has_latent:
+            with own_noise(shard, device, generator):
+                token = self._token_loss(x0, x_t, tau_x, None, None)[0].mean()
+            return {"loss": token, "token": token}
+
+        encoder, latent = self._encoder(), self.latent_channel()[0]
+        # p_r follows the model's mode, not the encoder's: a frozen encoder (Stage 2, a pretrained one) still blanks
+        masked = x_t == mask_id(self.vocab_size) if self.training else None
+        with own_noise(shard, device, generator):
+            code = latent.encode(encoder(x0, masked))
+        y0, target, weights, dropped = code.y0, code.y0, None, None
+        if self.training and self.objective.p_cfg > 0:
+            dropped_all = torch.rand(batch, generator=generator, device=device) < self.objective.p_cfg
+            dropped = take(shard, dropped_all)
+            y0 = _where_batch(dropped, latent.null(y0.shape[0], device).to(y0.dtype), y0)
+            if self.objective.latent_loss_on_dropped:
+                target = y0
+            else:
+                weights = take(shard, kept_row_weights(dropped_all))
+        tau_y, y_t = self._token_side_latent(y0, tau_all, generator, shard)
+        if dropped is not None and not latent.noised_null:
+            y_t = _where_batch(dropped, latent.null(y_t.shape[0], device).to(y_t.dtype), y_t)
+        with own_noise(shard, device, generator):
+            token, latent_prediction = self._token_loss(x0, x_t, tau_x, latent.backbone_input(y_t, code), tau_y)
+        terms = {"token": token.mean()}
+        total = terms["token"]
+        if self.objective.lambda_latent > 0:
+            terms["latent"] = self._latent_loss(target, weights, y_t, tau_y, latent_prediction, code, generator, shard)
+            total = total + self.objective.lambda_latent * terms["latent"]
+        if code.aux_loss is not None and code.aux_loss.requires_grad:
+            terms["aux"] = code.aux_loss
+            total = total + code.aux_loss
+        terms["loss"] = total
+        return terms
+
+    def token_loss(self, x0: Tensor, clean_latent: bool, generator: torch.Generator | None = None) -> Tensor:
+        """Per-sample token loss L^x, conditioning on the noisy latent (joint) or on the clean one (sequential)."""
+        batch, device = x0.shape[0], x0.device
+        tau_x = draw_times(batch, self.process.horizon, generator, device)
+        x_t = self.process.corrupt(x0, tau_x, generator)
+        y_in, tau_y = None, None
+        if self.has_latent:
+            encoder, (latent, latent_process) = self._encoder(), self.latent_channel()
+            with own_noise(None, device, generator):
+                y0 = latent.encode(encoder(x0)).y0
+            if clean_latent:
+                tau_y, y_t = torch.zeros_like(tau_x), y0
+            else:
+                tau_y, y_t = tau_x, latent_process.corrupt(y0, tau_x, generator)
+            y_in = latent.backbone_input(y_t)
+        with own_noise(None, device, generator):
+            return self._token_loss(x0, x_t, tau_x, y_in, tau_y)[0]
+
+    def _token_loss(self, x0: Tensor, x_t: Tensor, tau_x: Tensor, y_in: Tensor | None, tau_y: Tensor | None) -> tuple[Tensor, Tensor | None]:
+        """Per-sample token loss and the backbone's latent prediction (the head applied at the loss rows only if asked)."""
+        rows = self.process.loss_rows(x_t) if self.objective.head_on_loss_rows else None
+        out = self.backbone(x_t, tau_x, y_in, tau_y, rows)
+        return self.process.loss(out.tokens, x0, x_t, tau_x), out.latent
+
+    def _token_side_latent(self, y0: Tensor, tau_all: Tensor, generator: torch.Generator | None, shard: Shard | None) -> tuple[Tensor, Tensor]:
+        mode = self.objective.latent_time
+        if mode == "clean":
+            return take(shard, torch.zeros_like(tau_all)), y0
+        latent_process = self.latent_channel()[1]
+        if mode == "tied":
+            tau_y = tau_all
+        else:
+            tau_y = draw_independent_times(tau_all.shape[0], latent_process.horizon, generator, tau_all.device)
+        return take(shard, tau_y), take(shard, latent_process.corrupt(spread(shard, y0), tau_y, generator))
+
+    def _latent_loss(
+        self,
+        y0: Tensor,
+        weights: Tensor | None,
+        y_t: Tensor,
+        tau_y: Tensor,
+        prediction: Tensor | None,
+        code: LatentCode,
+        generator: torch.Generator | None,
+        shard: Shard | None,
+    ) -> Tensor:
+        """The latent term: the latent's per-row loss, averaged with ``weights`` per row (None: equal weights).
+
+        ``prediction`` is the token backbone's latent prediction, used when there is no separate latent backbone.
+        """
+        latent, latent_process = self.latent_channel()
+        if self.latent_backbone is None:
+            if prediction is None:
+                raise IncompatibleComponentsError(f"backbone {type(self.backbone).__name__} predicts no latent and there is no latent_backbone")
+            return _weighted_mean(latent_process.loss(prediction, y0, y_t, tau_y), weights)
+        repeats = self.objective.latent_repeats
+        y0 = y0.repeat_interleave(repeats, dim=0)
+        if code.embedding is not None:
+            code = LatentCode(code.y0, code.aux_loss, code.embedding.repeat_interleave(repeats, dim=0))
+        y_all = spread(shard, y0, repeats)
+        tau_all = draw_times(y_all.shape[0], latent_process.horizon, generator, y0.device)
+        y_noisy = take(shard, latent_process.corrupt(y_all, tau_all, generator), repeats)
+        tau = take(shard, tau_all, repeats)
+        with own_noise(shard, y0.device, generator):
+            prediction = self.latent_backbone(None, None, latent.backbone_input(y_noisy, code), tau).latent
+        if weights is not None:
+            weights = weights.repeat_interleave(repeats, dim=0)
+        return _weighted_mean(latent_process.loss(prediction, y0, y_noisy, tau), weights)

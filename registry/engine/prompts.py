@@ -1,0 +1,64 @@
+"""Text in and out of a sampler: prompts and infills as fixed tokens, samples as text."""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from registry.errors import LaddError
+from registry.interfaces import Dataset, mask_id
+
+
+def _tokenizer(dataset: Dataset):
+    if dataset.tokenizer is None:
+        raise LaddError(f"{type(dataset).__name__} has no tokenizer, so prompts and text output do not apply")
+    return dataset.tokenizer
+
+
+def fixed_tokens(dataset: Dataset, num_samples: int, prefix: str | None = None, suffix: str | None = None) -> Tensor:
+    """``[num_samples, S]`` ids: ``prefix`` at the start, ``suffix`` at the end, the mask id in between."""
+    head, tail = _encode(dataset, prefix), _encode(dataset, suffix)
+    free = dataset.seq_len - len(head) - len(tail)
+    if free < 1:
+        raise LaddError(
+            f"prompt and suffix take {len(head) + len(tail)} tokens, leaving nothing to generate in {dataset.seq_len}"
+        )
+    row = torch.tensor(head + [mask_id(dataset.vocab_size)] * free + tail, dtype=torch.long)
+    return row.expand(num_samples, -1).clone()
+
+
+def _encode(dataset: Dataset, text: str | None) -> list[int]:
+    """Ids of ``text`` with special-token strings read as plain text, as the data is: a typed mask token is no mask."""
+    if not text:
+        return []
+    tokenizer = _tokenizer(dataset)
+    ids = tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
+    if any(i >= dataset.vocab_size for i in ids):
+        raise LaddError(f"the prompt {text!r} encodes to the mask id {dataset.vocab_size}; remove the mask token's text from it")
+    unknown = _unknown_parts(tokenizer, text, ids)
+    if unknown:
+        raise LaddError(
+            f"the prompt {text!r} holds text the tokenizer does not know ({', '.join(map(repr, unknown))}), which "
+            f"would become its unknown token {tokenizer.unk_token!r}; remove or replace it"
+        )
+    return ids
+
+
+def _unknown_parts(tokenizer: Any, text: str, ids: list[int]) -> list[str]:
+    """The pieces of ``text`` that encode to the tokenizer's unknown token, in order, each once."""
+    unk = tokenizer.unk_token_id
+    if unk is None or unk not in ids:
+        return []
+    if tokenizer.is_fast:
+        spans = tokenizer(text, add_special_tokens=False, split_special_tokens=True, return_offsets_mapping=True)
+        parts = [text[start:end] for i, (start, end) in zip(ids, spans["offset_mapping"], strict=True) if i == unk]
+    else:
+        encoded = tokenizer(list(text), add_special_tokens=False, split_special_tokens=True)["input_ids"]
+        parts = [c for c, ids in zip(text, encoded, strict=True) if unk in ids]
+    return list(dict.fromkeys(parts))
+
+
+def decode(dataset: Dataset, tokens: Tensor) -> list[str]:
+    """Each sequence as text, special tokens (EOS between documents) kept visible."""
+    return _tokenizer(dataset).batch_decode(tokens.tolist(), skip_special_tokens=False)

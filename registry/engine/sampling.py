@@ -1,0 +1,61 @@
+"""Sampling a trained model: chunks of samples, each from its own seed, at the precision asked for."""
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import torch
+from tqdm.auto import tqdm
+
+from registry.config.settings import INFERENCE_PRECISIONS, resolve_precision
+from registry.distributed import gather_rows, share
+from registry.errors import InvalidConfigError
+
+if TYPE_CHECKING:  # annotations only
+    from .assembly import Experiment
+
+
+#: Seed distance between sample chunks (and loss batches): far beyond the step budgets added to the seed.
+CHUNK_SEED_STRIDE = 1_000_003
+
+
+@contextlib.contextmanager
+def inference_precision(device: torch.device, precision: str) -> Iterator[None]:
+    """Run the networks under bf16 autocast or in full precision (categorical draws stay float64 either way)."""
+    if precision not in INFERENCE_PRECISIONS:
+        raise InvalidConfigError(f"inference precision {precision!r}; valid: {', '.join(INFERENCE_PRECISIONS)}")
+    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=resolve_precision(precision, device.type) == "bf16-mixed"):
+        yield
+
+
+@torch.no_grad()
+def sample(
+    experiment: Experiment,
+    num_samples: int,
+    steps: int,
+    batch_size: int,
+    seed: int,
+    progress: bool = False,
+    fixed: torch.Tensor | None = None,
+    precision: str = "auto",
+) -> tuple[torch.Tensor, int]:
+    """``num_samples`` sequences (keeping ``fixed``'s known tokens); returns them and the network calls per sample.
+
+    Chunk ``k`` of ``batch_size`` samples draws from its own generator (seeded ``seed`` for the first), so the samples do
+    not depend on how many processes share the chunks (each rank draws its share; all are gathered in order).
+    """
+    model = experiment.model.eval()
+    starts = range(0, num_samples, batch_size)
+    chunks, calls = [], 0
+    for k in tqdm(share(len(starts)), desc=f"sampling {steps} steps", disable=not progress, leave=False):
+        start = starts[k]
+        size = min(batch_size, num_samples - start)
+        generator = torch.Generator(device=model.device).manual_seed(seed + k * CHUNK_SEED_STRIDE)
+        known = None if fixed is None else fixed[start : start + size].to(model.device)
+        with inference_precision(model.device, precision):
+            out = experiment.sampler.sample(model, size, steps, generator, fixed=known)
+        chunks.append(out.tokens.cpu())
+        calls = out.network_calls
+    local = torch.cat(chunks) if chunks else torch.zeros(0, model.seq_len, dtype=torch.long)
+    return gather_rows(local), calls

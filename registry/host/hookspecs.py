@@ -1,0 +1,31 @@
+"""The hooks a ladd plugin may implement: one purpose each."""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pluggy
+
+if TYPE_CHECKING:  # annotations only
+    from .component import ComponentSpec
+
+
+PROJECT = "ladd"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+@hookspec
+def ladd_components() -> Iterable[ComponentSpec]:
+    """Return the components this plugin contributes."""
+
+
+@hookspec
+def ladd_config_dirs() -> Iterable[str | Path]:
+    """Return folders of Hydra YAML (e.g. experiment presets) this plugin contributes."""
+
+
+@hookspec
+def ladd_model_folders() -> Mapping[str, str]:
+    """Return model folders this plugin ships, as ``{NAME: "module:function"}``; configs name them ``pkg:NAME``."""

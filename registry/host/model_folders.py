@@ -1,0 +1,59 @@
+"""Model folders that plugins ship (tokenizers, encoders, teachers), named in configs as ``pkg:NAME``.
+
+A config is data and never names code: ``pkg:NAME`` resolves only a NAME that an installed, permitted
+plugin declares through its ``ladd_model_folders()`` hook, as ``{NAME: "module:function"}``; the function
+returns the folder. Any other ``pkg:`` value is refused before anything is imported.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from registry.errors import LaddError, MissingResourceError, did_you_mean
+
+from .component import Origin
+
+PREFIX = "pkg:"
+
+
+@dataclass(frozen=True)
+class ModelFolder:
+    """A named folder a plugin ships, found by calling ``locator`` ("module:function") on first use."""
+
+    name: str
+    locator: str
+    origin: Origin
+
+    def path(self) -> Path:
+        """The folder, checked to exist."""
+        module_name, _, function = self.locator.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as error:
+            raise MissingResourceError(
+                f"model folder {PREFIX}{self.name} (plugin {self.origin.plugin!r}) needs the Python package "
+                f"{module_name!r}, which is not installed ({error})"
+            ) from None
+        locate = getattr(module, function, None)
+        if not callable(locate):
+            raise MissingResourceError(f"model folder {PREFIX}{self.name} (plugin {self.origin.plugin!r}): {self.locator} is not a function")
+        folder = Path(locate())
+        if not folder.is_dir():
+            raise MissingResourceError(f"model folder {PREFIX}{self.name} (plugin {self.origin.plugin!r}) points to {folder}, which is not a folder")
+        return folder
+
+
+def resolve(spec: str, folders: dict[str, ModelFolder]) -> str:
+    """``spec`` as given, or for ``pkg:NAME`` the folder a plugin registered under NAME."""
+    if not spec.startswith(PREFIX):
+        return spec
+    name = spec.removeprefix(PREFIX)
+    if name not in folders:
+        provided = ", ".join(sorted(folders)) or "none"
+        raise LaddError(
+            f"{spec!r} names no model folder that an installed plugin provides{did_you_mean(name, folders)} "
+            f"(provided: {provided}); ladd imports nothing a config names: use a Hugging Face id, a local folder, "
+            f"or a name a plugin registers with ladd_model_folders()"
+        )
+    return str(folders[name].path())

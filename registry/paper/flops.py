@@ -1,0 +1,197 @@
+"""FLOPs of one sampling step: the paper's closed form for a transformer backbone, and a measured count.
+
+The paper's Table ``gflops-per-step`` counts one multiply-add (MAC) as ONE operation:
+``n_l ((4 + 2r) L d^2 + 2 L^2 d)`` for the attention projections, attention mixing and MLP, leaving
+out the output head, adaLN, embeddings and the timestep MLP. This module reports that figure, the
+same at two FLOPs per MAC, the output head's cost, and an independent count measured with
+``torch.utils.flop_counter.FlopCounterMode`` over one whole forward pass at batch 1 (two FLOPs per
+MAC; every matrix product and attention, head at all S positions included; elementwise work such as
+norms and activations is not counted). Backbones are built on the meta device: no memory, no weights, and no
+dataset or encoder is loaded when the dataset config declares ``vocab_size`` and ``seq_len``.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from registry.config.safety import check_config
+from registry.engine.assembly import selection
+from registry.host.kinds import SLOTS
+from registry.host.registry import Registry
+from registry.interfaces import Backbone, Channels, Latent, TransformerShape
+
+__all__ = ["CONVENTION", "FlopsReport", "NetworkFlops", "flops_report", "head_macs", "measure_flops", "transformer_macs"]
+
+CONVENTION = (
+    "gflops_per_step (the paper's Table gflops-per-step) counts one multiply-add as ONE operation; "
+    "the 2x, head, other and measured figures count two FLOPs per multiply-add, as FlopCounterMode does"
+)
+GIGA = 1e9
+
+
+def transformer_macs(shape: TransformerShape) -> float:
+    """Multiply-adds of the transformer blocks: ``n_l ((4 + 2r) L d^2 + 2 L^2 d)``."""
+    length, width = shape.length, shape.width
+    return shape.layers * ((4 + 2 * shape.mlp_ratio) * length * width**2 + 2 * length**2 * width)
+
+
+def head_macs(shape: TransformerShape) -> float:
+    """Multiply-adds of the token output head, which the paper's figure leaves out."""
+    return shape.head_positions * shape.width * shape.head_outputs
+
+
+def measure_flops(backbone: Backbone, channels: Channels) -> int:
+    """FLOPs (two per multiply-add) that one forward pass at batch 1 performs, counted by FlopCounterMode."""
+    device = next(backbone.parameters(), torch.empty(0, device="meta")).device
+    tau = torch.ones(1, device=device)
+    x_t = torch.zeros(1, channels.seq_len, dtype=torch.long, device=device) if channels.tokens else None
+    latent = channels.latent
+    y_t = None if latent is None else latent.backbone_input(latent.null(1, device))
+    # no torch.no_grad(): FlopCounterMode's module tracker then fails on parameters used without a graph
+    with FlopCounterMode(display=False) as counter:
+        backbone(x_t, tau if x_t is not None else None, y_t, tau if y_t is not None else None)
+    return counter.get_total_flops()
+
+
+@dataclass(frozen=True)
+class NetworkFlops:
+    """Per-step cost of one network: its transformer shape (None if it has none) and its measured FLOPs."""
+
+    slot: str
+    component: str
+    shape: TransformerShape | None
+    measured_flops: int
+
+    @property
+    def gflops_per_step(self) -> float | None:
+        """The paper's figure: GFLOPs per step at one operation per multiply-add, head excluded."""
+        return None if self.shape is None else transformer_macs(self.shape) / GIGA
+
+    @property
+    def gflops_per_step_2x(self) -> float | None:
+        """The same transformer blocks at two FLOPs per multiply-add."""
+        return None if self.shape is None else 2 * transformer_macs(self.shape) / GIGA
+
+    @property
+    def head_gflops_2x(self) -> float | None:
+        """The token output head at two FLOPs per multiply-add (halve it for the paper's convention)."""
+        return None if self.shape is None else 2 * head_macs(self.shape) / GIGA
+
+    @property
+    def measured_gflops(self) -> float:
+        return self.measured_flops / GIGA
+
+    @property
+    def other_gflops_2x(self) -> float | None:
+        """Measured minus blocks and head: adaLN, timestep MLP, latent input and output layers."""
+        blocks, head = self.gflops_per_step_2x, self.head_gflops_2x
+        if blocks is None or head is None:  # no transformer shape
+            return None
+        return self.measured_gflops - blocks - head
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "slot": self.slot,
+            "component": self.component,
+            "shape": None if self.shape is None else asdict(self.shape),
+            "gflops_per_step": self.gflops_per_step,
+            "gflops_per_step_2x": self.gflops_per_step_2x,
+            "head_gflops_2x": self.head_gflops_2x,
+            "measured_gflops": self.measured_gflops,
+            "other_gflops_2x": self.other_gflops_2x,
+        }
+
+
+@dataclass(frozen=True)
+class FlopsReport:
+    """Per-step FLOPs of an experiment's main backbone and, for sequential sampling, its latent backbone."""
+
+    method: str
+    vocab_size: int
+    seq_len: int
+    latent_length: int
+    backbone: NetworkFlops
+    latent_backbone: NetworkFlops | None = None
+
+    def networks(self) -> list[NetworkFlops]:
+        return [n for n in (self.backbone, self.latent_backbone) if n is not None]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "convention": CONVENTION,
+            "method": self.method,
+            "vocab_size": self.vocab_size,
+            "seq_len": self.seq_len,
+            "latent_length": self.latent_length,
+            "backbone": self.backbone.as_dict(),
+            "latent_backbone": None if self.latent_backbone is None else self.latent_backbone.as_dict(),
+        }
+
+    def table(self) -> str:
+        """A plain-text table, one column per network, with the convention spelled out."""
+        rows = [
+            ("component", lambda n: n.component),
+            ("layers x L x d (r)", _shape_cell),
+            ("GFLOPs/step, 1 op per MAC (paper)", lambda n: _gflops(n.gflops_per_step)),
+            ("GFLOPs/step, 2 FLOPs per MAC", lambda n: _gflops(n.gflops_per_step_2x)),
+            ("output head, 2 FLOPs per MAC", lambda n: _gflops(n.head_gflops_2x)),
+            ("other (adaLN, time MLP, latent layers)", lambda n: _gflops(n.other_gflops_2x)),
+            ("measured forward, FlopCounterMode", lambda n: _gflops(n.measured_gflops)),
+        ]
+        networks = self.networks()
+        width = max(len(label) for label, _ in rows)
+        lines = [
+            f"{self.method}: K={self.vocab_size}, S={self.seq_len}, M={self.latent_length}, one sample, one step",
+            f"{'':<{width}}  " + "  ".join(f"{n.slot:>16}" for n in networks),
+        ]
+        lines += [f"{label:<{width}}  " + "  ".join(f"{cell(n):>16}" for n in networks) for label, cell in rows]
+        return "\n".join(lines + CONVENTION.split("; "))
+
+
+def _gflops(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+def _shape_cell(network: NetworkFlops) -> str:
+    s = network.shape
+    return "-" if s is None else f"{s.layers}x{s.length}x{s.width} ({s.mlp_ratio:g})"
+
+
+def flops_report(cfg: Mapping[str, Any], registry: Registry) -> FlopsReport:
+    """Per-step FLOPs of the backbones a plain (resolved) experiment config selects, built on the meta device."""
+    check_config(cfg)
+    vocab_size, seq_len = _data_size(cfg, registry)
+    with torch.device("meta"):
+        latent: Latent | None = _build(cfg, registry, "latent")
+        backbone = _network(cfg, registry, "backbone", Channels(vocab_size, seq_len, latent))
+        latent_backbone = None
+        if latent is not None and cfg.get("latent_backbone") is not None:
+            latent_backbone = _network(cfg, registry, "latent_backbone", Channels(0, 0, latent))
+    latent_length = 0 if latent is None else latent.length
+    return FlopsReport(cfg.get("method", "?"), vocab_size, seq_len, latent_length, backbone, latent_backbone)
+
+
+def _data_size(cfg: Mapping[str, Any], registry: Registry) -> tuple[int, int]:
+    """K and S from the dataset config when it declares them (text data: no download), else from the dataset."""
+    node = cfg.get("dataset") or {}
+    if node.get("vocab_size") and node.get("seq_len"):
+        return int(node["vocab_size"]), int(node["seq_len"])
+    dataset = _build(cfg, registry, "dataset")
+    return dataset.vocab_size, dataset.seq_len
+
+
+def _build(cfg: Mapping[str, Any], registry: Registry, slot: str, **context: Any) -> Any:
+    chosen = selection(cfg, slot)
+    if chosen is None:
+        return None
+    name, options = chosen
+    return registry.build(SLOTS[slot].kind, name, options, **context)
+
+
+def _network(cfg: Mapping[str, Any], registry: Registry, slot: str, channels: Channels) -> NetworkFlops:
+    backbone: Backbone = _build(cfg, registry, slot, channels=channels)
+    return NetworkFlops(slot, cfg[slot]["name"], backbone.transformer_shape(), measure_flops(backbone, channels))

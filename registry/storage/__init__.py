@@ -1,0 +1,1 @@
+"""Files ladd writes and reads: atomic writes, checksummed weights, bounded records of shared folders."""
