@@ -10,10 +10,10 @@ import torch
 import registry
 from ladd_plugins.backbones.config import HFMaskedLMConfig
 from ladd_plugins.backbones.hf_masked_lm import HFMaskedLM
-from registry.config import compose, to_plain
+from registry.config.composition import compose, to_plain
 from registry.errors import IncompatibleComponentsError, LaddError, MissingResourceError
 from registry.interfaces import Channels, mask_id
-from registry.training import train
+from registry.training.loop import train
 
 
 @pytest.fixture(scope="module")
@@ -60,6 +60,9 @@ def test_logits_are_the_models_own_with_its_mask_token_fed_and_given_no_probabil
     assert torch.equal(ours, later), "the time is not an input"
     assert torch.equal(at_rows, ours[rows])
     assert not backbone.token_time_conditioned
+    from ladd_plugins.datasets.text.tokenizer import load_tokenizer, vocab_size
+
+    assert vocab_size(load_tokenizer(str(tiny_bert))) == backbone.vocab_size == K, "the data's K"
 
 
 def test_mismatched_data_channels_and_a_tokenizer_without_mask_are_refused(tiny_bert, tmp_path):

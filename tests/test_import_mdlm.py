@@ -10,8 +10,8 @@ from safetensors.torch import save_file
 
 import registry
 from ladd_plugins.importers.mdlm import check_weights, fill, model_overrides, opened_weights, read_checkpoint_shape
-from registry.assembly import build_experiment
-from registry.config import compose, to_plain
+from registry.config.composition import compose, to_plain
+from registry.engine.assembly import build_experiment
 from registry.errors import LaddError
 from registry.interfaces import mask_id
 

@@ -20,7 +20,6 @@ from registry.errors import IncompatibleComponentsError, LaddError, MissingResou
 from registry.interfaces import Backbone, Channels, Denoised
 from registry.toolkit.tokens import at_rows
 
-from ..datasets.text.tokenizer import prepare, vocab_size
 from ..hub import from_pretrained
 from .config import HFMaskedLMConfig
 
@@ -28,6 +27,13 @@ __all__ = ["HFMaskedLM", "HFMaskedLMConfig"]
 
 _SETTING = "backbone.model"
 _NO_LIMIT = 1 << 30  # tokenizers without a length limit report a huge sentinel
+
+
+def data_vocabulary(tokenizer: Any) -> int:
+    """K, the real tokens of text data tokenised with ``tokenizer``: ladd keeps its ids and puts the mask last,
+    its own when that is already the last id, else one appended."""
+    size = len(tokenizer)
+    return size - 1 if tokenizer.mask_token_id == size - 1 else size
 
 
 def _quietly(load: Any) -> Any:
@@ -58,7 +64,7 @@ class HFMaskedLM(Backbone):
             raise LaddError(f"the tokenizer of {config.model!r} has no mask token: choose a masked language model (BERT, RoBERTa, ...)")
         self.source_mask = int(tokenizer.mask_token_id)
         limit = tokenizer.model_max_length if tokenizer.model_max_length < _NO_LIMIT else _NO_LIMIT
-        self.vocab_size = vocab_size(prepare(tokenizer))
+        self.vocab_size = data_vocabulary(tokenizer)
         if channels.vocab_size != self.vocab_size:
             raise MissingResourceError(
                 f"backbone hf_masked_lm needs data tokenised with the tokenizer of {config.model!r} "

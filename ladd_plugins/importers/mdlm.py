@@ -61,7 +61,7 @@ def locate(source: str) -> tuple[Path, dict[str, str]]:
 
 def read_checkpoint_shape(folder: Path) -> MDLMShape:
     """The sizes in the folder's ``config.json``, after checking both files are there."""
-    from registry.records import read_json
+    from registry.storage.records import read_json
 
     for name in (CONFIG, WEIGHTS):
         if not (folder / name).is_file():
