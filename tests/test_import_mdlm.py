@@ -9,9 +9,7 @@ from mdlm_reference import P, log_probs, write_checkpoint
 from safetensors.torch import save_file
 
 import registry
-from ladd_plugins.importers.mdlm import check_weights, fill, model_overrides, opened_weights, read_checkpoint_shape
-from registry.config.composition import compose, to_plain
-from registry.engine.assembly import build_experiment
+from ladd_plugins.importers.mdlm import import_mdlm
 from registry.errors import LaddError
 from registry.interfaces import mask_id
 
@@ -24,20 +22,16 @@ def reg():
     return registry.load()
 
 
-def imported_backbone(folder, reg):
-    shape = read_checkpoint_shape(folder)
-    cfg = to_plain(compose(model_overrides(shape), reg))
-    experiment = build_experiment(cfg, reg)
-    with opened_weights(folder / "model.safetensors") as opened:
-        check_weights(opened, shape, folder / "model.safetensors")
-        fill(experiment.model.backbone, opened, shape, folder / "model.safetensors")
-    return experiment.model.eval()
+def imported(folder, reg):
+    """The model ``ladd import mdlm`` writes from ``folder``, read back as any model folder is."""
+    out = import_mdlm(str(folder), folder.parent / f"{folder.name}_ladd", [], reg)
+    return registry.from_pretrained(out, reg).model
 
 
 @pytest.mark.parametrize("time_conditioning", [False, True], ids=["published_untimed", "time_conditioned"])
 def test_imported_log_probs_equal_mdlm_forward_at_every_masked_position(time_conditioning, reg, tmp_path):
-    tensors = write_checkpoint(tmp_path, **SIZES, time_conditioning=time_conditioning, length=24)
-    model = imported_backbone(tmp_path, reg)
+    tensors = write_checkpoint(tmp_path / "mdlm", **SIZES, time_conditioning=time_conditioning, length=24)
+    model = imported(tmp_path / "mdlm", reg)
     g = torch.Generator().manual_seed(1)
     ids = torch.randint(0, K, (3, 24), generator=g)
     ids[torch.rand(ids.shape, generator=g) < 0.5] = mask_id(K)
@@ -78,9 +72,57 @@ def _config(folder, **changes):
     (lambda f: _edit(f, lambda t: t.update({P + "rotary_emb.inv_freq": torch.ones(4)})), "is not RoPE with base 10000"),
     (lambda f: (f / "model.safetensors").write_bytes((f / "model.safetensors").read_bytes()[:-1000]), "truncated, damaged"),
 ])
-def test_a_source_that_is_not_an_mdlm_checkpoint_is_refused_in_one_line(damage, message, reg, tmp_path):
-    write_checkpoint(tmp_path, **SIZES, time_conditioning=False, length=24)
-    damage(tmp_path)
+def test_a_source_that_is_not_an_mdlm_checkpoint_is_refused_in_one_line_before_anything_is_written(damage, message, reg, tmp_path):
+    source = tmp_path / "mdlm"
+    write_checkpoint(source, **SIZES, time_conditioning=False, length=24)
+    damage(source)
     with pytest.raises(LaddError) as refused:
-        imported_backbone(tmp_path, reg)
+        imported(source, reg)
     assert message in str(refused.value) and "\n" not in str(refused.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mdlm"], "nothing written"
+
+
+def test_the_model_folder_records_its_source_and_is_an_ordinary_export(reg, tmp_path):
+    import hashlib
+
+    tensors = write_checkpoint(tmp_path / "mdlm", **SIZES, time_conditioning=False, length=24)
+    out = import_mdlm(str(tmp_path / "mdlm"), tmp_path / "out", [], reg)
+    document = json.loads((out / "config.json").read_text())
+    digest = hashlib.sha256((tmp_path / "mdlm" / "model.safetensors").read_bytes()).hexdigest()
+    assert document["source"] == {"importer": "mdlm", "folder": "mdlm", "file": "model.safetensors", "sha256": digest}
+    assert document["config"]["backbone"] | {"name": "dit"} == document["config"]["backbone"]
+    assert (document["config"]["dataset"]["tokenizer"], document["config"]["dataset"]["seq_len"]) == ("gpt2-bpe", 24)
+    experiment = registry.from_pretrained(out, reg)
+    assert experiment.dataset.tokenizer.mask_token_id == K and len(experiment.dataset.tokenizer) == K + 1
+    d, c = SIZES["hidden"], SIZES["cond"]
+    sigma_map, mask_row, rotary = c * 256 + c + c * c + c, d + 1, d // SIZES["heads"] // 2
+    held = sum(t.numel() for t in tensors.values()) - sigma_map - mask_row - rotary + c  # + the constant condition
+    assert sum(p.numel() for p in experiment.model.parameters()) == held
+    with pytest.raises(LaddError, match="already exists and is not empty"):
+        import_mdlm(str(tmp_path / "mdlm"), out, [], reg)
+
+
+@pytest.mark.slow
+def test_ladd_import_then_sample_eval_and_zero_shot_on_the_folder(ladd, tmp_path):
+    write_checkpoint(tmp_path / "mdlm", **SIZES, time_conditioning=True, length=32)
+    offline = ["dataset.source=shakespeare", "metric=entropy", "eval.num_samples=4", "eval.batch_size=4",
+               "eval.loss_batches=1", "eval.budgets=[2,4]", "eval.repeats=1", "eval.floor_draws=2"]
+    done = ladd("import", "mdlm", str(tmp_path / "mdlm"), str(tmp_path / "out"), *offline)
+    assert done.returncode == 0, done.stderr
+    assert "as a ladd model folder" in done.stdout
+    sampled = ladd("sample", str(tmp_path / "out"), "--steps", "4", "--num", "2", cwd=tmp_path)
+    assert sampled.returncode == 0, sampled.stderr
+    rows = [json.loads(line) for line in (tmp_path / "samples_4steps.jsonl").read_text().splitlines()]
+    assert len(rows) == 2 and all(len(r["ids"]) == 32 and max(r["ids"]) < K for r in rows)
+    evaluated = ladd("eval", str(tmp_path / "out"), cwd=tmp_path)
+    assert evaluated.returncode == 0, evaluated.stderr
+    assert json.loads((tmp_path / "eval_mdlm_published.json").read_text())["token_loss"] > 0
+    scored = ladd("zero-shot", str(tmp_path / "out"), "shakespeare", "--batches", "1", "--batch-size", "2", cwd=tmp_path)
+    assert scored.returncode == 0, scored.stderr
+    assert "shakespeare" in (tmp_path / "zero_shot.csv").read_text()
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["README.md", "config.json", "model.safetensors"]
+    refused = ladd("import", "mdlm", str(tmp_path / "nowhere"), str(tmp_path / "out2"))
+    assert refused.returncode == 2 and refused.stderr.startswith("ladd: error: ") and refused.stderr.count("\n") == 1
+    assert not (tmp_path / "out2").exists()
+    unknown = ladd("import", "mdlmm", str(tmp_path / "mdlm"), str(tmp_path / "out3"))
+    assert unknown.returncode == 2 and "did you mean 'mdlm'" in unknown.stderr

@@ -20,6 +20,7 @@ from safetensors import SafetensorError, safe_open
 from torch import nn
 
 from registry.errors import LaddError, first_line
+from registry.host.registry import Registry
 from registry.toolkit.layers import TimestepEmbedder
 
 from .. import hub
@@ -147,3 +148,24 @@ def model_overrides(shape: MDLMShape) -> list[str]:
     options = backbone_options(shape)
     values = {key: str(value).lower() if isinstance(value, bool) else value for key, value in options.items()}
     return [f"experiment={PRESET}", f"dataset.seq_len={shape.length}", *(f"backbone.{k}={v}" for k, v in values.items())]
+
+
+def import_mdlm(source: str, out_dir: Path, overrides: list[str], registry: Registry) -> Path:
+    """``ladd import mdlm``: check the checkpoint whole, fill ladd's ``dit`` from it, write the model folder."""
+    from registry.config.composition import compose, to_plain
+    from registry.engine.assembly import build_experiment
+    from registry.engine.export import write_model
+
+    folder, origin = locate(source)
+    shape = read_checkpoint_shape(folder)
+    weights = folder / WEIGHTS
+    cfg = to_plain(compose([*model_overrides(shape), *overrides], registry))
+    with opened_weights(weights) as opened:
+        check_weights(opened, shape, weights)
+        experiment = build_experiment(cfg, registry)
+        others = sorted(name for name in experiment.model.state_dict() if not name.startswith(PREFIX))
+        if others:
+            raise LaddError(f"{others[0]} is outside the token denoiser an MDLM checkpoint fills: import without a latent channel")
+        fill(experiment.model.backbone, opened, shape, weights)
+    record = {"importer": "mdlm", **origin, "file": WEIGHTS, "sha256": file_sha256(weights)}
+    return write_model(out_dir, experiment.model, cfg, experiment.origins(), source=record)

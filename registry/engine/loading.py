@@ -56,17 +56,31 @@ def load_run(run_dir: str | Path, registry: Registry) -> tuple[Experiment, dict[
 
 
 def from_pretrained(path: str | Path, registry: Registry | None = None) -> Experiment:
-    """Rebuild an exported model (any folder written by :func:`export`), ready to sample."""
-    path = Path(path)
-    registry = registry or load()
+    """Rebuild a model folder (written by ``ladd export`` or ``ladd import``), ready to sample."""
+    return load_model_folder(Path(path), registry or load())[0]
+
+
+def load_model_folder(path: Path, registry: Registry) -> tuple[Experiment, dict[str, Any]]:
+    """A model folder's experiment (EMA weights, eval mode) and its config, as :func:`load_run` gives a run's."""
     if not (path / CONFIG_JSON).is_file() or not (path / WEIGHTS_FILE).is_file():
         raise LaddError(f"{path} is not an exported ladd model (expected {CONFIG_JSON} and {WEIGHTS_FILE})")
     document = read_document(path / CONFIG_JSON)
     check_installed(document["components"], registry, f"model {path}")
-    experiment = build_experiment(without_local_paths(document["config"], registry), registry, document["components"])
+    plain = without_local_paths(document["config"], registry)
+    experiment = build_experiment(plain, registry, document["components"])
     load_weights(experiment.model, path / WEIGHTS_FILE)
     experiment.model.eval()
-    return experiment
+    return experiment, plain
+
+
+def is_model_folder(path: str | Path) -> bool:
+    """Whether ``path`` holds a model folder's config (written by ``ladd export`` or ``ladd import``) rather than a run."""
+    return (Path(path) / CONFIG_JSON).is_file() and not (Path(path) / CONFIG_FILE).is_file()
+
+
+def load_trained(path: str | Path, registry: Registry) -> tuple[Experiment, dict[str, Any]]:
+    """A finished run or a model folder, rebuilt with its weights, and its config."""
+    return load_model_folder(Path(path), registry) if is_model_folder(path) else load_run(path, registry)
 
 
 def read_document(path: Path) -> dict[str, Any]:

@@ -29,3 +29,9 @@ def ladd_config_dirs() -> Iterable[str | Path]:
 @hookspec
 def ladd_model_folders() -> Mapping[str, str]:
     """Return model folders this plugin ships, as ``{NAME: "module:function"}``; configs name them ``pkg:NAME``."""
+
+
+@hookspec
+def ladd_importers() -> Mapping[str, str]:
+    """Return checkpoint importers this plugin ships, as ``{NAME: "module:function"}``; ``ladd import NAME SRC OUT`` calls
+    ``function(source, out_dir, overrides, registry)``, which writes a ladd model folder (``registry.engine.export.write_model``)."""
