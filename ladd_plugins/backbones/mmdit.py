@@ -7,6 +7,10 @@ for tokens and ``S..S+M-1`` for the latent slots, i.e. the positions of the conc
 
 The conditioning vector embeds ``tau_y``, plus ``tau_x`` when ``token_time_conditioning`` is set (off
 by default, following the paper's token denoiser without explicit timestep conditioning).
+
+A warm start (``train.init_from``) from the single-channel ``dit`` of the same width and depth (an imported
+MDLM) fills the token stream whole under the DiT's names (:meth:`MMDiT.warm_start_names`); the latent stream
+and the latent time embedding, which conditions both streams, start from their initialisation.
 """
 from __future__ import annotations
 
@@ -81,3 +85,12 @@ class MMDiT(Backbone):
 
     def transformer_shape(self) -> TransformerShape:
         return self._shape
+
+    def warm_start_names(self) -> dict[str, str]:
+        """The token stream under the single-channel ``dit``'s names: an MDLM DiT of the same sizes fills it whole
+        (its embedding, every block's token half, its final layer and head, and a timed DiT's time embedding)."""
+        names = {"embed_x.": "embed.", "final_x.": "final."}
+        names.update({f"blocks.{index}.tokens.": f"trunk.blocks.{index}." for index in range(len(self.blocks))})
+        if self.time_embed_x is not None:
+            names["time_embed_x."] = "time_embed."
+        return names

@@ -150,7 +150,7 @@ def model_overrides(shape: MDLMShape) -> list[str]:
     return [f"experiment={PRESET}", f"dataset.seq_len={shape.length}", *(f"backbone.{k}={v}" for k, v in values.items())]
 
 
-def import_mdlm(source: str, out_dir: Path, overrides: list[str], registry: Registry) -> Path:
+def import_mdlm(source: str, out_dir: Path, overrides: list[str], registry: Registry, overwrite: bool = False) -> Path:
     """``ladd import mdlm``: check the checkpoint whole, fill ladd's ``dit`` from it, write the model folder."""
     from registry.config.composition import compose, to_plain
     from registry.engine.assembly import build_experiment
@@ -168,4 +168,4 @@ def import_mdlm(source: str, out_dir: Path, overrides: list[str], registry: Regi
             raise LaddError(f"{others[0]} is outside the token denoiser an MDLM checkpoint fills: import without a latent channel")
         fill(experiment.model.backbone, opened, shape, weights)
     record = {"importer": "mdlm", **origin, "file": WEIGHTS, "sha256": file_sha256(weights)}
-    return write_model(out_dir, experiment.model, cfg, experiment.origins(), source=record)
+    return write_model(out_dir, experiment.model, cfg, experiment.origins(), overwrite, source=record)

@@ -17,6 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "overrides", nargs="*", metavar="KEY=VALUE",
         help="settings of the model folder besides its network (e.g. dataset.source=..., metric=..., eval.budgets=...)",
     )
+    p.add_argument("--overwrite", action="store_true", help="replace the model files of a folder written by ladd export or import")
     p.set_defaults(run=run)
 
 
@@ -26,6 +27,6 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
 
     importer = registry.importer(args.name)
     out_dir = Path(args.out_dir)
-    check_destination(out_dir, overwrite=False)
-    written = importer.function()(args.source, out_dir, list(args.overrides), registry)
+    check_destination(out_dir, args.overwrite)
+    written = importer.function()(args.source, out_dir, list(args.overrides), registry, args.overwrite)
     print(f"imported {args.source} ({args.name} checkpoint) as a ladd model folder: {written}")

@@ -60,7 +60,7 @@ class Importer:
     origin: Origin
 
     def function(self) -> Callable[..., Any]:
-        """``function(source, out_dir, overrides, registry) -> Path``, imported on first use."""
+        """``function(source, out_dir, overrides, registry, overwrite) -> Path``, imported on first use."""
         return plugin_function(self.locator, f"importer {self.name!r}", self.origin)
 
 

@@ -35,6 +35,7 @@ from registry.engine.batches import check_batch, first_batch, stream_ended
 from registry.engine.memory import check_fits
 from registry.engine.model import DiffusionModel
 from registry.engine.runs import COMPONENTS_FILE, WEIGHTS_FILE, RunFolder
+from registry.engine.warm_start import warm_start
 from registry.errors import InvalidConfigError, LaddError, first_line
 from registry.host.registry import Registry
 from registry.interfaces import Dataset, batches_from, device_batches
@@ -315,10 +316,27 @@ def _train_checked(
         value_bytes = _VALUE_BYTES.get(hardware.arguments["precision"], 2)
         check_fits(experiment.model, train_cfg["batch_size"] // world, value_bytes, hardware.device, "train.batch_size")
         first_batch(experiment.dataset, train_cfg["batch_size"], plain["seed"])  # it allocates: after the size check
+    if train_cfg["init_from"] is not None:
+        _warm_start(experiment, plain, run_dir, registry, main)
     with folder.claim(plain, allow_changes) if main else nullcontext():
         if main:
             write_text(run_dir / COMPONENTS_FILE, json.dumps(experiment.origins(), indent=2))
         return _train_stages(experiment, plain, run_dir, hardware, registry)
+
+
+def _warm_start(experiment: Experiment, plain: dict[str, Any], run_dir: Path, registry: Registry, main: bool) -> None:
+    """``train.init_from`` for a run that begins (every process loads it; the main one prints the table); a run with
+    saved state resumes from it instead, without reading the source again."""
+    stages = range(1, len(plain["train"]["stages"]) + 1)
+    saved = [run_dir / "checkpoints" / f"stage{i}" / name for i in stages for name in (STAGE_WEIGHTS, LAST_CHECKPOINT)]
+    source = plain["train"]["init_from"]
+    if any(path.is_file() for path in saved):
+        if main:
+            print(f"resuming {run_dir}: train.init_from ({source}) started it and is not read again", flush=True)
+        return
+    report = warm_start(experiment.model, experiment.dataset, source, registry)
+    if main:
+        print(report.table(), flush=True)
 
 
 def _check_saved_state(model: DiffusionModel, run_dir: Path, plain: dict[str, Any]) -> None:
