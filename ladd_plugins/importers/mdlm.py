@@ -92,8 +92,10 @@ def check_weights(opened: Any, shape: MDLMShape, path: Path) -> None:
             raise LaddError(f"{path}: {PREFIX + ROTARY_BUFFER} is not RoPE with base 10000, which MDLM's DiT and ladd's use")
 
 
-def _read(opened: Any, name: str, rows: tuple[int, int] | None, path: Path) -> torch.Tensor:
-    tensor = opened.get_tensor(name) if rows is None else opened.get_slice(name)[rows[0] : rows[1]]
+def _read(path: Path, name: str, rows: tuple[int, int] | None) -> torch.Tensor:
+    # the file is mapped for one tensor at a time: pages read through a mapping count as the process's memory
+    with opened_weights(path) as opened:
+        tensor = opened.get_tensor(name) if rows is None else opened.get_slice(name)[rows[0] : rows[1]]
     if not tensor.is_floating_point():
         raise LaddError(f"{path}: {name} holds {tensor.dtype} values; an MDLM checkpoint holds floating-point weights")
     if not bool(torch.isfinite(tensor).all()):
@@ -101,16 +103,16 @@ def _read(opened: Any, name: str, rows: tuple[int, int] | None, path: Path) -> t
     return tensor
 
 
-def untimed_condition(opened: Any, shape: MDLMShape, path: Path) -> torch.Tensor:
+def untimed_condition(path: Path, shape: MDLMShape) -> torch.Tensor:
     """MDLM's conditioning of an untimed checkpoint: its sigma map at sigma = 0, which ladd holds as a constant."""
     embedder = TimestepEmbedder(shape.cond, scale=1.0)
-    state = {key: _read(opened, PREFIX + name, None, path) for key, name in zip(embedder.state_dict(), SIGMA_MAP, strict=True)}
+    state = {key: _read(path, PREFIX + name, None) for key, name in zip(embedder.state_dict(), SIGMA_MAP, strict=True)}
     embedder.load_state_dict(state)
     with torch.no_grad():
         return embedder(torch.zeros(1))[0]
 
 
-def fill(backbone: nn.Module, opened: Any, shape: MDLMShape, path: Path) -> None:
+def fill(backbone: nn.Module, shape: MDLMShape, path: Path) -> None:
     """Every parameter of ladd's ``dit`` from the checkpoint, by the table; a network the table does not cover is refused."""
     plan = {copy.target: copy for copy in copies(shape)}
     targets = set(plan) | (set() if shape.time_conditioning else {CONDITION})
@@ -125,10 +127,10 @@ def fill(backbone: nn.Module, opened: Any, shape: MDLMShape, path: Path) -> None
     with torch.no_grad():
         for name, param in params.items():
             if name == CONDITION:
-                value = untimed_condition(opened, shape, path)
+                value = untimed_condition(path, shape)
             else:
                 copy = plan[name]
-                value = _read(opened, PREFIX + copy.source, copy.rows, path)
+                value = _read(path, PREFIX + copy.source, copy.rows)
             if tuple(value.shape) != tuple(param.shape):
                 raise LaddError(f"{path}: {name} would take shape {list(value.shape)} into {list(param.shape)}; the table and the network disagree")
             param.copy_(value)
@@ -162,10 +164,10 @@ def import_mdlm(source: str, out_dir: Path, overrides: list[str], registry: Regi
     cfg = to_plain(compose([*model_overrides(shape), *overrides], registry))
     with opened_weights(weights) as opened:
         check_weights(opened, shape, weights)
-        experiment = build_experiment(cfg, registry)
-        others = sorted(name for name in experiment.model.state_dict() if not name.startswith(PREFIX))
-        if others:
-            raise LaddError(f"{others[0]} is outside the token denoiser an MDLM checkpoint fills: import without a latent channel")
-        fill(experiment.model.backbone, opened, shape, weights)
+    experiment = build_experiment(cfg, registry)
+    others = sorted(name for name in experiment.model.state_dict() if not name.startswith(PREFIX))
+    if others:
+        raise LaddError(f"{others[0]} is outside the token denoiser an MDLM checkpoint fills: import without a latent channel")
+    fill(experiment.model.backbone, shape, weights)
     record = {"importer": "mdlm", **origin, "file": WEIGHTS, "sha256": file_sha256(weights)}
     return write_model(out_dir, experiment.model, cfg, experiment.origins(), overwrite, source=record)

@@ -308,6 +308,8 @@ def _train_checked(
         folder.check(plain, allow_changes)
     L.seed_everything(plain["seed"], workers=True, verbose=False)
     experiment = build_experiment(plain, registry)
+    if train_cfg["init_from"] is not None:
+        _warm_start(experiment, plain, run_dir, registry, main)
     if main:
         # damaged or unfitting saved state, a foreign metrics file, or data that cannot give a first batch:
         # all refused before anything is written
@@ -316,8 +318,6 @@ def _train_checked(
         value_bytes = _VALUE_BYTES.get(hardware.arguments["precision"], 2)
         check_fits(experiment.model, train_cfg["batch_size"] // world, value_bytes, hardware.device, "train.batch_size")
         first_batch(experiment.dataset, train_cfg["batch_size"], plain["seed"])  # it allocates: after the size check
-    if train_cfg["init_from"] is not None:
-        _warm_start(experiment, plain, run_dir, registry, main)
     with folder.claim(plain, allow_changes) if main else nullcontext():
         if main:
             write_text(run_dir / COMPONENTS_FILE, json.dumps(experiment.origins(), indent=2))
