@@ -126,3 +126,19 @@ def test_ladd_import_then_sample_eval_and_zero_shot_on_the_folder(ladd, tmp_path
     assert not (tmp_path / "out2").exists()
     unknown = ladd("import", "mdlmm", str(tmp_path / "mdlm"), str(tmp_path / "out3"))
     assert unknown.returncode == 2 and "did you mean 'mdlm'" in unknown.stderr
+
+
+def test_a_hub_id_imports_from_the_hugging_face_cache_and_offline_without_it_says_how_to_fix(reg, tmp_path, monkeypatch):
+    from huggingface_hub import constants
+
+    snapshot = tmp_path / "hub" / "models--kuleshov-group--mdlm-owt" / "snapshots" / ("a" * 40)
+    write_checkpoint(snapshot, **SIZES, time_conditioning=False, length=24)
+    (snapshot.parents[1] / "refs").mkdir()
+    (snapshot.parents[1] / "refs" / "main").write_text("a" * 40)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    out = import_mdlm("kuleshov-group/mdlm-owt", tmp_path / "out", [], reg)
+    source = json.loads((out / "config.json").read_text())["source"]
+    assert (source["hub"], source["revision"]) == ("kuleshov-group/mdlm-owt", "a" * 40)
+    with pytest.raises(LaddError, match="hf download kuleshov-group/mdlm-other") as missing:
+        import_mdlm("kuleshov-group/mdlm-other", tmp_path / "other", [], reg)
+    assert "\n" not in str(missing.value) and not (tmp_path / "other").exists()
