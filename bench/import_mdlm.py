@@ -43,7 +43,8 @@ SAMPLING = {"owt": (64, 128), "tiny": (4, 8)}
 def write_checkpoint(folder: Path, shape: MDLMShape) -> int:
     """A random-weight checkpoint in MDLM's layout; its number of parameters (the rotary buffer aside)."""
     generator = torch.Generator().manual_seed(0)
-    tensors = {PREFIX + name: 0.02 * torch.randn(size, generator=generator) for name, size in source_shapes(shape).items()}
+    shapes = source_shapes(shape)
+    tensors = {PREFIX + name: 0.02 * torch.randn(size, generator=generator) for name, size in shapes.items()}
     parameters = sum(t.numel() for t in tensors.values())
     tensors[PREFIX + ROTARY_BUFFER] = 1.0 / 10_000 ** (torch.arange(0, shape.head_dim, 2).float() / shape.head_dim)
     folder.mkdir(parents=True, exist_ok=True)
@@ -95,7 +96,8 @@ def sample_rows(folder: Path, samples: int, steps: int) -> list[dict]:
         generator = torch.Generator(device=device).manual_seed(0)
         with inference_precision(device, "auto"), torch.no_grad():
             sampler.sample(model, samples, 4, generator)  # warm-up: kernels chosen, memory reserved
-            seconds = timed(functools.partial(sampler.sample, model, samples, steps, generator), device, 1, warm_up=False)
+            draw = functools.partial(sampler.sample, model, samples, steps, generator)
+            seconds = timed(draw, device, 1, warm_up=False)
         rows.append({"steps": steps, "batch": samples, "fast": fast, "ms_per_sample": 1000 * seconds / samples,
                      "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu"})
         print(f"sample imported mdlm steps={steps} batch={samples} {'fast ' if fast else 'plain'} "
@@ -123,12 +125,13 @@ def main() -> None:
     write_checkpoint(scratch / "tiny_checkpoint", SHAPES["tiny"])
     shutil.rmtree(scratch / "tiny_imported", ignore_errors=True)
     fixed = measured("import", str(scratch / "tiny_checkpoint"), str(scratch / "tiny_imported"))
-    row = {"size": args.size, "parameters_m": parameters / 1e6, "file_gib": file_gib, "import": run, "read_file_baseline": baseline,
-           "tiny_import_baseline": fixed, "threads": torch.get_num_threads(), "torch": torch.__version__}
-    print(f"import mdlm {parameters / 1e6:.1f}M parameters, file {file_gib:.3f} GiB: {run['seconds']:.1f} s, peak {run['peak_gib']:.2f} GiB "
-          f"({run['peak_gib'] / file_gib:.2f}x the file); reading the file alone: {baseline['seconds']:.1f} s, "
-          f"peak {baseline['peak_gib']:.2f} GiB; importing a tiny checkpoint: {fixed['seconds']:.1f} s, peak {fixed['peak_gib']:.2f} GiB",
-          flush=True)
+    row = {"size": args.size, "parameters_m": parameters / 1e6, "file_gib": file_gib, "import": run,
+           "read_file_baseline": baseline, "tiny_import_baseline": fixed, "threads": torch.get_num_threads(),
+           "torch": torch.__version__}
+    print(f"import mdlm {parameters / 1e6:.1f}M parameters, file {file_gib:.3f} GiB: {run['seconds']:.1f} s, "
+          f"peak {run['peak_gib']:.2f} GiB ({run['peak_gib'] / file_gib:.2f}x the file); reading the file alone: "
+          f"{baseline['seconds']:.1f} s, peak {baseline['peak_gib']:.2f} GiB; importing a tiny checkpoint: "
+          f"{fixed['seconds']:.1f} s, peak {fixed['peak_gib']:.2f} GiB", flush=True)
     if args.sample:
         row["sampling"] = sample_rows(imported, *SAMPLING[args.size])
     (out / "import.json").write_text(json.dumps(row, indent=2))

@@ -115,6 +115,7 @@ def log_probs(t: dict[str, Tensor], heads: int, ids: Tensor, sigma: Tensor, time
         i += 1
     o = P + "output_layer."
     shift, scale = (c @ t[o + "adaLN_modulation.weight"].T + t[o + "adaLN_modulation.bias"])[:, None].chunk(2, dim=-1)
-    logits = (_norm(x, t[o + "norm_final.weight"]) * (1 + scale) + shift) @ t[o + "linear.weight"].T + t[o + "linear.bias"]
+    final = _norm(x, t[o + "norm_final.weight"]) * (1 + scale) + shift
+    logits = final @ t[o + "linear.weight"].T + t[o + "linear.bias"]
     logits[..., -1] += -1e6  # SUBS: the mask, the last id, gets no probability
     return logits - torch.logsumexp(logits, dim=-1, keepdim=True)

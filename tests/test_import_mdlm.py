@@ -38,7 +38,8 @@ def test_imported_log_probs_equal_mdlm_forward_at_every_masked_position(time_con
     tau = torch.tensor([0.9, 0.35, 0.02])
     sigma = -torch.log1p(-(1 - 1e-3) * tau)
     reference = log_probs(tensors, SIZES["heads"], ids, sigma, time_conditioning)
-    exact = log_probs({k: v.double() for k, v in tensors.items()}, SIZES["heads"], ids, sigma.double(), time_conditioning)
+    doubled = {name: value.double() for name, value in tensors.items()}
+    exact = log_probs(doubled, SIZES["heads"], ids, sigma.double(), time_conditioning)
     with torch.no_grad():
         ours = torch.log_softmax(model.predict(ids, tau, None, None).tokens, dim=-1)
     masked = ids == mask_id(K)
@@ -61,8 +62,10 @@ def _config(folder, **changes):
 
 
 @pytest.mark.parametrize("damage, message", [
-    (lambda f: _edit(f, lambda t: t.pop(P + "blocks.1.attn_out.weight")), "lacks the tensor backbone.blocks.1.attn_out.weight"),
-    (lambda f: _edit(f, lambda t: t.update({P + "blocks.0.attn_qkv.bias": torch.zeros(96)})), "holds backbone.blocks.0.attn_qkv.bias"),
+    (lambda f: _edit(f, lambda t: t.pop(P + "blocks.1.attn_out.weight")),
+     "lacks the tensor backbone.blocks.1.attn_out.weight"),
+    (lambda f: _edit(f, lambda t: t.update({P + "blocks.0.attn_qkv.bias": torch.zeros(96)})),
+     "holds backbone.blocks.0.attn_qkv.bias"),
     (lambda f: _config(f, hidden_dim=48, n_heads=4), "has shape [50258, 32] but config.json's sizes give [50258, 48]"),
     (lambda f: _config(f, vocab_size=50257), "vocab_size 50257 is not GPT-2's"),
     (lambda f: _config(f, model_type="bert"), "model_type 'bert'"),
@@ -70,9 +73,10 @@ def _config(folder, **changes):
     (lambda f: (f / "config.json").unlink(), "it has no config.json"),
     (lambda f: _edit(f, lambda t: t[P + "blocks.0.mlp.0.bias"].__setitem__(3, float("nan"))), "NaN or infinite"),
     (lambda f: _edit(f, lambda t: t.update({P + "rotary_emb.inv_freq": torch.ones(4)})), "is not RoPE with base 10000"),
-    (lambda f: (f / "model.safetensors").write_bytes((f / "model.safetensors").read_bytes()[:-1000]), "truncated, damaged"),
+    (lambda f: (f / "model.safetensors").write_bytes((f / "model.safetensors").read_bytes()[:-1000]),
+     "truncated, damaged"),
 ])
-def test_a_source_that_is_not_an_mdlm_checkpoint_is_refused_in_one_line_before_anything_is_written(damage, message, reg, tmp_path):
+def test_a_source_that_is_no_mdlm_checkpoint_is_refused_in_one_line_before_writing(damage, message, reg, tmp_path):
     source = tmp_path / "mdlm"
     write_checkpoint(source, **SIZES, time_conditioning=False, length=24)
     damage(source)
@@ -117,7 +121,8 @@ def test_ladd_import_then_sample_eval_and_zero_shot_on_the_folder(ladd, tmp_path
     evaluated = ladd("eval", str(tmp_path / "out"), cwd=tmp_path)
     assert evaluated.returncode == 0, evaluated.stderr
     assert json.loads((tmp_path / "eval_mdlm_published.json").read_text())["token_loss"] > 0
-    scored = ladd("zero-shot", str(tmp_path / "out"), "shakespeare", "--batches", "1", "--batch-size", "2", cwd=tmp_path)
+    scored = ladd("zero-shot", str(tmp_path / "out"), "shakespeare", "--batches", "1", "--batch-size", "2",
+                  cwd=tmp_path)
     assert scored.returncode == 0, scored.stderr
     assert "shakespeare" in (tmp_path / "zero_shot.csv").read_text()
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["README.md", "config.json", "model.safetensors"]
@@ -128,7 +133,7 @@ def test_ladd_import_then_sample_eval_and_zero_shot_on_the_folder(ladd, tmp_path
     assert unknown.returncode == 2 and "did you mean 'mdlm'" in unknown.stderr
 
 
-def test_a_hub_id_imports_from_the_hugging_face_cache_and_offline_without_it_says_how_to_fix(reg, tmp_path, monkeypatch):
+def test_a_hub_id_imports_from_the_hub_cache_and_offline_without_it_says_how_to_fix(reg, tmp_path, monkeypatch):
     from huggingface_hub import constants
 
     snapshot = tmp_path / "hub" / "models--kuleshov-group--mdlm-owt" / "snapshots" / ("a" * 40)

@@ -62,7 +62,8 @@ def test_co_ladd_takes_its_whole_token_stream_from_an_mdlm_dit_and_starts_below_
     stream |= {name: name.replace("final_x.", "final.") for name in ours if name.startswith("backbone.final_x.")}
     for block in range(2):
         here = f"backbone.blocks.{block}.tokens."
-        stream |= {name: name.replace(here, f"backbone.trunk.blocks.{block}.") for name in ours if name.startswith(here)}
+        there = f"backbone.trunk.blocks.{block}."
+        stream |= {name: name.replace(here, there) for name in ours if name.startswith(here)}
     assert sorted(report.loaded) == sorted(stream.items())
     assert all(torch.equal(ours[here], source[there]) for here, there in stream.items())
     assert all(torch.equal(ours[name], initial[name]) for name in report.new), "the rest keeps its initialisation"
@@ -74,10 +75,11 @@ def test_co_ladd_takes_its_whole_token_stream_from_an_mdlm_dit_and_starts_below_
 
 
 @pytest.mark.slow
-def test_a_warm_started_run_trains_samples_and_resumes_without_reading_the_source_again(mdlm_run, reg, tmp_path, capsys):
+def test_a_warm_started_run_trains_samples_and_resumes_without_the_source(mdlm_run, reg, tmp_path, capsys):
     source = tmp_path / "source"
     shutil.copytree(mdlm_run, source)
-    cfg = compose([*COLADD, "train.stages=[{steps:4,lambda_latent:1.0,freeze_encoder:true}]", f"train.init_from={source}"], reg)
+    stage = "train.stages=[{steps:4,lambda_latent:1.0,freeze_encoder:true}]"
+    cfg = compose([*COLADD, stage, f"train.init_from={source}"], reg)
     reference = train(cfg, tmp_path / "reference", reg)
     printed = capsys.readouterr().out
     assert "warm start from" in printed and "newly initialised" in printed and "loaded" in printed
@@ -137,6 +139,7 @@ def test_names_and_shapes_decide_what_loads(reg):
     report = match(model, tensors, Path("src"))
     assert report.new == ["backbone.final.head.bias"]
     assert report.skipped == [
-        ("backbone.embed.weight", "shape [3, 32] in the source, [30523, 32] here"), ("backbone.spare", "in the source, not in this model"),
+        ("backbone.embed.weight", "shape [3, 32] in the source, [30523, 32] here"),
+        ("backbone.spare", "in the source, not in this model"),
     ]
     assert len(report.loaded) == len(tensors) - 2 and report.source == Path("src")

@@ -16,7 +16,7 @@ SPECS = [
     ComponentSpec("backbone", "mlp", "ladd_plugins.backbones.mlp:MLPDenoiser", MLPDenoiserConfig,
                   "residual MLP latent denoiser (sequential Co-LADD)"),
     ComponentSpec("backbone", "hf_masked_lm", "ladd_plugins.backbones.hf_masked_lm:HFMaskedLM", HFMaskedLMConfig,
-                  "any pretrained Hugging Face masked LM (BERT, RoBERTa, ModernBERT, ...) as the untimed token denoiser"),
+                  "a pretrained Hugging Face masked LM (BERT, RoBERTa, ModernBERT, ...) as the untimed token denoiser"),
     ComponentSpec("backbone", "causal", "ladd_plugins.backbones.causal:CausalTransformer", TransformerConfig,
                   "causal transformer (RoPE, no time input): logits at i from tokens < i"),
 ]

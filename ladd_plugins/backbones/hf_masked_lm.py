@@ -58,10 +58,15 @@ class HFMaskedLM(Backbone):
         from transformers import AutoModelForMaskedLM, AutoTokenizer
 
         if not channels.tokens or channels.latent is not None:
-            raise IncompatibleComponentsError("backbone 'hf_masked_lm' denoises the token channel alone (MDLM): set latent=null")
+            raise IncompatibleComponentsError(
+                "backbone 'hf_masked_lm' denoises the token channel alone (MDLM): set latent=null"
+            )
         tokenizer = _quietly(lambda: from_pretrained(AutoTokenizer, "masked LM tokenizer", config.model, _SETTING))
         if tokenizer.mask_token_id is None:
-            raise LaddError(f"the tokenizer of {config.model!r} has no mask token: choose a masked language model (BERT, RoBERTa, ...)")
+            raise LaddError(
+                f"the tokenizer of {config.model!r} has no mask token: choose a masked language model "
+                f"(BERT, RoBERTa, ...)"
+            )
         self.source_mask = int(tokenizer.mask_token_id)
         limit = tokenizer.model_max_length if tokenizer.model_max_length < _NO_LIMIT else _NO_LIMIT
         self.vocab_size = data_vocabulary(tokenizer)
@@ -72,23 +77,36 @@ class HFMaskedLM(Backbone):
                 f"set dataset.tokenizer={config.model}"
             )
         self.model, info = _quietly(lambda: from_pretrained(
-            AutoModelForMaskedLM, "masked language model", config.model, _SETTING, output_loading_info=True, dtype=torch.float32
+            AutoModelForMaskedLM, "masked language model", config.model, _SETTING, output_loading_info=True,
+            dtype=torch.float32,
         ))
         limit = min(limit, getattr(self.model.config, "max_position_embeddings", None) or _NO_LIMIT)
         if channels.seq_len > limit:
-            raise IncompatibleComponentsError(f"{config.model!r} reads at most {limit} positions, the data has {channels.seq_len}: lower dataset.seq_len")
+            raise IncompatibleComponentsError(
+                f"{config.model!r} reads at most {limit} positions, the data has {channels.seq_len}: "
+                f"lower dataset.seq_len"
+            )
         rows = self.model.get_input_embeddings().num_embeddings
         if rows <= max(self.source_mask, self.vocab_size - 1) or self.model.config.vocab_size < self.vocab_size:
-            raise LaddError(f"{config.model!r} embeds {rows} ids, fewer than its tokenizer's {self.vocab_size}: the model and tokenizer do not match")
+            raise LaddError(
+                f"{config.model!r} embeds {rows} ids, fewer than its tokenizer's {self.vocab_size}: the model and "
+                f"tokenizer do not match"
+            )
         new = sorted(info.get("missing_keys") or [])
         if new:
+            head = self.model.get_output_embeddings()
+            tied = head is not None and head.weight is self.model.get_input_embeddings().weight
             print(
-                f"ladd: note: {config.model} has no masked-LM head ({new[0]} and {len(new) - 1} more tensors are new): "
-                f"its output layer is tied to the input embeddings, the rest of the head starts random", file=sys.stderr,
+                f"ladd: note: {config.model} lacks {len(new)} tensors of a masked LM ({new[0]}, ...), which start "
+                f"random" + ("; its output layer is tied to its input embeddings" if tied else ""),
+                file=sys.stderr,
             )
         self.mask = channels.vocab_size
 
-    def forward(self, x_t: Tensor | None, tau_x: Tensor | None, y_t: Tensor | None, tau_y: Tensor | None, rows: Tensor | None = None) -> Denoised:
+    def forward(
+        self, x_t: Tensor | None, tau_x: Tensor | None, y_t: Tensor | None, tau_y: Tensor | None,
+        rows: Tensor | None = None,
+    ) -> Denoised:
         ids = torch.where(x_t == self.mask, self.source_mask, x_t)
         logits = self.model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits[..., : self.vocab_size]
         if self.source_mask < self.vocab_size:  # the model's own mask token is no real token of the data

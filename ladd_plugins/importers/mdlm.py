@@ -50,13 +50,16 @@ def locate(source: str) -> tuple[Path, dict[str, str]]:
     if path.is_dir():
         return path, {"folder": path.name or str(path)}
     if path.exists() or not _HUB_ID.fullmatch(source):
-        raise LaddError(f"{source!r} is neither a folder holding an MDLM checkpoint nor a Hugging Face hub id (owner/name)")
+        raise LaddError(
+            f"{source!r} is neither a folder holding an MDLM checkpoint nor a Hugging Face hub id (owner/name)"
+        )
     from huggingface_hub import snapshot_download
 
     try:
         folder = Path(snapshot_download(source, allow_patterns=[CONFIG, WEIGHTS], local_files_only=hub.offline()))
     except Exception as error:  # the hub client's errors (offline, not found, HTTP) have no common base but Exception
-        raise hub.unavailable("MDLM checkpoint", source, error, "SRC (a local folder with config.json and model.safetensors)") from None
+        fix = "SRC (a local folder with config.json and model.safetensors)"
+        raise hub.unavailable("MDLM checkpoint", source, error, fix) from None
     return folder, {"hub": source, "revision": folder.name}
 
 
@@ -78,7 +81,8 @@ def opened_weights(path: Path) -> Iterator[Any]:
         with safe_open(str(path), "pt") as opened:
             yield opened
     except (SafetensorError, OSError) as error:
-        raise LaddError(f"cannot read {path}: {first_line(error)}; it is truncated, damaged or not safetensors") from None
+        why = first_line(error)
+        raise LaddError(f"cannot read {path}: {why}; it is truncated, damaged or not safetensors") from None
 
 
 def check_weights(opened: Any, shape: MDLMShape, path: Path) -> None:
@@ -89,7 +93,9 @@ def check_weights(opened: Any, shape: MDLMShape, path: Path) -> None:
         held = opened.get_tensor(PREFIX + ROTARY_BUFFER).double()
         expected = 1.0 / 10_000 ** (torch.arange(0, shape.head_dim, 2, dtype=torch.float64) / shape.head_dim)
         if not torch.allclose(held, expected, rtol=1e-6, atol=0.0):
-            raise LaddError(f"{path}: {PREFIX + ROTARY_BUFFER} is not RoPE with base 10000, which MDLM's DiT and ladd's use")
+            raise LaddError(
+                f"{path}: {PREFIX + ROTARY_BUFFER} is not RoPE with base 10000, which MDLM's DiT and ladd's use"
+            )
 
 
 def _read(path: Path, name: str, rows: tuple[int, int] | None) -> torch.Tensor:
@@ -113,7 +119,7 @@ def untimed_condition(path: Path, shape: MDLMShape) -> torch.Tensor:
 
 
 def fill(backbone: nn.Module, shape: MDLMShape, path: Path) -> None:
-    """Every parameter of ladd's ``dit`` from the checkpoint, by the table; a network the table does not cover is refused."""
+    """Every parameter of ladd's ``dit`` from the checkpoint, by the table; a network it does not cover is refused."""
     plan = {copy.target: copy for copy in copies(shape)}
     targets = set(plan) | (set() if shape.time_conditioning else {CONDITION})
     params = dict(backbone.named_parameters())
@@ -132,7 +138,10 @@ def fill(backbone: nn.Module, shape: MDLMShape, path: Path) -> None:
                 copy = plan[name]
                 value = _read(path, PREFIX + copy.source, copy.rows)
             if tuple(value.shape) != tuple(param.shape):
-                raise LaddError(f"{path}: {name} would take shape {list(value.shape)} into {list(param.shape)}; the table and the network disagree")
+                raise LaddError(
+                    f"{path}: {name} would take shape {list(value.shape)} into {list(param.shape)}; "
+                    f"the table and the network disagree"
+                )
             param.copy_(value)
 
 
@@ -149,7 +158,8 @@ def model_overrides(shape: MDLMShape) -> list[str]:
     """The config of the imported model: the preset of the published setting with the checkpoint's sizes."""
     options = backbone_options(shape)
     values = {key: str(value).lower() if isinstance(value, bool) else value for key, value in options.items()}
-    return [f"experiment={PRESET}", f"dataset.seq_len={shape.length}", *(f"backbone.{k}={v}" for k, v in values.items())]
+    backbone = [f"backbone.{key}={value}" for key, value in values.items()]
+    return [f"experiment={PRESET}", f"dataset.seq_len={shape.length}", *backbone]
 
 
 def import_mdlm(source: str, out_dir: Path, overrides: list[str], registry: Registry, overwrite: bool = False) -> Path:
@@ -167,7 +177,9 @@ def import_mdlm(source: str, out_dir: Path, overrides: list[str], registry: Regi
     experiment = build_experiment(cfg, registry)
     others = sorted(name for name in experiment.model.state_dict() if not name.startswith(PREFIX))
     if others:
-        raise LaddError(f"{others[0]} is outside the token denoiser an MDLM checkpoint fills: import without a latent channel")
+        raise LaddError(
+            f"{others[0]} is outside the token denoiser an MDLM checkpoint fills: import without a latent channel"
+        )
     fill(experiment.model.backbone, shape, weights)
     record = {"importer": "mdlm", **origin, "file": WEIGHTS, "sha256": file_sha256(weights)}
     return write_model(out_dir, experiment.model, cfg, experiment.origins(), overwrite, source=record)

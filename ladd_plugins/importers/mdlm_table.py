@@ -175,7 +175,9 @@ def check_layout(found: Mapping[str, tuple[int, ...]], shape: MDLMShape, where: 
     for name, size in expected.items():
         held = found.get(PREFIX + name)
         if held is None:
-            raise LaddError(f"{where} lacks the tensor {PREFIX + name} of an MDLM checkpoint; it is not one, or it is damaged")
+            raise LaddError(
+                f"{where} lacks the tensor {PREFIX + name} of an MDLM checkpoint; it is not one, or it is damaged"
+            )
         if tuple(held) != size:
             raise LaddError(
                 f"{where}: {PREFIX + name} has shape {list(held)} but config.json's sizes give {list(size)}; "
@@ -183,7 +185,10 @@ def check_layout(found: Mapping[str, tuple[int, ...]], shape: MDLMShape, where: 
             )
     rotary = found.get(PREFIX + ROTARY_BUFFER)
     if rotary is not None and tuple(rotary) != (shape.head_dim // 2,):
-        raise LaddError(f"{where}: {PREFIX + ROTARY_BUFFER} has shape {list(rotary)}, not [{shape.head_dim // 2}] of heads of width {shape.head_dim}")
+        raise LaddError(
+            f"{where}: {PREFIX + ROTARY_BUFFER} has shape {list(rotary)}, not [{shape.head_dim // 2}] of heads "
+            f"of width {shape.head_dim}"
+        )
     extra = sorted(set(found) - {PREFIX + name for name in expected} - {PREFIX + ROTARY_BUFFER})
     if extra:
         raise LaddError(f"{where} holds {extra[0]}, which MDLM's DiT does not have; it is not an MDLM DiT checkpoint")

@@ -27,7 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--floor-draws", type=int, help="data-vs-data pairs behind the data floor (default: eval.floor_draws)")
     add_sampler_choice(p, "evaluate")
     p.add_argument("--method", help="label in tables (default: the run's method)")
-    p.add_argument("--out", help="result file (default: RUN_DIR/eval_METHOD.json; for a model folder, in the current folder)")
+    p.add_argument(
+        "--out", help="result file (default: RUN_DIR/eval_METHOD.json; for a model folder, in the current folder)"
+    )
     p.set_defaults(run=run)
 
 
@@ -53,7 +55,8 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
     experiment = chosen_sampler(args, experiment, registry)
     method = args.method or cfg["method"]
     check_name("--method", method, "eval_METHOD.json")
-    beside = Path() if is_model_folder(args.run_dir) else Path(args.run_dir)  # a shared model folder is never written to
+    # a model folder is shared: never written to
+    beside = Path() if is_model_folder(args.run_dir) else Path(args.run_dir)
     out = Path(args.out or beside / f"eval_{method}.json")
     for target in EvalResult.files(out):
         check_target(target)  # before evaluating, not after

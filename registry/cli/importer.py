@@ -17,7 +17,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "overrides", nargs="*", metavar="KEY=VALUE",
         help="settings of the model folder besides its network (e.g. dataset.source=..., metric=..., eval.budgets=...)",
     )
-    p.add_argument("--overwrite", action="store_true", help="replace the model files of a folder written by ladd export or import")
+    p.add_argument(
+        "--overwrite", action="store_true", help="replace the model files of a folder written by ladd export or import"
+    )
     p.set_defaults(run=run)
 
 

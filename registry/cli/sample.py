@@ -48,7 +48,10 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
 
     if (args.run_dir is None) == (args.model is None):
         raise LaddError("give either a run folder or --model EXPORTED_FOLDER")
-    experiment = load_trained(args.run_dir, registry)[0] if args.run_dir else load_model_folder(Path(args.model), registry)[0]
+    if args.run_dir:
+        experiment = load_trained(args.run_dir, registry)[0]
+    else:
+        experiment = load_model_folder(Path(args.model), registry)[0]
     experiment = chosen_sampler(args, experiment, registry)
     text = experiment.dataset.tokenizer is not None
     out = Path(args.out or f"samples_{args.steps}steps.{'jsonl' if text else 'txt'}")

@@ -34,7 +34,8 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
         args.batches or eval_cfg["loss_batches"], args.batch_size or eval_cfg["batch_size"], eval_cfg["seed"],
     )
     print(format_zero_shot(rows))
-    beside = Path() if is_model_folder(args.run_dir) else Path(args.run_dir)  # a shared model folder is never written to
+    # a model folder is shared: never written to
+    beside = Path() if is_model_folder(args.run_dir) else Path(args.run_dir)
     out = Path(args.out or beside / "zero_shot.csv")
     columns = ["corpus", "tokens", "token_loss", "perplexity"]
     write_csv(out, columns, [{**vars(r), "perplexity": r.perplexity} for r in rows])

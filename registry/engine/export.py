@@ -22,7 +22,7 @@ EXPORT_FILES = (WEIGHTS_FILE, CONFIG_JSON, CARD)
 
 
 def export(run_dir: str | Path, out_dir: str | Path, registry: Registry, overwrite: bool = False) -> Path:
-    """Write a finished run's EMA weights as safetensors, its config and component origins as JSON (:func:`write_model`).
+    """Write a finished run's EMA weights, its config and component origins as a model folder (:func:`write_model`).
 
     A folder that holds anything is refused unless ``overwrite`` and it is an earlier export.
     """
@@ -109,7 +109,7 @@ def _card(method: str, components: dict[str, dict[str, Any]], source: dict[str, 
     rows = "\n".join(
         f"| {slot} | {c['name']} | {c['plugin']} | {c['distribution']} {c['version']} |" for slot, c in components.items()
     )
-    origin = "" if source is None else "Imported from " + ", ".join(f"{key} `{value}`" for key, value in source.items()) + ".\n\n"
+    origin = "" if source is None else "Imported from " + ", ".join(f"{k} `{v}`" for k, v in source.items()) + ".\n\n"
     return (
         f"---\nlibrary_name: ladd\ntags: [ladd, discrete-diffusion]\n---\n\n# {method}\n\n{origin}"
         f"A ladd model. Load it with `registry.from_pretrained(folder)` or sample with "

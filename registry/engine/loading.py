@@ -74,7 +74,7 @@ def load_model_folder(path: Path, registry: Registry) -> tuple[Experiment, dict[
 
 
 def is_model_folder(path: str | Path) -> bool:
-    """Whether ``path`` holds a model folder's config (written by ``ladd export`` or ``ladd import``) rather than a run."""
+    """Whether ``path`` is a model folder (written by ``ladd export`` or ``ladd import``) rather than a run."""
     return (Path(path) / CONFIG_JSON).is_file() and not (Path(path) / CONFIG_FILE).is_file()
 
 

@@ -50,7 +50,8 @@ class WarmStart:
             f"{len(self.skipped)} skipped",
             f"{'status':<8} {'count':>5}  {'tensor':<{width}}  detail",
         ]
-        lines += [f"{status:<8} {count:>5}  {name:<{width}}  {detail}".rstrip() for (status, name, detail), count in rows.items()]
+        for (status, name, detail), count in rows.items():
+            lines.append(f"{status:<8} {count:>5}  {name:<{width}}  {detail}".rstrip())
         return "\n".join(lines)
 
 
@@ -66,7 +67,9 @@ def source_of(path: Path) -> tuple[dict[str, Tensor], dict[str, Any]]:
     elif (path / CONFIG_FILE).is_file():
         cfg = read_config(path / CONFIG_FILE)
     else:
-        raise LaddError(f"{SETTING}={path} holds neither {CONFIG_JSON} nor {CONFIG_FILE}: it is not a ladd model; {fix}")
+        raise LaddError(
+            f"{SETTING}={path} holds neither {CONFIG_JSON} nor {CONFIG_FILE}: it is not a ladd model; {fix}"
+        )
     if not (path / WEIGHTS_FILE).is_file():
         raise LaddError(f"{SETTING}={path} has no {WEIGHTS_FILE}: the run has not finished; {fix}")
     tensors = verify_weights(path / WEIGHTS_FILE)
@@ -83,8 +86,9 @@ def check_vocabulary(dataset: Dataset, source_cfg: dict[str, Any], registry: Reg
     if theirs.vocab_size != dataset.vocab_size or ours_vocab != theirs_vocab:
         what = "another tokenizer" if theirs.vocab_size == dataset.vocab_size else f"{theirs.vocab_size} tokens"
         raise LaddError(
-            f"{SETTING}={path} was trained on another vocabulary ({what}; this experiment's data has {dataset.vocab_size}): "
-            f"its embeddings and output heads would mean other tokens; warm-start from a model of the same tokenizer"
+            f"{SETTING}={path} was trained on another vocabulary ({what}; this experiment's data has "
+            f"{dataset.vocab_size}): its embeddings and output heads would mean other tokens; warm-start from a model "
+            f"of the same tokenizer"
         )
 
 

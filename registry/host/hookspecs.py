@@ -33,6 +33,8 @@ def ladd_model_folders() -> Mapping[str, str]:
 
 @hookspec
 def ladd_importers() -> Mapping[str, str]:
-    """Return checkpoint importers this plugin ships, as ``{NAME: "module:function"}``; ``ladd import NAME SRC OUT`` calls
-    ``function(source, out_dir, overrides, registry, overwrite)``, which writes a ladd model folder with
+    """Return checkpoint importers this plugin ships, as ``{NAME: "module:function"}``.
+
+    ``ladd import NAME SRC OUT`` calls ``function(source, out_dir, overrides, registry, overwrite)``, which writes a
+    ladd model folder with
     ``registry.engine.export.write_model`` and returns its path."""

@@ -21,13 +21,14 @@ PREFIX = "pkg:"
 
 
 def plugin_function(locator: str, label: str, origin: Origin) -> Callable[..., Any]:
-    """The function a plugin declares as ``"module:function"`` for ``label``, imported now; a missing one is one line."""
+    """The function a plugin declares as ``"module:function"`` for ``label``, imported now (missing: one line)."""
     module_name, _, function = locator.partition(":")
     try:
         module = importlib.import_module(module_name)
     except ImportError as error:
         raise MissingResourceError(
-            f"{label} (plugin {origin.plugin!r}) needs the Python package {module_name!r}, which is not installed ({error})"
+            f"{label} (plugin {origin.plugin!r}) needs the Python package {module_name!r}, which is not installed "
+            f"({error})"
         ) from None
     found = getattr(module, function, None)
     if not callable(found):
@@ -53,7 +54,7 @@ class ModelFolder:
 
 @dataclass(frozen=True)
 class Importer:
-    """A converter of another library's checkpoints into ladd model folders that a plugin ships (``ladd import NAME``)."""
+    """A converter of another library's checkpoints into ladd model folders, shipped by a plugin (``ladd import``)."""
 
     name: str
     locator: str

@@ -231,13 +231,17 @@ class PluginHost:
             folders.append(Path(entry))
         return folders
 
-    def _named(self, name: str, hook: str, what: str, taken: dict[str, ModelFolder] | dict[str, Importer]) -> dict[str, str]:
+    def _named(
+        self, name: str, hook: str, what: str, taken: dict[str, ModelFolder] | dict[str, Importer]
+    ) -> dict[str, str]:
         """The ``{NAME: "module:function"}`` plugin ``name`` returns from ``hook`` (each a ``what``); a NAME another
         plugin has is refused."""
         declared: dict[str, str] = {}
         for returned in self._returns(name, hook):
             if not isinstance(returned, dict) or not all(isinstance(v, str) and ":" in v for v in returned.values()):
-                raise PluginLoadError(f"{hook}() returned {returned!r}; it must return a dict of NAME: 'module:function'")
+                raise PluginLoadError(
+                    f"{hook}() returned {returned!r}; it must return a dict of NAME: 'module:function'"
+                )
             for key, locator in returned.items():
                 if key in taken:
                     raise PluginLoadError(f"{what} {key!r} is already provided by plugin {taken[key].origin.plugin!r}")

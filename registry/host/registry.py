@@ -43,7 +43,10 @@ class Registry:
     @classmethod
     def from_host(cls, host: PluginHost) -> Registry:
         """Collect components from an already-loaded plugin host."""
-        return cls(host.components, host.failures, host.config_dirs, host.blocked, host.model_folders, host.notes, host.importers)
+        return cls(
+            host.components, host.failures, host.config_dirs, host.blocked, host.model_folders, host.notes,
+            host.importers,
+        )
 
     def names(self, kind: str) -> list[str]:
         """Sorted registry names of one kind."""
@@ -92,7 +95,10 @@ class Registry:
         """The checkpoint importer a plugin ships under ``name``, or an error listing the ones installed."""
         if name not in self.importers:
             provided = ", ".join(sorted(self.importers)) or "none"
-            raise UnknownComponentError(f"no installed plugin imports {name!r} checkpoints{did_you_mean(name, self.importers)} (importers: {provided})")
+            raise UnknownComponentError(
+                f"no installed plugin imports {name!r} checkpoints{did_you_mean(name, self.importers)} "
+                f"(importers: {provided})"
+            )
         return self.importers[name]
 
     def unavailable(self, plugin: str) -> str | None:

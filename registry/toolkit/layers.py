@@ -206,12 +206,13 @@ class DiTTrunk(nn.Module):
     """A stack of DiT blocks over one sequence, with RoPE positions ``0..L-1`` (causal attention when asked)."""
 
     def __init__(
-        self, hidden: int, layers: int, heads: int, cond_dim: int, mlp_ratio: float, dropout: float, causal: bool = False,
-        style: BlockStyle = LADD_STYLE,
+        self, hidden: int, layers: int, heads: int, cond_dim: int, mlp_ratio: float, dropout: float,
+        causal: bool = False, style: BlockStyle = LADD_STYLE,
     ):
         super().__init__()
         self.head_dim = hidden // heads
-        self.blocks = nn.ModuleList(DiTBlock(hidden, heads, cond_dim, mlp_ratio, dropout, causal, style) for _ in range(layers))
+        block = (hidden, heads, cond_dim, mlp_ratio, dropout, causal, style)
+        self.blocks = nn.ModuleList(DiTBlock(*block) for _ in range(layers))
 
     def forward(self, x: Tensor, c: Tensor) -> Tensor:
         rope = rotary(torch.arange(x.shape[1], device=x.device), self.head_dim)
