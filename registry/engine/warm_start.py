@@ -16,6 +16,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from registry.config.composition import check_values
 from registry.config.safety import without_local_paths
 from registry.errors import LaddError
 from registry.host.registry import Registry
@@ -66,6 +67,7 @@ def source_of(path: Path) -> tuple[dict[str, Tensor], dict[str, Any]]:
         cfg = read_document(path / CONFIG_JSON)["config"]
     elif (path / CONFIG_FILE).is_file():
         cfg = read_config(path / CONFIG_FILE)
+        check_values(cfg)  # as reading a run back does: no expressions, known options in range
     else:
         raise LaddError(
             f"{SETTING}={path} holds neither {CONFIG_JSON} nor {CONFIG_FILE}: it is not a ladd model; {fix}"
