@@ -8,7 +8,6 @@ the SHA-256 of their file.
 """
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,8 +18,13 @@ import torch
 from safetensors import SafetensorError, safe_open
 from torch import nn
 
+from registry.config.composition import compose, to_plain
+from registry.engine.assembly import build_experiment
+from registry.engine.export import write_model
 from registry.errors import LaddError, first_line
 from registry.host.registry import Registry
+from registry.storage.records import read_json
+from registry.storage.weights import file_sha256
 from registry.toolkit.layers import TimestepEmbedder
 
 from .. import hub
@@ -41,7 +45,6 @@ WEIGHTS = "model.safetensors"
 PRESET = "owt/mdlm_published"
 #: a hub id as the hub spells them: owner/name
 _HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
-_CHUNK = 1 << 24
 
 
 def locate(source: str) -> tuple[Path, dict[str, str]]:
@@ -65,8 +68,6 @@ def locate(source: str) -> tuple[Path, dict[str, str]]:
 
 def read_checkpoint_shape(folder: Path) -> MDLMShape:
     """The sizes in the folder's ``config.json``, after checking both files are there."""
-    from registry.storage.records import read_json
-
     for name in (CONFIG, WEIGHTS):
         if not (folder / name).is_file():
             raise LaddError(f"{folder} is not an MDLM checkpoint: it has no {name} (expected {CONFIG} and {WEIGHTS})")
@@ -145,15 +146,6 @@ def fill(backbone: nn.Module, shape: MDLMShape, path: Path) -> None:
             param.copy_(value)
 
 
-def file_sha256(path: Path) -> str:
-    """The SHA-256 of a file, read in chunks."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def model_overrides(shape: MDLMShape) -> list[str]:
     """The config of the imported model: the preset of the published setting with the checkpoint's sizes."""
     options = backbone_options(shape)
@@ -164,10 +156,6 @@ def model_overrides(shape: MDLMShape) -> list[str]:
 
 def import_mdlm(source: str, out_dir: Path, overrides: list[str], registry: Registry, overwrite: bool = False) -> Path:
     """``ladd import mdlm``: check the checkpoint whole, fill ladd's ``dit`` from it, write the model folder."""
-    from registry.config.composition import compose, to_plain
-    from registry.engine.assembly import build_experiment
-    from registry.engine.export import write_model
-
     folder, origin = locate(source)
     shape = read_checkpoint_shape(folder)
     weights = folder / WEIGHTS
