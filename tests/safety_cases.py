@@ -1034,7 +1034,8 @@ def mdlm_source_with_code(root: Path) -> Outcome:
     source = mdlm_source(root, auto_map={"AutoConfig": "payload.Config", "AutoModel": "payload.Model"})
     (source / "payload.py").write_text(f"import pathlib\npathlib.Path({str(marker)!r}).touch()\n")
     outcome = ladd("import", "mdlm", str(source), str(root / "out"))
-    assert outcome.code == 0 and not marker.exists() and (root / "out" / "model.safetensors").is_file()
+    assert outcome.code == 0, outcome.message
+    assert not marker.exists() and (root / "out" / "model.safetensors").is_file()
     return Outcome(0, "imports the config's sizes and the tensors; the folder's Python code is never imported", refused=False)
 
 
@@ -1057,7 +1058,8 @@ def mdlm_source_other_sizes(root: Path) -> Outcome:
 
 @case("15d", "`train.init_from` naming a model of another vocabulary (an imported MDLM, GPT-2's tokens)")
 def warm_start_other_vocabulary(root: Path) -> Outcome:
-    assert ladd("import", "mdlm", str(mdlm_source(root)), str(root / "model")).code == 0
+    imported = ladd("import", "mdlm", str(mdlm_source(root)), str(root / "model"))
+    assert imported.code == 0, imported.message
     outcome = ladd("train", *TINY, ONE_STAGE, *text_overrides(root), f"train.init_from={root / 'model'}", f"run_dir={root / 'run'}")
     assert not (root / "run").exists()
     return outcome
