@@ -21,7 +21,8 @@ from pathlib import Path
 import torch
 
 import registry
-from registry.config.composition import compose, to_plain
+from registry.config.composition import compose
+from registry.config.settings import checked
 from registry.engine.assembly import build_experiment
 from registry.interfaces import device_batches
 from registry.training.loop import METRICS_FILE, LaddModule, train
@@ -52,7 +53,7 @@ def bare_loop(cfg: dict, steps: int, reg: registry.Registry) -> float:
     torch.manual_seed(cfg["seed"])
     experiment = build_experiment(cfg, reg)
     model = experiment.model.to("cuda" if torch.cuda.is_available() else "cpu").train()
-    module = LaddModule(model, cfg["train"], cfg["seed"])
+    module = LaddModule(model, checked(cfg).train, cfg["seed"])
     optimizer = module.configure_optimizers()["optimizer"]
     batch, seed = cfg["train"]["batch_size"], cfg["seed"] + 1
     stream = device_batches(experiment.dataset, 0, batch, seed, model.device) or experiment.dataset.batches(batch, seed, "train")
@@ -77,7 +78,7 @@ def main() -> None:
     reg = registry.load()
     rows = []
     for label, overrides in CASES.items():
-        cfg = to_plain(compose([*overrides, "train.progress=false"], reg))
+        cfg = compose([*overrides, "train.progress=false"], reg).plain()
         ladd, bare = 0.0, 0.0
         for _ in range(args.repeats):
             bare = max(bare, bare_loop(cfg, args.steps, reg))

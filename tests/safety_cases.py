@@ -31,7 +31,7 @@ from safetensors.torch import load_file, save_file
 
 import registry
 from registry.cli import main
-from registry.config.composition import compose, to_plain
+from registry.config.composition import compose
 from registry.engine.evaluation import token_loss
 from registry.engine.loading import load_run
 from registry.training.loop import train
@@ -203,7 +203,7 @@ def user_cache(folder: Path) -> Iterator[None]:
 
 def text_dataset(root: Path, **options: str) -> dict:
     """The text dataset's config node (as saved in run folders and exports), with ``options`` changed."""
-    node = to_plain(compose(text_overrides(root), registry.load()))["dataset"]
+    node = compose(text_overrides(root), registry.load()).plain()["dataset"]
     return {**node, **options}
 
 

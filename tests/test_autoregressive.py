@@ -13,8 +13,9 @@ from ladd_plugins.processes.autoregressive import AutoregressiveProcess
 from ladd_plugins.samplers.ancestral import AncestralSampler
 from ladd_plugins.samplers.autoregressive import AutoregressiveSampler
 from ladd_plugins.samplers.config import AncestralConfig
+from registry.config.settings import Objective
 from registry.engine.loading import load_run
-from registry.engine.model import DiffusionModel, Objective
+from registry.engine.model import DiffusionModel
 from registry.errors import InvalidConfigError
 from registry.interfaces import (
     Channels,

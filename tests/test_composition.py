@@ -10,7 +10,7 @@ from conftest import TINY, run_ladd
 
 import ladd_configs
 import registry
-from registry.config.composition import compose, to_plain
+from registry.config.composition import compose
 from registry.engine.assembly import build_experiment
 from registry.engine.loading import load_run
 from registry.engine.runs import RECORD_FILE, RunFolder
@@ -30,20 +30,20 @@ def reg():
 @pytest.mark.parametrize("preset", PRESETS)
 def test_every_latent_can_be_selected_on_top_of_every_preset(preset, reg):
     for latent in reg.names("latent"):
-        cfg = to_plain(compose([f"experiment={preset}", f"latent={latent}"], reg))
+        cfg = compose([f"experiment={preset}", f"latent={latent}"], reg).plain()
         assert cfg["latent"]["name"] == latent
         assert set(cfg["latent"]) - {"name"} <= set(reg.get("latent", latent).option_names())
 
 
 def test_options_of_the_replaced_component_drop_out_with_a_note(reg, capsys):
-    kept = to_plain(compose(["experiment=lm1b/diladd_32", "latent=continuous", "latent_process=vp", "latent_schedule=vp_sqrt"], reg))
+    kept = compose(["experiment=lm1b/diladd_32", "latent=continuous", "latent_process=vp", "latent_schedule=vp_sqrt"], reg).plain()
     assert kept["latent"]["name"] == "continuous" and "decay" not in kept["latent"]
     assert (kept["latent"]["length"], kept["latent"]["width"]) == (1, 32), "continuous's defaults, not the preset's"
     note = capsys.readouterr().err
     assert note.count("\n") == 1 and "latent.decay" in note and "latent.length" in note and "latent.width" not in note
-    to_plain(compose(["experiment=lm1b/diladd_32"], reg))
+    compose(["experiment=lm1b/diladd_32"], reg).plain()
     assert capsys.readouterr().err == "", "a preset used as it is drops nothing"
-    swapped = to_plain(compose(["experiment=lm1b/coladd_32", "latent=fsq", "latent_process=masked", "latent_schedule=linear"], reg))
+    swapped = compose(["experiment=lm1b/coladd_32", "latent=fsq", "latent_process=masked", "latent_schedule=linear"], reg).plain()
     assert swapped["latent"]["name"] == "fsq" and "std" not in swapped["latent"] and "latent.std" in capsys.readouterr().err
 
 
@@ -58,19 +58,19 @@ def test_an_option_typed_for_a_component_that_lacks_it_is_an_error_naming_it(reg
 
 def test_an_emptied_optional_slot_drops_what_presets_set_in_it(reg):
     emptied = ["~encoder", "latent=null", "latent_process=null", "latent_schedule=null"]
-    cfg = to_plain(compose(["experiment=binsaw/coladd_joint_cpu", *emptied, "backbone=dit", "sampler=ancestral"], reg))
+    cfg = compose(["experiment=binsaw/coladd_joint_cpu", *emptied, "backbone=dit", "sampler=ancestral"], reg).plain()
     assert cfg["encoder"] is None
 
 
 def test_stages_are_keyed_by_name_so_overlays_change_one(reg):
-    stages = to_plain(compose(["experiment=binsaw/diladd_joint_cpu", "train.stages.stage2.steps=7"], reg))["train"]["stages"]
+    stages = compose(["experiment=binsaw/diladd_joint_cpu", "train.stages.stage2.steps=7"], reg).plain()["train"]["stages"]
     assert list(stages) == ["stage1", "stage2"]
     assert (stages["stage1"]["steps"], stages["stage2"]["steps"], stages["stage2"]["freeze_encoder"]) == (500, 7, True)
-    one = to_plain(compose(["experiment=binsaw/diladd_joint_cpu", "train.stages.stage2=null"], reg))["train"]["stages"]
+    one = compose(["experiment=binsaw/diladd_joint_cpu", "train.stages.stage2=null"], reg).plain()["train"]["stages"]
     assert list(one) == ["stage1"]
-    mdlm = to_plain(compose(["experiment=binsaw/mdlm_cpu"], reg))["train"]["stages"]
+    mdlm = compose(["experiment=binsaw/mdlm_cpu"], reg).plain()["train"]["stages"]
     assert list(mdlm) == ["stage1"] and mdlm["stage1"]["steps"] == 1000
-    replaced = to_plain(compose(["experiment=binsaw/diladd_joint_cpu", "train.stages=[{steps:2},{steps:3,lambda_latent:1.0}]"], reg))
+    replaced = compose(["experiment=binsaw/diladd_joint_cpu", "train.stages=[{steps:2},{steps:3,lambda_latent:1.0}]"], reg).plain()
     assert replaced["train"]["stages"] == {
         "stage1": {"steps": 2, "lambda_latent": 0.0, "freeze_encoder": False, "max_minutes": None},
         "stage2": {"steps": 3, "lambda_latent": 1.0, "freeze_encoder": False, "max_minutes": None},
@@ -122,10 +122,10 @@ def test_ladd_train_selects_another_latent_on_top_of_a_preset(tmp_path):
 
 
 def test_no_latent_on_top_of_a_ladd_preset_empties_its_latent_channel(reg, capsys):
-    cfg = to_plain(compose(["experiment=binsaw/coladd_joint_cpu", "latent=null", "backbone=dit", "sampler=ancestral"], reg))
+    cfg = compose(["experiment=binsaw/coladd_joint_cpu", "latent=null", "backbone=dit", "sampler=ancestral"], reg).plain()
     assert [cfg[slot] for slot in ("latent", "latent_schedule", "latent_process", "encoder")] == [None] * 4
     assert "latent=null removes: latent_schedule, latent_process, encoder" in capsys.readouterr().err
     assert not build_experiment(cfg, reg).model.has_latent
-    typed = to_plain(compose(["experiment=binsaw/coladd_joint_cpu", "latent=null", "latent_process=vp", "backbone=dit", "sampler=ancestral"], reg))
+    typed = compose(["experiment=binsaw/coladd_joint_cpu", "latent=null", "latent_process=vp", "backbone=dit", "sampler=ancestral"], reg).plain()
     with pytest.raises(IncompatibleComponentsError, match="^latent_process is set but there is no latent channel"):
         build_experiment(typed, reg)

@@ -14,7 +14,7 @@ from ladd_plugins.samplers.ancestral import AncestralSampler
 from ladd_plugins.samplers.autoregressive import AutoregressiveSampler
 from ladd_plugins.samplers.config import AncestralConfig
 from ladd_plugins.schedules.closed_form import LinearSchedule, ScheduleConfig
-from registry.config.composition import compose, to_plain
+from registry.config.composition import compose
 from registry.engine.assembly import build_experiment
 from registry.errors import InvalidConfigError
 from registry.interfaces import Denoised, DenoiserModel, mask_id
@@ -43,7 +43,7 @@ def tiny_models(reg):
     def get(variant: str):
         if variant not in models:
             torch.manual_seed(0)
-            model = build_experiment(to_plain(compose([f"experiment=binsaw/{variant}_cpu", *TINY], reg)), reg).model
+            model = build_experiment(compose([f"experiment=binsaw/{variant}_cpu", *TINY], reg).plain(), reg).model
             generator = torch.Generator().manual_seed(0)
             with torch.no_grad():
                 for parameter in model.parameters():

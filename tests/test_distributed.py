@@ -24,7 +24,7 @@ from conftest import TINY
 from safetensors.torch import load_file
 
 import registry
-from registry.config.composition import compose, to_plain
+from registry.config.composition import compose
 from registry.distributed import Shard, gather_rows, share
 from registry.engine.assembly import build_experiment
 from registry.engine.model import DiffusionModel
@@ -151,7 +151,7 @@ def test_plain_ddp_does_not_search_for_unused_parameters(reg):
     from registry.training.loop import _Hardware
 
     for strategy in ("auto", "ddp"):
-        train_cfg = to_plain(compose([*COMMON, "train.devices=2", f"train.strategy={strategy}"], reg))["train"]
+        train_cfg = compose([*COMMON, "train.devices=2", f"train.strategy={strategy}"], reg).train
         trainer = L.Trainer(**_Hardware(train_cfg).trainer_arguments(), logger=False, enable_checkpointing=False)
         assert isinstance(trainer.strategy, DDPStrategy)
         assert trainer.strategy._ddp_kwargs.get("find_unused_parameters", False) is False, strategy
@@ -198,7 +198,7 @@ def test_sharded_objective_averages_to_the_whole_batch_objective(name, reg, one_
     """Every draw of the objective is made at the global batch's shape, so shards average to the whole."""
     overrides, reference = OBJECTIVES[name]
     torch.manual_seed(0)
-    experiment = build_experiment(to_plain(compose([*overrides, "dataset.seq_len=16"], reg)), reg)
+    experiment = build_experiment(compose([*overrides, "dataset.seq_len=16"], reg).plain(), reg)
     model = experiment.model.train()
     x0 = next(experiment.dataset.batches(8, 0, "train"))
     state = torch.get_rng_state()

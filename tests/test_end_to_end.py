@@ -10,7 +10,7 @@ import torch
 from conftest import TINY, TWO_STAGES
 
 import registry
-from registry.config.composition import compose, to_plain
+from registry.config.composition import compose
 from registry.engine.assembly import build_experiment
 from registry.engine.evaluation import evaluate, token_loss
 from registry.engine.loading import load_run
@@ -29,7 +29,7 @@ def reg():
 def test_variant_trains_both_stages_samples_and_scores(variant, reg, tmp_path):
     cfg = compose([f"experiment=binsaw/{variant}_cpu", *TINY, TWO_STAGES], reg)
     experiment = train(cfg, tmp_path, reg)
-    result = evaluate(experiment, variant, to_plain(cfg)["eval"], progress=False)
+    result = evaluate(experiment, variant, cfg.eval, progress=False)
     assert result.method == variant
     assert math.isfinite(result.token_loss) and 0 < result.token_loss < 5
     assert result.metric == "swd" and [steps for steps, _ in result.curve()] == [1, 4]
@@ -92,15 +92,15 @@ def test_core_never_branches_on_a_component_name():
 
 
 def test_incompatible_encoder_and_latent_sizes_are_rejected(reg):
-    cfg = to_plain(compose(["experiment=binsaw/coladd_joint_cpu", "encoder.width=16"], reg))
+    cfg = compose(["experiment=binsaw/coladd_joint_cpu", "encoder.width=16"], reg).plain()
     with pytest.raises(registry.IncompatibleComponentsError, match="16"):
         build_experiment(cfg, reg)
 
 
 def test_latent_repeats_give_the_latent_denoiser_several_noise_draws_per_latent(reg):
-    cfg = to_plain(compose(["experiment=binsaw/coladd_seq_cpu", *TINY, "objective.latent_repeats=4"], reg))
+    cfg = compose(["experiment=binsaw/coladd_seq_cpu", *TINY, "objective.latent_repeats=4"], reg).plain()
     model = build_experiment(cfg, reg).model
-    model.objective.lambda_latent = 1.0
+    model.lambda_latent = 1.0
     seen = []
     model.latent_backbone.register_forward_hook(lambda module, args, out: seen.append(args[2].shape[0]))
     terms = model.loss(torch.randint(2, (6, 16)))

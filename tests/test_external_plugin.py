@@ -413,12 +413,12 @@ def test_a_sampler_written_with_the_toolkit_alone_matches_the_builtin_chain(monk
     from ladd_example_plugin.options import TemperatureConfig
 
     import registry
-    from registry.config.composition import compose, to_plain
+    from registry.config.composition import compose
     from registry.engine.assembly import build_experiment
 
     reg = registry.load()
     torch.manual_seed(0)
-    model = build_experiment(to_plain(compose(["experiment=binsaw/mdlm_cpu", *TINY], reg)), reg).model.eval()
+    model = build_experiment(compose(["experiment=binsaw/mdlm_cpu", *TINY], reg).plain(), reg).model.eval()
     with torch.no_grad():  # away from the zero-initialised head, whose uniform logits no temperature changes
         for parameter in model.parameters():
             parameter.add_(0.3 * torch.randn_like(parameter))

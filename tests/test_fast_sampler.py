@@ -7,7 +7,7 @@ from conftest import TINY
 from scipy import stats
 
 import registry
-from registry.config.composition import compose, to_plain
+from registry.config.composition import compose
 from registry.engine.assembly import build_experiment
 
 
@@ -15,12 +15,12 @@ def _random_model(variant: str, sampler_options: dict | None = None):
     """A binary-sawtooth model with random (not zero-initialised) weights, so every head matters."""
     reg = registry.load()
     torch.manual_seed(0)
-    experiment = build_experiment(to_plain(compose([f"experiment=binsaw/{variant}_cpu", *TINY], reg)), reg)
+    experiment = build_experiment(compose([f"experiment=binsaw/{variant}_cpu", *TINY], reg).plain(), reg)
     generator = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for parameter in experiment.model.parameters():
             parameter.add_(0.1 * torch.randn(parameter.shape, generator=generator))
-    sampler_name = to_plain(compose([f"experiment=binsaw/{variant}_cpu"], reg))["sampler"]["name"]
+    sampler_name = compose([f"experiment=binsaw/{variant}_cpu"], reg).plain()["sampler"]["name"]
     make = lambda fast: reg.build("sampler", sampler_name, {**(sampler_options or {}), "fast": fast})  # noqa: E731
     return experiment.model.eval(), make
 

@@ -7,7 +7,7 @@ import torch
 from conftest import TINY
 
 import registry
-from registry.config.composition import compose, to_plain
+from registry.config.composition import compose
 from registry.engine.assembly import build_experiment
 
 TEXT_COLADD = ["lm1b/coladd_32", "lm1b/coladd_128", "lm1b/ccdd", "owt/coladd_16", "owt/coladd_64"]
@@ -25,7 +25,7 @@ def reg():
 
 
 def preset(reg, name: str, *overrides: str) -> dict:
-    return to_plain(compose([f"experiment={name}", *overrides], reg))
+    return compose([f"experiment={name}", *overrides], reg).plain()
 
 
 @pytest.mark.parametrize("name", TEXT_COLADD + TEXT_DILADD + SAWTOOTH + ["demo/coladd"])

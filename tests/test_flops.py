@@ -7,7 +7,7 @@ import pytest
 from conftest import run_ladd
 
 from registry import load
-from registry.config.composition import compose, to_plain
+from registry.config.composition import compose
 from registry.paper.flops import flops_report
 
 K = 151_669  # Qwen3 real tokens; the mask is id K (the paper's K = 151,670 counts it)
@@ -29,7 +29,9 @@ def experiment(seq_len: int, backbone: dict, latent_length: int = 0, vocab_size:
         "dataset": {"name": "never-built", "vocab_size": vocab_size, "seq_len": seq_len},
         "latent": latent,
         "latent_schedule": {"name": "vp_sqrt"},
+        "latent_process": {"name": "vp"} if latent_length else None,
         "backbone": backbone,
+        "train": {"stages": {"stage1": {"steps": 1}}},  # a valid config has a stage; the count reads none
     }
 
 
@@ -88,7 +90,7 @@ def test_time_conditioned_small_backbones_measure_formula_plus_hand_count(regist
 
 
 def test_dataset_is_built_only_when_its_config_lacks_the_size(registry):
-    cfg = to_plain(compose(["experiment=binsaw/coladd_seq_cpu"], registry))
+    cfg = compose(["experiment=binsaw/coladd_seq_cpu"], registry).plain()
     assert "vocab_size" not in cfg["dataset"]
     report = flops_report(cfg, registry)
     assert (report.vocab_size, report.seq_len, report.latent_length) == (2, 32, 1)

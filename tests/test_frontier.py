@@ -49,9 +49,10 @@ def test_fixture_costs_are_the_flops_tools_figures():
         mdlm = {"name": "dit", "hidden": 1024, "layers": 13, "heads": 16, "cond_dim": 256}
         ladd = {"name": "mmdit", "hidden": 768, "layers": 12, "heads": 12, "cond_dim": 128}
         cfg = {"dataset": {"name": "never-built", "vocab_size": 151_669, "seq_len": 128}, "latent": None,
-               "latent_schedule": {"name": "loglinear"}, "backbone": mdlm}
+               "latent_schedule": {"name": "loglinear"}, "backbone": mdlm, "train": {"stages": {"stage1": {"steps": 1}}}}
         if latent_length:  # LADD: the MM-DiT, and the latent-only DiT that sequential sampling runs T^Y times
             cfg.update(latent={"name": "discrete", "length": latent_length, "width": 32}, backbone=ladd,
+                       latent_process={"name": "masked"},
                        latent_backbone={**ladd, "name": "dit"})
         return flops_report(cfg, registry)
 

@@ -10,7 +10,7 @@ import torch
 import registry
 from ladd_plugins.backbones.config import HFMaskedLMConfig
 from ladd_plugins.backbones.hf_masked_lm import HFMaskedLM
-from registry.config.composition import compose, to_plain
+from registry.config.composition import compose
 from registry.errors import IncompatibleComponentsError, LaddError, MissingResourceError
 from registry.interfaces import Channels, mask_id
 from registry.training.loop import train
@@ -110,7 +110,7 @@ DEMO = [
 @pytest.mark.slow
 def test_the_real_minilm_fine_tunes_samples_and_is_scored_on_the_offline_demo(minilm, tmp_path, ladd, capfd):
     reg = registry.load()
-    cfg = to_plain(compose(DEMO, reg))
+    cfg = compose(DEMO, reg)
     experiment = train(cfg, tmp_path / "run", reg)
     note = capfd.readouterr().err
     assert "lacks 6 tensors of a masked LM (cls.predictions.bias, ...), which start random" in note

@@ -9,7 +9,7 @@ import torch
 from conftest import TINY
 
 import registry
-from registry.config.composition import compose, to_plain
+from registry.config.composition import compose
 from registry.host_reads import count_host_reads
 from registry.training.loop import train
 
@@ -36,8 +36,8 @@ def test_counts_every_kind_of_read_and_nothing_else():
 def _reads_per_step(reg, preset: str) -> Counter:
     """Host reads of one training step of ``preset``'s last stage, from two short runs (setup cancels out)."""
     def run(steps: int) -> Counter:
-        cfg = to_plain(compose([f"experiment={preset}", *TINY, "backbone.hidden=16", f"trainer.max_steps={steps}",
-                                "train.log_every=1000", "train.fused_adamw=true", "dataset.draw_on_device=true", "train.progress=true"], reg))
+        cfg = compose([f"experiment={preset}", *TINY, "backbone.hidden=16", f"trainer.max_steps={steps}",
+                                "train.log_every=1000", "train.fused_adamw=true", "dataset.draw_on_device=true", "train.progress=true"], reg).plain()
         cfg["train"]["stages"] = dict(list(cfg["train"]["stages"].items())[-1:])
         with tempfile.TemporaryDirectory() as run_dir, count_host_reads() as reads:
             train(cfg, run_dir, reg)

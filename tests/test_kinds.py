@@ -8,7 +8,7 @@ from conftest import TINY
 
 import registry
 from registry import ComponentSpec, interfaces
-from registry.config.composition import compose, to_plain
+from registry.config.composition import compose
 from registry.conformance.exercises import EXERCISES
 from registry.engine.assembly import build_experiment
 from registry.host.component import Component
@@ -38,7 +38,7 @@ def test_each_slot_builds_with_exactly_its_kinds_context(reg, monkeypatch):
         return original(self, options, **context)
 
     monkeypatch.setattr(Component, "build", recording)
-    build_experiment(to_plain(compose(["experiment=binsaw/coladd_seq_cpu", *TINY], reg)), reg)
+    build_experiment(compose(["experiment=binsaw/coladd_seq_cpu", *TINY], reg).plain(), reg)
     assert set(seen) == set(KINDS)
     assert all(seen[kind] == set(KIND_SPECS[kind].context) for kind in KINDS), seen
 
@@ -48,9 +48,9 @@ def test_a_new_slot_is_one_entry_of_the_table(reg, monkeypatch):
         return {"schedule": built["schedule"], "vocab_size": built["dataset"].vocab_size}
 
     monkeypatch.setitem(SLOTS, "second_process", Slot("second_process", "process", optional=True, context=second_process))
-    assert to_plain(compose(TINY, reg))["second_process"] is None, "an optional slot starts empty"
+    assert compose(TINY, reg).plain()["second_process"] is None, "an optional slot starts empty"
     process = reg.names("process")[0]
-    cfg = to_plain(compose([*TINY, f"second_process={process}"], reg))
+    cfg = compose([*TINY, f"second_process={process}"], reg).plain()
     assert cfg["second_process"]["name"] == process
     experiment = build_experiment(cfg, reg)
     assert experiment.components["second_process"].name == process

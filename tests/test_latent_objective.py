@@ -11,7 +11,7 @@ from conftest import TINY, TWO_STAGES
 from safetensors.torch import load_file
 
 import registry
-from registry.config.composition import compose, to_plain
+from registry.config.composition import compose
 from registry.engine.assembly import build_experiment
 from registry.errors import InvalidConfigError
 from registry.interfaces import Denoised
@@ -34,9 +34,9 @@ def zero_prediction_model(reg, variant: str, *overrides: str):
 
     Each row's squared error is then ``||y0||^2 = 1`` summed over the d_l features, 1 / d_l averaged over them.
     """
-    cfg = to_plain(compose([f"experiment=binsaw/{variant}_cpu", *TINY, "latent.std=0", *overrides], reg))
+    cfg = compose([f"experiment=binsaw/{variant}_cpu", *TINY, "latent.std=0", *overrides], reg).plain()
     model = build_experiment(cfg, reg).model.train()
-    model.objective.lambda_latent = 1.0
+    model.lambda_latent = 1.0
     predictor = model.latent_backbone if model.latent_backbone is not None else model.backbone
     predictor.register_forward_hook(lambda module, args, out: Denoised(out.tokens, torch.zeros_like(out.latent)))
     return model
@@ -90,7 +90,7 @@ def test_di_ladd_trains_both_stages_with_classifier_free_dropout(reg, tmp_path):
 
 
 def test_a_null_latent_target_that_no_loss_can_take_is_refused_before_training(reg):
-    cfg = to_plain(compose(["experiment=binsaw/diladd_joint_cpu", "objective.p_cfg=0.15", "objective.latent_loss_on_dropped=true"], reg))
+    cfg = compose(["experiment=binsaw/diladd_joint_cpu", "objective.p_cfg=0.15", "objective.latent_loss_on_dropped=true"], reg).plain()
     with pytest.raises(registry.IncompatibleComponentsError, match="latent_loss_on_dropped=true.*'discrete'"):
         build_experiment(cfg, reg)
 
@@ -126,7 +126,7 @@ def model_seeing(reg, dropped_input: str, *overrides: str):
         ],
         reg,
     )
-    experiment = build_experiment(to_plain(cfg), reg)
+    experiment = build_experiment(cfg, reg)
     seen: list[tuple[torch.Tensor, torch.Tensor]] = []
     experiment.model.backbone.register_forward_pre_hook(
         lambda module, args: seen.append((args[2].detach().clone(), args[3].detach().clone()))

@@ -17,7 +17,7 @@ from ladd_plugins.schedules.closed_form import (
     VPSqrtSchedule,
 )
 from registry import ComponentSpec
-from registry.config.composition import compose, to_plain
+from registry.config.composition import compose
 from registry.engine.assembly import build_experiment
 from registry.engine.export import export
 from registry.engine.loading import from_pretrained
@@ -244,7 +244,7 @@ def test_discrete_latent_syncs_its_codebook_when_launched_on_several_ranks(monke
 def test_a_process_that_cannot_diffuse_the_state_is_refused_with_the_valid_pairings(overrides, named) -> None:
     reg = registry.load()
     with pytest.raises(IncompatibleComponentsError) as refused:
-        build_experiment(to_plain(compose(overrides, reg)), reg)
+        build_experiment(compose(overrides, reg).plain(), reg)
     message = str(refused.value)
     assert "\n" not in message and message.startswith(named)
     assert "latents producing vectors (continuous) with processes vp" in message
@@ -253,18 +253,18 @@ def test_a_process_that_cannot_diffuse_the_state_is_refused_with_the_valid_pairi
 
 def test_no_latent_means_no_latent_channel_and_a_latent_needs_its_process() -> None:
     reg = registry.load()
-    model = build_experiment(to_plain(compose(["experiment=binsaw/mdlm_cpu"], reg)), reg).model
+    model = build_experiment(compose(["experiment=binsaw/mdlm_cpu"], reg).plain(), reg).model
     assert model.latent is None and model.latent_process is None and not model.has_latent
-    without_process = {**to_plain(compose(["experiment=binsaw/diladd_joint_cpu", "latent=fsq"], reg)), "latent_process": None}
+    without_process = {**compose(["experiment=binsaw/diladd_joint_cpu", "latent=fsq"], reg).plain(), "latent_process": None}
     with pytest.raises(IncompatibleComponentsError, match="latent 'fsq' holds ids and needs a process: set latent_process=NAME"):
         build_experiment(without_process, reg)
     with pytest.raises(IncompatibleComponentsError, match="latent_process is set but there is no latent channel"):
-        build_experiment(to_plain(compose(["experiment=binsaw/mdlm_cpu", "latent_process=masked"], reg)), reg)
+        build_experiment(compose(["experiment=binsaw/mdlm_cpu", "latent_process=masked"], reg).plain(), reg)
 
 
 def test_a_config_from_before_the_latent_process_slot_is_refused_not_misread() -> None:
     reg = registry.load()
-    old = to_plain(compose(["experiment=binsaw/coladd_joint_cpu"], reg))
+    old = compose(["experiment=binsaw/coladd_joint_cpu"], reg).plain()
     del old["latent_process"]
     old["latent"].update(horizon=4000, weighting="constant", eta=0.0)
     with pytest.raises(IncompatibleComponentsError, match="^this config predates the latent_process slot"):
@@ -273,7 +273,7 @@ def test_a_config_from_before_the_latent_process_slot_is_refused_not_misread() -
 
 def test_latent_null_on_the_command_line_removes_the_latent_channel() -> None:
     reg = registry.load()
-    cfg = to_plain(compose(["experiment=binsaw/mdlm_cpu", "latent=continuous", "latent_process=vp", "latent=null", "latent_process=null"], reg))
+    cfg = compose(["experiment=binsaw/mdlm_cpu", "latent=continuous", "latent_process=vp", "latent=null", "latent_process=null"], reg).plain()
     assert cfg["latent"] is None and cfg["latent_process"] is None
     assert build_experiment(cfg, reg).model.latent is None
 
@@ -300,7 +300,7 @@ def test_a_latent_that_declares_no_state_is_refused_in_one_line() -> None:
     builtin = registry.load()
     spec = ComponentSpec("latent", "undeclared", Undeclared, ContinuousLatentConfig)
     reg = Registry([*builtin, Component(spec, Origin("tests"))], config_dirs=builtin.config_dirs)
-    cfg = to_plain(compose(["experiment=binsaw/coladd_joint_cpu"], reg))
+    cfg = compose(["experiment=binsaw/coladd_joint_cpu"], reg).plain()
     cfg["latent"]["name"] = "undeclared"
     with pytest.raises(IncompatibleComponentsError, match="^latent 'undeclared' does not declare the state it produces"):
         build_experiment(cfg, reg)

@@ -8,7 +8,7 @@ import torch
 from conftest import TINY
 
 import registry
-from registry.config.composition import compose, to_plain
+from registry.config.composition import compose
 from registry.config.lr_schedules import lr_factor
 from registry.errors import InvalidConfigError
 from registry.training.loop import LaddModule, train
@@ -54,9 +54,9 @@ def test_a_trained_stage_ends_at_the_scheduled_rate(tmp_path) -> None:
 
 def test_adam_is_chosen_by_name_and_unknown_names_are_refused() -> None:
     reg = registry.load()
-    cfg = to_plain(compose([*TINY, "train.optimizer=adam"], reg))
+    settings = compose([*TINY, "train.optimizer=adam"], reg)
     model = torch.nn.Linear(2, 2)
-    optimizer = LaddModule(model, cfg["train"], 0).configure_optimizers()["optimizer"]
+    optimizer = LaddModule(model, settings.train, 0).configure_optimizers()["optimizer"]
     assert type(optimizer) is torch.optim.Adam
     with pytest.raises(InvalidConfigError, match="train.optimizer"):
         compose(["train.optimizer=lion"], reg)

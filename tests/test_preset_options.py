@@ -7,7 +7,7 @@ import yaml
 from conftest import TINY, fake_distribution, run_ladd
 
 import registry
-from registry.config.composition import compose, to_plain
+from registry.config.composition import compose
 
 PATIENT = """
     from dataclasses import dataclass
@@ -43,29 +43,27 @@ def reg(patient, monkeypatch):
 
 
 def test_a_component_selected_on_top_of_a_preset_gets_its_defaults_not_the_presets_values(reg, capsys):
-    cfg = to_plain(compose(["experiment=binsaw/mdlm_cpu", "process=patient"], reg))
+    cfg = compose(["experiment=binsaw/mdlm_cpu", "process=patient"], reg).plain()
     assert cfg["process"] == {
         "horizon": 100,
         "weighting": "constant",
         "name": "patient",
     }  # not the preset's 4000 and elbo
     assert capsys.readouterr().err == f"{NOTE}process.horizon, process.weighting\n"
-    typed = to_plain(compose(["experiment=binsaw/mdlm_cpu", "process=patient", "process.horizon=50"], reg))
+    typed = compose(["experiment=binsaw/mdlm_cpu", "process=patient", "process.horizon=50"], reg).plain()
     assert typed["process"]["horizon"] == 50 and capsys.readouterr().err == f"{NOTE}process.weighting\n"
-    network = to_plain(compose(["experiment=binsaw/mdlm_cpu", "backbone=mmdit"], reg))["backbone"]
+    network = compose(["experiment=binsaw/mdlm_cpu", "backbone=mmdit"], reg).plain()["backbone"]
     assert (
         network["layers"] == 4 and capsys.readouterr().err == f"{NOTE}backbone.layers\n"
     )  # setup/binsaw_cpu's 2 was for dit
 
 
 def test_the_component_the_preset_selected_keeps_its_values_when_typed_again(reg, capsys):
-    preset = to_plain(compose(["experiment=binsaw/diladd_seq_cpu", "run_dir=r"], reg))
-    again = to_plain(
-        compose(["experiment=binsaw/diladd_seq_cpu", "run_dir=r", "sampler=sequential", "process=masked"], reg)
-    )
+    preset = compose(["experiment=binsaw/diladd_seq_cpu", "run_dir=r"], reg).plain()
+    again = compose(["experiment=binsaw/diladd_seq_cpu", "run_dir=r", "sampler=sequential", "process=masked"], reg).plain()
     assert again == preset and again["sampler"]["latent_steps"] == 8 and again["process"]["horizon"] == 4000
     assert capsys.readouterr().err == ""
-    other = to_plain(compose(["experiment=binsaw/diladd_seq_cpu", "sampler=joint"], reg))
+    other = compose(["experiment=binsaw/diladd_seq_cpu", "sampler=joint"], reg).plain()
     assert other["sampler"] == {"guidance": 1.0, "fast": True, "name": "joint"}
 
 
@@ -75,9 +73,9 @@ def test_what_an_interpolation_reads_is_the_selected_components_value(reg, tmp_p
         "# @package _global_\ndefaults:\n  - /experiment/binsaw/diladd_joint_cpu\n  - _self_\nlatent:\n  length: 3\n"
     )
     searchpath = [f"file://{tmp_path}"]
-    same = to_plain(compose(["experiment=three_codes", "latent=discrete"], reg, searchpath))
+    same = compose(["experiment=three_codes", "latent=discrete"], reg, searchpath).plain()
     assert (same["latent"]["length"], same["encoder"]["length"]) == (3, 3)
-    other = to_plain(compose(["experiment=three_codes", "latent=fsq"], reg, searchpath))
+    other = compose(["experiment=three_codes", "latent=fsq"], reg, searchpath).plain()
     assert (other["latent"]["length"], other["encoder"]["length"]) == (1, 1)  # the encoder's ${latent.length} follows
     assert capsys.readouterr().err == f"{NOTE}latent.length\n"
 

@@ -28,7 +28,8 @@ from ladd_plugins.encoders.pooling import (
     weighted_mean,
 )
 from ladd_plugins.encoders.pretrained import PretrainedEncoder, PretrainedEncoderConfig
-from registry.config.composition import compose, to_plain
+from registry.config.composition import compose
+from registry.config.settings import checked
 from registry.engine.assembly import build_experiment
 from registry.errors import InvalidConfigError
 from registry.interfaces import Encoder
@@ -162,11 +163,11 @@ def test_the_model_is_frozen_and_outside_parameters_state_dict_and_copies(qwen_d
 
 def test_in_a_ladd_model_only_the_denoiser_trains_and_checkpoints_hold_no_encoder_weights(qwen_dir):
     reg = registry.load()
-    cfg = to_plain(compose(["experiment=binsaw/coladd_joint_cpu", *TINY], reg))
+    cfg = compose(["experiment=binsaw/coladd_joint_cpu", *TINY], reg).plain()
     cfg["encoder"] = {"name": "pretrained", "model": str(qwen_dir), "length": 1, "width": cfg["latent"]["width"]}
     model = build_experiment(cfg, reg).model
     frozen = {id(p) for p in model.encoder.frozen.model.parameters()}
-    optimised = LaddModule(model, cfg["train"], cfg["seed"]).configure_optimizers()["optimizer"].param_groups[0]["params"]
+    optimised = LaddModule(model, checked(cfg).train, cfg["seed"]).configure_optimizers()["optimizer"].param_groups[0]["params"]
     assert optimised and not frozen & {id(p) for p in optimised}
     assert not any(key.startswith("encoder.") for key in model.state_dict())
     batch = torch.randint(0, 2, (4, cfg["dataset"]["seq_len"]))

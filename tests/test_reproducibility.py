@@ -8,7 +8,7 @@ import torch
 from conftest import TINY
 
 import registry
-from registry.config.composition import compose, to_plain
+from registry.config.composition import compose
 from registry.engine.assembly import build_experiment
 
 # Every option that draws noise is on: guidance (the null latent's noise), DDIM eta = 1, posterior noise,
@@ -29,7 +29,7 @@ def reg():
 
 def build(reg, case: str):
     preset, extra, sampler_options = CASES[case]
-    cfg = to_plain(compose([f"experiment={preset}", *TINY, *NOISY, *extra], reg))
+    cfg = compose([f"experiment={preset}", *TINY, *NOISY, *extra], reg).plain()
     torch.manual_seed(0)
     experiment = build_experiment(cfg, reg)
     generator = torch.Generator().manual_seed(0)
@@ -63,7 +63,7 @@ def test_guided_samples_depend_on_the_generator_alone(reg, case):
 @pytest.mark.parametrize("case", CASES)
 def test_the_objective_and_the_token_loss_depend_on_the_generator_alone(reg, case):
     model, _ = build(reg, case)
-    model.train().objective.lambda_latent = 1.0
+    model.train().lambda_latent = 1.0
     x0 = torch.randint(2, (16, 16), generator=torch.Generator().manual_seed(1))
     results = []
     for disturbance in (1, 2):

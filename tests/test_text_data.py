@@ -307,7 +307,7 @@ def test_empty_or_too_short_data_is_refused_clearly(tmp_path):
 
 
 def test_the_registry_builds_the_text_dataset(tmp_path):
-    from registry.config.composition import compose, to_plain
+    from registry.config.composition import compose
     from registry.engine.assembly import build_experiment
 
     reg = registry.load()
@@ -318,7 +318,7 @@ def test_the_registry_builds_the_text_dataset(tmp_path):
     overrides = ["~experiment", "dataset=text", f"dataset.cache_dir={tmp_path}", "dataset.seq_len=16",
                  "dataset.progress=false", "+dataset.split_map={train: 'train[:80%]'}",
                  "backbone.hidden=16", "backbone.layers=1", "backbone.heads=2", "backbone.cond_dim=16"]
-    experiment = build_experiment(to_plain(compose(overrides, reg)), reg)
+    experiment = build_experiment(compose(overrides, reg).plain(), reg)
     assert experiment.dataset.vocab_size == 50257 and str(experiment.dataset.split("train")) == "train[:80%]"
     loss = experiment.model.loss(next(experiment.dataset.batches(2, 0)))["loss"]
     assert torch.isfinite(loss)

@@ -13,7 +13,7 @@ import torch
 from conftest import assert_trainable_set_is_exact
 
 import registry
-from registry.config.composition import compose, to_plain
+from registry.config.composition import compose
 from registry.engine.evaluation import evaluate
 from registry.engine.prompts import fixed_tokens
 from registry.engine.sampling import sample
@@ -99,7 +99,7 @@ def test_the_paper_presets_keep_the_paper_sizes(reg):
         "owt/diladd_16": (512, 768, 12, 16),
         "lm1b/ccdd": (128, 768, 12, 128),
     }.items():
-        cfg = to_plain(compose([f"experiment={preset}"], reg))
+        cfg = compose([f"experiment={preset}"], reg).plain()
         assert (cfg["dataset"]["seq_len"], cfg["backbone"]["hidden"], cfg["backbone"]["layers"]) == (seq_len, hidden, layers)
         assert cfg["dataset"]["vocab_size"] + 1 == 151_670, "Qwen3 tokens plus the mask"
         assert (cfg["latent"].get("length", 0) if latent else 0) == latent
@@ -115,7 +115,7 @@ def test_text_path_end_to_end_offline(assets, reg, tmp_path):
     small = ["dataset.seq_len=64", "eval.num_samples=4", "eval.batch_size=4", "eval.loss_batches=1", "eval.budgets=[2,8]"]
     latent = ["latent.length=8", "encoder.length=8"]
     for preset, extra in (("lm1b/mdlm", []), ("lm1b/coladd_32", latent)):
-        cfg = to_plain(compose([*offline_overrides(assets, preset), *small, *extra], reg))
+        cfg = compose([*offline_overrides(assets, preset), *small, *extra], reg).plain()
         experiment = train(cfg, tmp_path / preset.replace("/", "_"), reg)
         result = evaluate(experiment, cfg["method"], cfg["eval"], progress=False)
         assert result.metric == "gen_ppl"

@@ -6,7 +6,7 @@ import torch
 from conftest import TINY, TWO_STAGES, assert_trainable_set_is_exact
 
 import registry
-from registry.config.composition import compose, to_plain
+from registry.config.composition import compose
 from registry.engine.assembly import build_experiment
 from registry.training.loop import train
 from registry.training.trainable import unreached_parameters
@@ -22,12 +22,10 @@ def reg():
 def _stages(reg, preset):
     """The experiment in the state of each of the preset's stages in turn, set as training sets it."""
     torch.manual_seed(0)
-    cfg = to_plain(compose([f"experiment={preset}", "dataset.seq_len=16"], reg))
-    experiment = build_experiment(cfg, reg)
-    for stage in cfg["train"]["stages"].values():
-        if stage["freeze_encoder"]:
-            experiment.model.freeze_encoder()
-        experiment.model.objective.lambda_latent = stage["lambda_latent"]
+    settings = compose([f"experiment={preset}", "dataset.seq_len=16"], reg)
+    experiment = build_experiment(settings, reg)
+    for stage in settings.train.stages.values():
+        experiment.model.begin_stage(stage)
         yield experiment
 
 
@@ -77,7 +75,7 @@ def test_each_stage_optimises_its_own_trainable_set_and_training_restores_the_fl
     stage_two = sum(1 for p in model.parameters() if p.requires_grad) - len(unreached_parameters(model))
     model.encoder.requires_grad_(True)
     model.latent.requires_grad_(True)
-    model.objective.lambda_latent = 0.0
+    model.lambda_latent = 0.0
     stage_one = sum(1 for p in model.parameters()) - len(unreached_parameters(model))  # Stage 1: encoder unfrozen, lambda 0
     assert counts == [stage_one, stage_two] and stage_one != stage_two
     assert all(p.requires_grad for p in experiment.model.backbone.parameters()), "the rested parameters learn again"

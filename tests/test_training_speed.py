@@ -11,7 +11,8 @@ from conftest import TINY
 from safetensors.torch import load_file
 
 import registry
-from registry.config.composition import compose, to_plain
+from registry.config.composition import compose
+from registry.config.settings import TrainConfig
 from registry.engine.assembly import build_experiment
 from registry.engine.evaluation import token_loss
 from registry.engine.sampling import inference_precision, sample
@@ -28,7 +29,7 @@ def reg():
 
 
 def _model(reg, experiment: str):
-    cfg = to_plain(compose([f"experiment={experiment}", *TINY, *SMALL], reg))
+    cfg = compose([f"experiment={experiment}", *TINY, *SMALL], reg).plain()
     torch.manual_seed(cfg["seed"])  # as training does before building: the initial weights of its run
     return build_experiment(cfg, reg).model.train()
 
@@ -76,12 +77,12 @@ def test_fused_adamw_with_clipping_matches_the_plain_optimiser(reg, tmp_path):
 
 def test_fused_adamw_choice():
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
-    assert _fused_adamw({"fused_adamw": None}, cuda, "bf16-mixed")
-    assert not _fused_adamw({"fused_adamw": None}, cpu, "32-true")
-    assert _fused_adamw({"fused_adamw": True}, cpu, "32-true")
-    assert not _fused_adamw({"fused_adamw": None}, cuda, "16-mixed")
+    assert _fused_adamw(TrainConfig(fused_adamw=None), cuda, "bf16-mixed")
+    assert not _fused_adamw(TrainConfig(fused_adamw=None), cpu, "32-true")
+    assert _fused_adamw(TrainConfig(fused_adamw=True), cpu, "32-true")
+    assert not _fused_adamw(TrainConfig(fused_adamw=None), cuda, "16-mixed")
     with pytest.raises(InvalidConfigError, match="16-mixed"):
-        _fused_adamw({"fused_adamw": True}, cuda, "16-mixed")
+        _fused_adamw(TrainConfig(fused_adamw=True), cuda, "16-mixed")
 
 
 @pytest.mark.slow

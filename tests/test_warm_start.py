@@ -11,7 +11,7 @@ from mdlm_reference import write_checkpoint
 
 import registry
 from ladd_plugins.importers.mdlm import import_mdlm
-from registry.config.composition import compose, to_plain
+from registry.config.composition import compose
 from registry.engine.assembly import build_experiment
 from registry.engine.loading import load_run
 from registry.engine.warm_start import match, warm_start
@@ -50,7 +50,7 @@ def token_loss(experiment) -> float:
 
 @pytest.mark.slow
 def test_co_ladd_takes_its_whole_token_stream_from_an_mdlm_dit_and_starts_below_random_init(mdlm_run, reg, tmp_path):
-    cfg = to_plain(compose([*COLADD, f"run_dir={tmp_path}"], reg))
+    cfg = compose([*COLADD, f"run_dir={tmp_path}"], reg)
     torch.manual_seed(0)
     fresh = build_experiment(cfg, reg)
     torch.manual_seed(0)
@@ -107,7 +107,7 @@ def test_an_imported_mdlm_fine_tunes_with_every_tensor_loaded(reg, tmp_path, cap
         "backbone.time_input=sigma", "train.batch_size=2", "train.warmup_steps=1", "train.progress=false",
         "train.stages=[{steps:1}]", f"train.init_from={imported}", "metric=entropy",
     ], reg)
-    experiment = build_experiment(to_plain(cfg), reg)
+    experiment = build_experiment(cfg, reg)
     report = warm_start(experiment.model, experiment.dataset, imported, reg)
     assert report.new == [] and report.skipped == [] and len(report.loaded) == len(experiment.model.state_dict())
     assert all(here == there for here, there in report.loaded)
@@ -130,7 +130,7 @@ def test_a_source_of_another_vocabulary_or_no_model_is_refused_before_anything_i
 
 
 def test_names_and_shapes_decide_what_loads(reg):
-    cfg = to_plain(compose(["experiment=demo/mdlm", *SMALL], reg))
+    cfg = compose(["experiment=demo/mdlm", *SMALL], reg)
     model = build_experiment(cfg, reg).model
     tensors = {name: torch.zeros_like(value) for name, value in model.state_dict().items()}
     tensors["backbone.embed.weight"] = torch.zeros(3, 32)

@@ -18,7 +18,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from torch import nn
 
-from registry.config.composition import compose, to_plain
+from registry.config.composition import compose
 from registry.engine.assembly import build_experiment
 from registry.engine.export import write_model
 from registry.errors import LaddError, first_line
@@ -159,10 +159,10 @@ def import_mdlm(source: str, out_dir: Path, overrides: list[str], registry: Regi
     folder, origin = locate(source)
     shape = read_checkpoint_shape(folder)
     weights = folder / WEIGHTS
-    cfg = to_plain(compose([*model_overrides(shape), *overrides], registry))
+    settings = compose([*model_overrides(shape), *overrides], registry)
     with opened_weights(weights) as opened:
         check_weights(opened, shape, weights)
-    experiment = build_experiment(cfg, registry)
+    experiment = build_experiment(settings, registry)
     others = sorted(name for name in experiment.model.state_dict() if not name.startswith(PREFIX))
     if others:
         raise LaddError(
@@ -170,4 +170,4 @@ def import_mdlm(source: str, out_dir: Path, overrides: list[str], registry: Regi
         )
     fill(experiment.model.backbone, shape, weights)
     record = {"importer": "mdlm", **origin, "file": WEIGHTS, "sha256": file_sha256(weights)}
-    return write_model(out_dir, experiment.model, cfg, experiment.origins(), overwrite, source=record)
+    return write_model(out_dir, experiment.model, settings, experiment.origins(), overwrite, source=record)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from registry.config.composition import compose, to_plain
+from registry.config.composition import compose
 from registry.host.registry import Registry
 
 
@@ -20,5 +20,5 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
     """Count and print (a table, or JSON)."""
     from registry.paper.flops import flops_report  # torch: only when counting
 
-    report = flops_report(to_plain(compose(args.overrides, registry)), registry)
+    report = flops_report(compose(args.overrides, registry), registry)
     print(json.dumps(report.as_dict(), indent=2) if args.json else report.table())

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hydra.errors import HydraException
-from omegaconf import DictConfig
 
-from registry.config.composition import check_selections, compose, composition_error, parse_override, to_plain
+from registry.config.composition import check_selections, compose, composition_error, parse_override
+from registry.config.settings import TIME_FORMAT, Settings
 from registry.engine.runs import ALLOW_CHANGES_FLAG, RunFolder
 from registry.errors import InvalidConfigError, LaddError
 from registry.host.kinds import SLOTS
@@ -55,7 +55,7 @@ class Job:
     """One run of ``ladd train``: its overrides, its composed config and its run folder."""
 
     overrides: list[str]
-    cfg: DictConfig
+    settings: Settings
     run_dir: Path
     swept: list[str]  # the overrides in which this job of a sweep differs from the others
 
@@ -122,25 +122,26 @@ class TrainCommand:
         for number, overrides in enumerate(jobs):
             swept = [o for o in overrides if o not in common and parse_override(o).key_or_group != RUN_DIR]
             try:
-                cfg, run_dir = self.compose(overrides, number, registry)
-                _check_options(cfg, registry)
-                RunFolder(run_dir).check(to_plain(cfg), self.allow_changes)
+                settings, run_dir = self.compose(overrides, number, registry)
+                _check_options(settings, registry)
+                RunFolder(run_dir).check(settings.plain(), self.allow_changes)
             except LaddError as error:
                 if not self.multirun:
                     raise
                 values = " ".join(swept) or "nothing swept"
                 raise LaddError(f"sweep job {number} ({values}): {error}; no job was trained") from None
-            prepared.append(Job(overrides, cfg, run_dir, swept))
+            prepared.append(Job(overrides, settings, run_dir, swept))
         return prepared
 
-    def compose(self, job: list[str], number: int, registry: Registry) -> tuple[DictConfig, Path]:
-        """The composed config of one job and its run folder (a sweep's jobs go to numbered subfolders)."""
+    def compose(self, job: list[str], number: int, registry: Registry) -> tuple[Settings, Path]:
+        """The settings of one job and its run folder (a sweep's jobs go to numbered subfolders)."""
         if self.multirun:
             if self.sweep_dir is None:
-                self.sweep_dir = self._given_run_dir() or f"multirun/{datetime.datetime.now():%Y-%m-%d_%H-%M-%S}"
+                self.sweep_dir = self._given_run_dir() or f"multirun/{datetime.datetime.now():{TIME_FORMAT}}"
             job = [*_without_run_dir(job), quoted_folder(f"{RUN_DIR}={Path(self.sweep_dir) / str(number)}")]
-        cfg = compose(job, registry, self.searchpath)  # resolved: ${now:...} once, so the folder and the saved config agree
-        return cfg, Path(cfg[RUN_DIR]).expanduser()
+        # resolved: ${now:...} once, so the folder and the saved config agree
+        settings = compose(job, registry, self.searchpath)
+        return settings, Path(settings.run_dir).expanduser()
 
     def _given_run_dir(self) -> str | None:
         """The ``run_dir`` the command line gives (the last one), or None."""
@@ -153,10 +154,10 @@ class TrainCommand:
         return [*searchpath, *_without_run_dir(job), quoted_folder(f"{RUN_DIR}={run_dir}")]
 
 
-def _check_options(cfg: DictConfig, registry: Registry) -> None:
+def _check_options(settings: Settings, registry: Registry) -> None:
     """Every selected component's options, checked as its config checks them when it is built."""
     for slot in SLOTS.values():
-        node = cfg.get(slot.name)
+        node = settings.selection(slot.name)
         if node is not None and "name" in node:
             registry.get(slot.kind, node["name"]).check_options({k: v for k, v in node.items() if k != "name"})
 
@@ -205,5 +206,5 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
                 print(f"job {number} of {len(jobs)}: {swept} -> {job.run_dir}", flush=True)
             # Lightning's DDP launcher starts the other ranks by running this process's command line again.
             sys.argv = [sys.argv[0], "train", *command.relaunch(job.overrides, job.run_dir)]
-            train(job.cfg, job.run_dir, registry, command.allow_changes)
-            print(f"trained {job.cfg.method}: {job.run_dir}")
+            train(job.settings, job.run_dir, registry, command.allow_changes)
+            print(f"trained {job.settings.method}: {job.run_dir}")

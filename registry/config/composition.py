@@ -10,7 +10,7 @@ from typing import Any, cast
 from hydra.core.config_store import ConfigStore
 from hydra.core.override_parser.types import Override
 from omegaconf import DictConfig, OmegaConf, open_dict
-from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
+from omegaconf.errors import OmegaConfBaseException
 
 from registry.errors import InvalidConfigError, did_you_mean
 from registry.host.component import Component
@@ -20,25 +20,10 @@ from registry.host.presets import CONFIG_MODULE
 from registry.host.registry import Registry
 
 from .safety import check_config, check_interpolations
-from .settings import StageConfig, named_stages, schema
+from .settings import UNKNOWN_KEY, Settings, StageConfig, checked, named_stages, schema
 
 PRIMARY_CONFIG = "train"
-UNKNOWN_KEY = "no such option (misspelt, or an option of another component?)"
 STAGES_KEY = "train.stages"
-
-
-def check_values(cfg: Mapping[str, Any]) -> None:
-    """Refuse expressions and import paths anywhere, then unknown keys, wrong types and out-of-range values of ladd's options."""
-    check_config(cfg)
-    try:
-        checked: Any = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema()), dict(cfg)))  # of schema()'s type
-    except ConfigKeyError as error:
-        raise InvalidConfigError(f"{error.full_key}: {UNKNOWN_KEY}") from None
-    except OmegaConfBaseException as error:
-        key = getattr(error, "full_key", None) or "config"
-        raise InvalidConfigError(f"{key}: {str(error).splitlines()[0]}") from None
-    if not named_stages(checked.train.stages):
-        raise InvalidConfigError("train.stages is empty: a run needs at least one stage, e.g. train.stages=[{steps:1000}]")
 
 
 def _option_node(component: Component) -> DictConfig:
@@ -118,8 +103,9 @@ def empty_slots_as_deletions(overrides: list[str]) -> list[str]:
     ]
 
 
-def compose(overrides: list[str], registry: Registry, searchpath: Sequence[str] = ()) -> DictConfig:
-    """Compose, resolve and check an experiment config; Hydra's own runtime settings (``hydra:``) are dropped, never used."""
+def compose(overrides: list[str], registry: Registry, searchpath: Sequence[str] = ()) -> Settings:
+    """The checked settings of an experiment composed from presets and ``overrides`` (resolved; Hydra's own runtime
+    settings, ``hydra:``, are dropped, never used)."""
     from hydra.errors import HydraException
 
     check_selections(overrides, registry)
@@ -151,10 +137,7 @@ def compose(overrides: list[str], registry: Registry, searchpath: Sequence[str] 
     left_out = reset + _fit_options(plain, _typed_options(parsed), registry)
     if left_out:
         print(f"ladd: note: left out options that presets set for other components than the ones selected: {', '.join(left_out)}", file=sys.stderr)
-    check_values(plain)
-    resolved = OmegaConf.create(plain)
-    OmegaConf.set_struct(resolved, True)
-    return resolved
+    return checked(plain)
 
 
 def _hydra_compose(overrides: Sequence[str], registry: Registry, searchpath: Sequence[str]) -> DictConfig:

@@ -12,7 +12,8 @@ from typing import Any, cast
 
 import torch
 
-from registry.engine.model import DiffusionModel, Objective
+from registry.config.settings import Objective
+from registry.engine.model import DiffusionModel
 from registry.errors import IncompatibleComponentsError, MissingResourceError
 from registry.host.component import Component
 from registry.host.registry import Registry

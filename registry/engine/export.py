@@ -7,6 +7,7 @@ from typing import Any
 
 from torch.nn import Module
 
+from registry.config.settings import Settings
 from registry.errors import LaddError
 from registry.host.registry import Registry
 from registry.storage.files import is_abandoned, remove_partials, replacing_all
@@ -28,15 +29,15 @@ def export(run_dir: str | Path, out_dir: str | Path, registry: Registry, overwri
     """
     out_dir = Path(out_dir)
     check_destination(out_dir, overwrite)
-    experiment, cfg = load_run(run_dir, registry)
+    experiment, settings = load_run(run_dir, registry)
     components = recorded_components(run_dir)
     if components is None:
         raise LaddError(f"{run_dir} has no {COMPONENTS_FILE} (a run of an older ladd); train it again to export it")
-    return write_model(out_dir, experiment.model, cfg, components, overwrite)
+    return write_model(out_dir, experiment.model, settings, components, overwrite)
 
 
 def write_model(
-    out_dir: Path, model: Module, cfg: dict[str, Any], components: dict[str, Any], overwrite: bool = False,
+    out_dir: Path, model: Module, settings: Settings, components: dict[str, Any], overwrite: bool = False,
     source: dict[str, Any] | None = None,
 ) -> Path:
     """A ladd model folder: ``model``'s weights as safetensors, the config and component origins as JSON, a card.
@@ -47,8 +48,8 @@ def write_model(
     a full disk or an error leaves the folder as it was.
     """
     check_destination(out_dir, overwrite)
-    cfg = portable(cfg)
-    document = {"format": FORMAT, "method": cfg["method"], "config": cfg, "components": components, "tokenizer": None}
+    cfg = portable(settings.plain())
+    document = {"format": FORMAT, "method": settings.method, "config": cfg, "components": components, "tokenizer": None}
     if source is not None:
         document["source"] = portable(source)
     created = not out_dir.exists()
@@ -58,7 +59,7 @@ def write_model(
         with replacing_all([out_dir / name for name in EXPORT_FILES]) as (weights, config, card):
             write_weights(model, weights)
             config.write_text(json.dumps(document, indent=2), encoding="utf-8")
-            card.write_text(_card(cfg["method"], components, document.get("source")), encoding="utf-8")
+            card.write_text(_card(settings.method, components, document.get("source")), encoding="utf-8")
     except BaseException:
         if created and out_dir.is_dir() and not any(out_dir.iterdir()):
             out_dir.rmdir()

@@ -16,8 +16,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from registry.config.composition import check_values
 from registry.config.safety import without_local_paths
+from registry.config.settings import checked
 from registry.errors import LaddError
 from registry.host.registry import Registry
 from registry.interfaces import Backbone, Dataset
@@ -67,7 +67,6 @@ def source_of(path: Path) -> tuple[dict[str, Tensor], dict[str, Any]]:
         cfg = read_document(path / CONFIG_JSON)["config"]
     elif (path / CONFIG_FILE).is_file():
         cfg = read_config(path / CONFIG_FILE)
-        check_values(cfg)  # as reading a run back does: no expressions, known options in range
     else:
         raise LaddError(
             f"{SETTING}={path} holds neither {CONFIG_JSON} nor {CONFIG_FILE}: it is not a ladd model; {fix}"
@@ -81,7 +80,8 @@ def source_of(path: Path) -> tuple[dict[str, Tensor], dict[str, Any]]:
 
 def check_vocabulary(dataset: Dataset, source_cfg: dict[str, Any], registry: Registry, path: Path) -> None:
     """Refuse a source whose data has other tokens: another count, or a tokenizer mapping ids to other strings."""
-    name, options = required_selection(without_local_paths(source_cfg, registry), "dataset")
+    # checked as reading a run or a model back checks it: no expressions, known options in range
+    name, options = required_selection(checked(without_local_paths(source_cfg, registry)), "dataset")
     theirs = registry.build("dataset", name, options)
     ours_vocab = None if dataset.tokenizer is None else dataset.tokenizer.get_vocab()
     theirs_vocab = None if theirs.tokenizer is None else theirs.tokenizer.get_vocab()

@@ -14,7 +14,7 @@ from registry.errors import LaddError, first_line
 from .files import check_name, write_text
 from .records import read_json
 
-#: what exp(L^x) is, printed beside it
+#: printed with every perplexity: LADD's bound also has latent terms that exp(L^x) leaves out
 PPL_NOTE = "PPL = exp(L^x), the token term only: an upper bound for MDLM, not the full ELBO for LADD"
 
 
