@@ -310,7 +310,7 @@ def _train_checked(
     L.seed_everything(settings.seed, workers=True, verbose=False)
     experiment = build_experiment(settings, registry)
     if train_cfg.init_from is not None:
-        _warm_start(experiment, settings, run_dir, registry, main)
+        _warm_start(experiment, train_cfg.init_from, settings, run_dir, registry, main)
     if main:
         # damaged or unfitting saved state, a foreign metrics file, or data that cannot give a first batch:
         # all refused before anything is written
@@ -325,12 +325,13 @@ def _train_checked(
         return _train_stages(experiment, settings, run_dir, hardware, registry)
 
 
-def _warm_start(experiment: Experiment, settings: Settings, run_dir: Path, registry: Registry, main: bool) -> None:
-    """``train.init_from`` for a run that begins (every process loads it; the main one prints the table); a run with
-    saved state resumes from it instead, without reading the source again."""
+def _warm_start(
+    experiment: Experiment, source: str, settings: Settings, run_dir: Path, registry: Registry, main: bool
+) -> None:
+    """``train.init_from`` (``source``) for a run that begins (every process loads it; the main one prints the
+    table); a run with saved state resumes from it instead, without reading the source again."""
     stages = range(1, len(settings.train.stages) + 1)
     saved = [run_dir / "checkpoints" / f"stage{i}" / name for i in stages for name in (STAGE_WEIGHTS, LAST_CHECKPOINT)]
-    source = settings.train.init_from
     if any(path.is_file() for path in saved):
         if main:
             print(f"resuming {run_dir}: train.init_from ({source}) started it and is not read again", flush=True)
