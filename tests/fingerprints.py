@@ -1,6 +1,6 @@
 """Fingerprints of short seeded runs of the presets: losses, weights, samples and evaluation, recorded bitwise.
 
-Run as a script to record ``data/preset_fingerprints.json`` (``python tests/fingerprints.py [NAME ...]``
+Run as a script to record ``fixtures/data/preset_fingerprints.json`` (``python tests/fingerprints.py [NAME ...]``
 re-records the named cases and keeps the others); ``test_fingerprints.py`` recomputes them, so a change
 meant to restructure code (not results) is checked to change no number. Committed results name the
 cases they were produced with and store their :func:`digest` (``tests/provenance.py``).
@@ -24,7 +24,7 @@ from registry.config.settings import EvalConfig
 from registry.engine.evaluation import evaluate
 from registry.training.loop import train
 
-FIXTURE = Path(__file__).parent / "data" / "preset_fingerprints.json"
+FIXTURE = Path(__file__).parent / "fixtures" / "data" / "preset_fingerprints.json"
 SHORT = [
     "train.batch_size=8",
     "train.warmup_steps=2",

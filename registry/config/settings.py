@@ -228,11 +228,15 @@ class Settings:
         return dataclasses.asdict(self)
 
 
-@functools.cache  # one class: settings checked at different times compare equal
 def schema() -> type:
     """The typed top level of every experiment config: the settings, and one slot per row of the slot table,
     filled by its config group."""
-    return dataclasses.make_dataclass("LaddSchema", [(slot, Any, None) for slot in SLOTS], bases=(Settings,))
+    return _schema(tuple(SLOTS))
+
+
+@functools.cache  # one class per slot table: settings checked at different times compare equal
+def _schema(slots: tuple[str, ...]) -> type:
+    return dataclasses.make_dataclass("LaddSchema", [(slot, Any, None) for slot in slots], bases=(Settings,))
 
 
 def checked(cfg: Mapping[str, Any]) -> Settings:
