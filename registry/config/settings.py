@@ -134,6 +134,10 @@ class TrainConfig:
         check_range("train.log_every", self.log_every, 1)
         check_range("train.checkpoint_every", self.checkpoint_every, 1)
 
+    def stages_to_run(self) -> dict[str, StageConfig]:
+        """The stages in the order they run (one a preset or override set to null is not among them)."""
+        return {name: stage for name, stage in self.stages.items() if stage is not None}
+
 
 def _check_devices(devices: Any) -> None:
     """``train.devices``: a positive count, -1 or "auto" (all), or a non-empty list of device indices."""

@@ -286,7 +286,7 @@ def train(
         try:
             return _train_checked(settings, run_dir, hardware, registry, allow_changes)
         except Stopped as stop:
-            raise stop.at(_resume_point(run_dir, len(settings.train.stages)), quiet=hardware.rank != 0) from None
+            raise stop.at(_resume_point(run_dir, len(settings.train.stages_to_run())), quiet=hardware.rank != 0) from None
 
 
 def _train_checked(
@@ -346,7 +346,7 @@ def _check_saved_state(model: DiffusionModel, run_dir: Path, settings: Settings)
 
     Checked before the run writes anything.
     """
-    for index, (name, stage) in enumerate(settings.train.stages.items(), start=1):
+    for index, (name, stage) in enumerate(settings.train.stages_to_run().items(), start=1):
         stage_dir = run_dir / "checkpoints" / f"stage{index}"
         final, last = stage_dir / STAGE_WEIGHTS, stage_dir / LAST_CHECKPOINT
         if final.is_file():
@@ -408,7 +408,7 @@ def _train_stages(
     if train_cfg.compile:
         experiment.model.compile_backbones(train_cfg.compile_mode)
     module = LaddModule(experiment.model, train_cfg, settings.seed)
-    for index, stage in enumerate(train_cfg.stages.values(), start=1):
+    for index, stage in enumerate(train_cfg.stages_to_run().values(), start=1):
         experiment.model.begin_stage(stage)
         module.stage = index
         stage_dir = run_dir / "checkpoints" / f"stage{index}"
