@@ -330,7 +330,7 @@ def _warm_start(
 ) -> None:
     """``train.init_from`` (``source``) for a run that begins (every process loads it; the main one prints the
     table); a run with saved state resumes from it instead, without reading the source again."""
-    stages = range(1, len(settings.train.stages) + 1)
+    stages = range(1, len(settings.train.stages_to_run()) + 1)
     saved = [run_dir / "checkpoints" / f"stage{i}" / name for i in stages for name in (STAGE_WEIGHTS, LAST_CHECKPOINT)]
     if any(path.is_file() for path in saved):
         if main:
