@@ -11,11 +11,13 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from registry.errors import LaddError, MissingResourceError, did_you_mean
 
-from .component import Origin
+if TYPE_CHECKING:  # annotations only
+    from .component import Origin
+
 
 PREFIX = "pkg:"
 

@@ -114,9 +114,9 @@ def test_text_path_end_to_end_offline(assets, reg, tmp_path):
     small = ["dataset.seq_len=64", "eval.num_samples=4", "eval.batch_size=4", "eval.loss_batches=1", "eval.budgets=[2,8]"]
     latent = ["latent.length=8", "encoder.length=8"]
     for preset, extra in (("lm1b/mdlm", []), ("lm1b/coladd_32", latent)):
-        cfg = compose([*offline_overrides(assets, preset), *small, *extra], reg).plain()
-        experiment = train(cfg, tmp_path / preset.replace("/", "_"), reg)
-        result = evaluate(experiment, cfg["method"], cfg["eval"], progress=False)
+        settings = compose([*offline_overrides(assets, preset), *small, *extra], reg)
+        experiment = train(settings, tmp_path / preset.replace("/", "_"), reg)
+        result = evaluate(experiment, settings.method, settings.eval, progress=False)
         assert result.metric == "gen_ppl"
         for budget in result.scores:
             scores = budget.scores
@@ -131,6 +131,6 @@ def test_text_path_end_to_end_offline(assets, reg, tmp_path):
         known = fixed != mask_id(experiment.dataset.vocab_size)
         assert torch.equal(tokens[known], fixed[known]) and not bool((tokens == mask_id(experiment.dataset.vocab_size)).any())
 
-        table = zero_shot(experiment, cfg, reg, ["shakespeare", str(other)], "source", 1, 2, 0)
+        table = zero_shot(experiment, settings, reg, ["shakespeare", str(other)], "source", 1, 2, 0)
         assert [row.corpus for row in table] == ["shakespeare", str(other)]
         assert all(math.isfinite(row.perplexity) and row.perplexity > 1 for row in table)
