@@ -10,7 +10,9 @@ from registry.host.registry import Registry
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the command to the parser."""
-    p = sub.add_parser("flops", help="GFLOPs per sampling step of an experiment's backbones (paper convention and measured)")
+    p = sub.add_parser(
+        "flops", help="GFLOPs per sampling step of an experiment's backbones (paper convention and measured)"
+    )
     p.add_argument("overrides", nargs="*", help="experiment=NAME and other Hydra overrides")
     p.add_argument("--json", action="store_true", help="print a JSON object")
     p.set_defaults(run=run)

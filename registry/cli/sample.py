@@ -15,7 +15,7 @@ from .arguments import add_sampler_choice, chosen_sampler, hours, positive, seed
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the command to the parser."""
     p = sub.add_parser("sample", help="sample from a trained run or an exported model")
-    p.add_argument("run_dir", nargs="?", help="a run folder")
+    p.add_argument("run_dir", nargs="?", help="a run folder or a model folder (ladd export, ladd import)")
     p.add_argument("--model", help="a folder written by `ladd export` instead of a run folder")
     p.add_argument("--steps", type=positive, default=32)
     p.add_argument("--num", type=positive, default=16)
@@ -40,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace, registry: Registry) -> None:
     """Sample, checking the output file, memory and time first; write one line per sample."""
-    from registry.engine.loading import from_pretrained, load_run  # torch: only when sampling
+    from registry.engine.loading import load_model_folder, load_trained  # torch: only when sampling
     from registry.engine.prompts import decode, fixed_tokens
     from registry.engine.sampling import sample
     from registry.engine.sampling_limits import check_sampling_memory, check_sampling_time
@@ -48,8 +48,10 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
 
     if (args.run_dir is None) == (args.model is None):
         raise LaddError("give either a run folder or --model EXPORTED_FOLDER")
-    source = Path(args.run_dir or args.model)
-    experiment = load_run(source, registry)[0] if args.run_dir else from_pretrained(source, registry)
+    if args.run_dir:
+        experiment = load_trained(args.run_dir, registry)[0]
+    else:
+        experiment = load_model_folder(Path(args.model), registry)[0]
     experiment = chosen_sampler(args, experiment, registry)
     text = experiment.dataset.tokenizer is not None
     out = Path(args.out or f"samples_{args.steps}steps.{'jsonl' if text else 'txt'}")

@@ -39,7 +39,8 @@ USAGE = (
     f"usage: ladd train [-m] [{ALLOW_CHANGES_FLAG}] [experiment=NAME] [KEY=VALUE ...]\n"
     "  KEY=VALUE        Hydra overrides: components by registry name (backbone=mmdit), options (train.lr=3e-4);\n"
     "                   any component may replace a preset's (its options for the one it replaces are left out)\n"
-    "  train.stages.NAME.KEY=VALUE  one stage's setting (stage1, stage2, ...); train.stages=[{steps:N},...] replaces them all\n"
+    "  train.stages.NAME.KEY=VALUE  one stage's setting (stage1, stage2, ...); train.stages=[{steps:N},...] replaces "
+    "them all\n"
     "  -m, --multirun   one run per combination of comma-separated values (schedule=linear,cosine)\n"
     f"  {ALLOW_CHANGES_FLAG}  continue a run in progress with changed settings (recorded in its run.json)\n"
     f"  {SWEEP_DIR}=DIR  folder of a sweep's runs (DIR/0, DIR/1, ...; default multirun/TIME)\n"
@@ -180,7 +181,9 @@ def _without_run_dir(job: list[str]) -> list[str]:
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the command; its arguments are Hydra overrides and flags that argparse leaves as they are."""
     p = sub.add_parser(
-        "train", add_help=False, prefix_chars="\0",
+        "train",
+        add_help=False,
+        prefix_chars="\0",
         help="train an experiment: ladd train [experiment=NAME] [key=value ...] (Hydra overrides, -m for sweeps)",
     )
     p.add_argument("arguments", nargs="*")

@@ -42,7 +42,9 @@ def selection(settings: Settings, slot: str) -> tuple[str, dict[str, Any]] | Non
         raise IncompatibleComponentsError(f"config has no {slot!r}; choose one with {slot}=NAME")
     options = dict(node)
     if "name" not in options:
-        raise IncompatibleComponentsError(f"{slot} has options {sorted(options)} but no component; choose one with {slot}=NAME")
+        raise IncompatibleComponentsError(
+            f"{slot} has options {sorted(options)} but no component; choose one with {slot}=NAME"
+        )
     name = options.pop("name")
     return name, options
 
@@ -76,7 +78,9 @@ def build_experiment(
     for slot in SLOTS.values():
         if slot.needs_latent and built["latent"] is None:
             if chosen[slot.name] is not None:
-                raise IncompatibleComponentsError(f"{slot.name} is set but there is no latent channel; set latent=NAME or {slot.name}=null")
+                raise IncompatibleComponentsError(
+                    f"{slot.name} is set but there is no latent channel; set latent=NAME or {slot.name}=null"
+                )
             built[slot.name] = None
             continue
         pairing = slot.pairing(built, components) if slot.pairing is not None else None
@@ -84,7 +88,8 @@ def build_experiment(
         if pick is None:
             if pairing is not None:
                 raise IncompatibleComponentsError(
-                    f"{pairing[0]} holds {' or '.join(pairing[1])} and needs a process: set {slot.name}=NAME ({_pairings(registry)})"
+                    f"{pairing[0]} holds {' or '.join(pairing[1])} and needs a process: set {slot.name}=NAME "
+                    f"({_pairings(registry)})"
                 )
             built[slot.name] = None
             continue
@@ -107,8 +112,16 @@ def build_experiment(
         )
     sampler: Sampler = built["sampler"]
     model = DiffusionModel(
-        built["process"], latent, built["backbone"], dataset.vocab_size, dataset.seq_len, objective,
-        built["encoder"], built["latent_backbone"], built["latent_process"], built["schedule"],
+        built["process"],
+        latent,
+        built["backbone"],
+        dataset.vocab_size,
+        dataset.seq_len,
+        objective,
+        built["encoder"],
+        built["latent_backbone"],
+        built["latent_process"],
+        built["schedule"],
     )
     metric: Metric = built["metric"]
     return Experiment(model, dataset, sampler, metric, components)
@@ -174,17 +187,22 @@ def _pairings(registry: Registry) -> str:
         elif component.kind == SLOTS["latent_process"].kind:
             diffused.setdefault(_state(component, "diffuses"), []).append(component.name)
     return "valid pairings: " + "; ".join(
-        f"latents producing {kind} ({', '.join(names)}) with processes {', '.join(diffused.get(kind, [])) or 'none installed'}"
+        f"latents producing {kind} ({', '.join(names)}) with processes "
+        f"{', '.join(diffused.get(kind, [])) or 'none installed'}"
         for kind, names in produced.items()
         if kind is not None
     )
 
 
-def _check_pairing(registry: Registry, slot: str, name: str, pairing: tuple[str, tuple[str, ...]], diffuses: str | None) -> None:
+def _check_pairing(
+    registry: Registry, slot: str, name: str, pairing: tuple[str, tuple[str, ...]], diffuses: str | None
+) -> None:
     """Refuse, before anything trains, a process in ``slot`` that diffuses none of the states its channel holds."""
     holder, states = pairing
     if diffuses is not None and diffuses not in states:
-        raise IncompatibleComponentsError(f"{slot} {name!r} diffuses {diffuses} but {holder} holds {' or '.join(states)}; {_pairings(registry)}")
+        raise IncompatibleComponentsError(
+            f"{slot} {name!r} diffuses {diffuses} but {holder} holds {' or '.join(states)}; {_pairings(registry)}"
+        )
 
 
 def _check_latent_side(latent: Latent | None, encoder: Any, settings: Settings) -> None:
@@ -199,7 +217,7 @@ def _check_latent_side(latent: Latent | None, encoder: Any, settings: Settings) 
             f"expects {latent.length} x {latent.width} (set encoder.length/width to match latent.length/width)"
         )
     objective = settings.objective
-    trains_latent = any(stage.lambda_latent > 0 for stage in settings.train.stages.values())
+    trains_latent = any(stage.lambda_latent > 0 for stage in settings.train.stages_to_run().values())
     if objective.p_cfg > 0 and objective.latent_loss_on_dropped and trains_latent and not latent.null_is_target:
         raise IncompatibleComponentsError(
             f"objective.latent_loss_on_dropped=true makes the null latent a target of the latent loss, but latent "
@@ -216,12 +234,16 @@ def recorded_plugin(recorded: Mapping[str, Any] | None, slot: str) -> str | None
 
 
 def check_installed(components: dict[str, dict[str, Any]], registry: Registry, owner: str) -> None:
-    """Every component ``owner`` recorded must be installed (naming its plugin and how to get it); another version only warns."""
+    """Every component ``owner`` recorded must be installed (naming its plugin and how to get it); another version only
+    warns."""
     for slot, wanted in checked_components(components, owner).items():
         try:
             found = registry.get(wanted["kind"], wanted["name"], recorded_plugin(components, slot))
         except UnknownComponentError:
-            recorded = f"{wanted['kind']} {wanted['name']!r} from plugin {wanted['plugin']!r} (distribution {wanted['distribution']} {wanted['version']})"
+            recorded = (
+                f"{wanted['kind']} {wanted['name']!r} from plugin {wanted['plugin']!r} "
+                f"(distribution {wanted['distribution']} {wanted['version']})"
+            )
             reason = registry.unavailable(wanted["plugin"])
             if reason is not None:
                 raise LaddError(f"{owner}'s {slot} is {recorded}, which is not available: {reason}") from None

@@ -54,9 +54,12 @@ def load_run(run_dir: str | Path, registry: Registry) -> tuple[Experiment, Setti
 
 
 def from_pretrained(path: str | Path, registry: Registry | None = None) -> Experiment:
-    """Rebuild an exported model (any folder written by :func:`export`), ready to sample."""
-    path = Path(path)
-    registry = registry or load()
+    """Rebuild a model folder (written by ``ladd export`` or ``ladd import``), ready to sample."""
+    return load_model_folder(Path(path), registry or load())[0]
+
+
+def load_model_folder(path: Path, registry: Registry) -> tuple[Experiment, Settings]:
+    """A model folder's experiment (EMA weights, eval mode) and its config, as :func:`load_run` gives a run's."""
     if not (path / CONFIG_JSON).is_file() or not (path / WEIGHTS_FILE).is_file():
         raise LaddError(f"{path} is not an exported ladd model (expected {CONFIG_JSON} and {WEIGHTS_FILE})")
     document = read_document(path / CONFIG_JSON)
@@ -65,7 +68,17 @@ def from_pretrained(path: str | Path, registry: Registry | None = None) -> Exper
     experiment = build_experiment(settings, registry, document["components"])
     load_weights(experiment.model, path / WEIGHTS_FILE)
     experiment.model.eval()
-    return experiment
+    return experiment, settings
+
+
+def is_model_folder(path: str | Path) -> bool:
+    """Whether ``path`` is a model folder (written by ``ladd export`` or ``ladd import``) rather than a run."""
+    return (Path(path) / CONFIG_JSON).is_file() and not (Path(path) / CONFIG_FILE).is_file()
+
+
+def load_trained(path: str | Path, registry: Registry) -> tuple[Experiment, Settings]:
+    """A finished run or a model folder, rebuilt with its weights, and its config."""
+    return load_model_folder(Path(path), registry) if is_model_folder(path) else load_run(path, registry)
 
 
 def read_document(path: Path) -> dict[str, Any]:

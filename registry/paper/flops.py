@@ -24,7 +24,15 @@ from registry.host.kinds import SLOTS
 from registry.host.registry import Registry
 from registry.interfaces import Backbone, Channels, Latent, TransformerShape
 
-__all__ = ["CONVENTION", "FlopsReport", "NetworkFlops", "flops_report", "head_macs", "measure_flops", "transformer_macs"]
+__all__ = [
+    "CONVENTION",
+    "FlopsReport",
+    "NetworkFlops",
+    "flops_report",
+    "head_macs",
+    "measure_flops",
+    "transformer_macs",
+]
 
 CONVENTION = (
     "gflops_per_step (the paper's Table gflops-per-step) counts one multiply-add as ONE operation; "

@@ -34,6 +34,7 @@ from registry.engine.batches import check_batch, first_batch, stream_ended
 from registry.engine.memory import check_fits
 from registry.engine.model import DiffusionModel
 from registry.engine.runs import COMPONENTS_FILE, WEIGHTS_FILE, RunFolder
+from registry.engine.warm_start import warm_start
 from registry.errors import InvalidConfigError, LaddError, first_line
 from registry.host.registry import Registry
 from registry.interfaces import Dataset, batches_from, device_batches, padding_of, prepare, rank_batches
@@ -294,7 +295,7 @@ def train(
         try:
             return _train_checked(settings, run_dir, hardware, registry, allow_changes)
         except Stopped as stop:
-            raise stop.at(_resume_point(run_dir, len(settings.train.stages)), quiet=hardware.rank != 0) from None
+            raise stop.at(_resume_point(run_dir, len(settings.train.stages_to_run())), quiet=hardware.rank != 0) from None
 
 
 def _train_checked(
@@ -320,6 +321,8 @@ def _train_checked(
     # every process, before any joins the others: one prepares the data (tokenises, on first use) while the
     # others wait for it on the file system, so no process group setup times out meanwhile
     prepare(experiment.dataset, ["train"])
+    if train_cfg.init_from is not None:
+        _warm_start(experiment, train_cfg.init_from, settings, run_dir, registry, main)
     if main:
         # damaged or unfitting saved state, a foreign metrics file, or data that cannot give a first batch:
         # all refused before anything is written
@@ -334,12 +337,28 @@ def _train_checked(
         return _train_stages(experiment, settings, run_dir, hardware, registry)
 
 
+def _warm_start(
+    experiment: Experiment, source: str, settings: Settings, run_dir: Path, registry: Registry, main: bool
+) -> None:
+    """``train.init_from`` (``source``) for a run that begins (every process loads it; the main one prints the
+    table); a run with saved state resumes from it instead, without reading the source again."""
+    stages = range(1, len(settings.train.stages_to_run()) + 1)
+    saved = [run_dir / "checkpoints" / f"stage{i}" / name for i in stages for name in (STAGE_WEIGHTS, LAST_CHECKPOINT)]
+    if any(path.is_file() for path in saved):
+        if main:
+            print(f"resuming {run_dir}: train.init_from ({source}) started it and is not read again", flush=True)
+        return
+    report = warm_start(experiment.model, experiment.dataset, source, registry)
+    if main:
+        print(report.table(), flush=True)
+
+
 def _check_saved_state(model: DiffusionModel, run_dir: Path, settings: Settings) -> None:
     """Every stage's saved weights or checkpoint is intact, fits ``model`` and is within the stage's steps.
 
     Checked before the run writes anything.
     """
-    for index, (name, stage) in enumerate(settings.train.stages.items(), start=1):
+    for index, (name, stage) in enumerate(settings.train.stages_to_run().items(), start=1):
         stage_dir = run_dir / "checkpoints" / f"stage{index}"
         final, last = stage_dir / STAGE_WEIGHTS, stage_dir / LAST_CHECKPOINT
         if final.is_file():
@@ -401,7 +420,7 @@ def _train_stages(
     if train_cfg.compile:
         experiment.model.compile_backbones(train_cfg.compile_mode)
     module = LaddModule(experiment.model, train_cfg, settings.seed, experiment.dataset)
-    for index, stage in enumerate(train_cfg.stages.values(), start=1):
+    for index, stage in enumerate(train_cfg.stages_to_run().values(), start=1):
         experiment.model.begin_stage(stage)
         module.stage = index
         stage_dir = run_dir / "checkpoints" / f"stage{index}"

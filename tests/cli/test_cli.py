@@ -85,9 +85,13 @@ def test_incompatible_components_are_rejected_before_training(tmp_path):
 
 
 def test_a_latent_process_that_cannot_diffuse_the_latent_is_one_line_before_training(tmp_path):
-    out = run_ladd("train", "experiment=binsaw/diladd_joint_cpu", "latent=fsq", "latent_process=vp", f"run_dir={tmp_path / 'run'}")
+    out = run_ladd(
+        "train", "experiment=binsaw/diladd_joint_cpu", "latent=fsq", "latent_process=vp", f"run_dir={tmp_path / 'run'}"
+    )
     assert out.returncode == 2 and out.stderr.count("\n") == 1
-    assert out.stderr.startswith("ladd: error: latent_process 'vp' diffuses vectors but latent 'fsq' holds ids; valid pairings: ")
+    assert out.stderr.startswith(
+        "ladd: error: latent_process 'vp' diffuses vectors but latent 'fsq' holds ids; valid pairings: "
+    )
     assert not (tmp_path / "run").exists()
 
 
@@ -133,6 +137,8 @@ def test_multirun_sweeps_over_components(tmp_path):
         "train", "-m", "schedule=linear,cosine", *TINY, "train.stages=[{steps:2}]", f"hydra.sweep.dir={tmp_path}"
     )
     assert out.returncode == 0, out.stderr
-    chosen = sorted(yaml.safe_load((tmp_path / str(job) / "config.yaml").read_text())["schedule"]["name"] for job in (0, 1))
+    chosen = sorted(
+        yaml.safe_load((tmp_path / str(job) / "config.yaml").read_text())["schedule"]["name"] for job in (0, 1)
+    )
     assert chosen == ["cosine", "linear"]
     assert all((tmp_path / str(job) / "components.json").is_file() for job in (0, 1))

@@ -104,7 +104,8 @@ def test_the_sampling_memory_estimate_counts_the_samples_and_one_chunk():
 
 
 class _SlowSampler:
-    """Takes ``fixed`` seconds per call plus ``per_step`` per step, and ``first`` more on its first call (warming up)."""
+    """Takes ``fixed`` seconds per call plus ``per_step`` per step, and ``first`` more on its first call (warming
+    up)."""
 
     def __init__(self, fixed: float, per_step: float, first: float = 0.0) -> None:
         self.fixed, self.per_step, self.first = fixed, per_step, first
@@ -146,9 +147,25 @@ def test_running_out_of_memory_under_a_memory_limit_is_one_line_and_writes_nothi
 
     out = tmp_path / "samples.txt"
     done = subprocess.run(
-        [sys.executable, "-m", "registry.cli", "sample", str(run_dir), "--steps", "2", "--num", "60000",
-         "--batch-size", "60000", "--out", str(out)],
-        capture_output=True, text=True, timeout=600, preexec_fn=limited,
+        [
+            sys.executable,
+            "-m",
+            "registry.cli",
+            "sample",
+            str(run_dir),
+            "--steps",
+            "2",
+            "--num",
+            "60000",
+            "--batch-size",
+            "60000",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        preexec_fn=limited,
     )
     lines = [line for line in done.stderr.splitlines() if line.startswith("ladd: ") or "Traceback" in line]
     assert done.returncode == 2 and len(lines) == 1, done.stderr[-2000:]
@@ -254,4 +271,3 @@ def test_an_exported_text_model_samples_without_its_corpus_or_any_cache(tmp_path
     rows = [json.loads(line) for line in (elsewhere / "samples_2steps.jsonl").read_text().splitlines()]
     assert len(rows) == 2 and all(row["text"].startswith("the ") for row in rows)
     assert sorted(p.name for p in elsewhere.iterdir()) == ["samples_2steps.jsonl"]
-

@@ -69,7 +69,9 @@ def test_the_table_in_the_docs_lists_every_case_with_its_message(outcomes):
     if current != table and os.environ.get("LADD_UPDATE_DOCS"):
         DOC.write_text(text.replace(current, table))
         return
-    assert current == table, f"{DOC} is out of date: run LADD_UPDATE_DOCS=1 python -m pytest {Path(__file__).relative_to(ROOT)}"
+    assert current == table, (
+        f"{DOC} is out of date: run LADD_UPDATE_DOCS=1 python -m pytest {Path(__file__).relative_to(ROOT)}"
+    )
 
 
 def _escape(text: str) -> str:

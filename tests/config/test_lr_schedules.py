@@ -45,8 +45,19 @@ def test_a_stage_no_longer_than_its_warm_up_never_decays() -> None:
 def test_a_trained_stage_ends_at_the_scheduled_rate(tmp_path) -> None:
     """A linear decay over a 6-step stage with 2 warm-up steps ends, after 6 scheduler steps, at m * lr."""
     reg = registry.load()
-    cfg = compose([*TINY, "train.stages=[{steps:6}]", "train.warmup_steps=2", f"train.lr={BASE}", "train.lr_schedule=linear",
-                   "train.min_lr_ratio=0.5", "train.checkpoint_every=1", f"run_dir={tmp_path}"], reg)
+    cfg = compose(
+        [
+            *TINY,
+            "train.stages=[{steps:6}]",
+            "train.warmup_steps=2",
+            f"train.lr={BASE}",
+            "train.lr_schedule=linear",
+            "train.min_lr_ratio=0.5",
+            "train.checkpoint_every=1",
+            f"run_dir={tmp_path}",
+        ],
+        reg,
+    )
     train(cfg, tmp_path, reg)
     state = torch.load(tmp_path / "checkpoints" / "stage1" / "last.ckpt", weights_only=True)
     assert state["lr_schedulers"][0]["_last_lr"] == [pytest.approx(0.5 * BASE)]

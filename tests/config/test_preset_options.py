@@ -60,7 +60,9 @@ def test_a_component_selected_on_top_of_a_preset_gets_its_defaults_not_the_prese
 
 def test_the_component_the_preset_selected_keeps_its_values_when_typed_again(reg, capsys):
     preset = compose(["experiment=binsaw/diladd_seq_cpu", "run_dir=r"], reg).plain()
-    again = compose(["experiment=binsaw/diladd_seq_cpu", "run_dir=r", "sampler=sequential", "process=masked"], reg).plain()
+    again = compose(
+        ["experiment=binsaw/diladd_seq_cpu", "run_dir=r", "sampler=sequential", "process=masked"], reg
+    ).plain()
     assert again == preset and again["sampler"]["latent_steps"] == 8 and again["process"]["horizon"] == 4000
     assert capsys.readouterr().err == ""
     other = compose(["experiment=binsaw/diladd_seq_cpu", "sampler=joint"], reg).plain()

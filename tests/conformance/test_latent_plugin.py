@@ -1,4 +1,6 @@
-"""A third-party latent written from docs/plugins.md (FSQ-style rounded codes) selected on top of the built-in presets."""
+"""A third-party latent written from docs/plugins.md (FSQ-style rounded codes) selected on top of the built-in
+presets."""
+
 from __future__ import annotations
 
 import json
@@ -16,7 +18,18 @@ ROUNDING = FIXTURES / "plugins" / "rounding"
 def plugin_env(tmp_path_factory) -> dict[str, str]:
     target = tmp_path_factory.mktemp("site")
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--target", str(target), str(ROUNDING)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(target),
+            str(ROUNDING),
+        ],
         check=True,
         timeout=300,
     )
@@ -42,7 +55,13 @@ def test_plugin_check_passes(plugin_env):
 def test_trained_jointly_on_the_diladd_preset_then_sampled(plugin_env, tmp_path):
     run = tmp_path / "joint"
     out = run_ladd(
-        "train", "experiment=binsaw/diladd_joint_cpu", "latent=rounding", "latent.levels=4", *TINY, TWO_STAGES, f"run_dir={run}",
+        "train",
+        "experiment=binsaw/diladd_joint_cpu",
+        "latent=rounding",
+        "latent.levels=4",
+        *TINY,
+        TWO_STAGES,
+        f"run_dir={run}",
         env=plugin_env,
     )
     assert out.returncode == 0, out.stderr
@@ -62,7 +81,13 @@ def test_trained_jointly_on_the_diladd_preset_then_sampled(plugin_env, tmp_path)
 def test_trained_for_sequential_sampling_and_evaluated(plugin_env, tmp_path):
     run = tmp_path / "seq"
     out = run_ladd(
-        "train", "experiment=binsaw/diladd_seq_cpu", "latent=rounding", *TINY, TWO_STAGES, f"run_dir={run}", env=plugin_env,
+        "train",
+        "experiment=binsaw/diladd_seq_cpu",
+        "latent=rounding",
+        *TINY,
+        TWO_STAGES,
+        f"run_dir={run}",
+        env=plugin_env,
     )
     assert out.returncode == 0, out.stderr
     out = run_ladd("eval", str(run), env=plugin_env)
@@ -121,13 +146,23 @@ def test_a_latent_process_added_by_a_plugin_diffuses_co_ladds_latent(tmp_path):
     assert check.returncode == 0, check.stderr
     run = tmp_path / "run"
     out = run_ladd(
-        "train", "experiment=binsaw/coladd_joint_cpu", "latent_process=flow", *TINY, TWO_STAGES, f"run_dir={run}",
+        "train",
+        "experiment=binsaw/coladd_joint_cpu",
+        "latent_process=flow",
+        *TINY,
+        TWO_STAGES,
+        f"run_dir={run}",
         env={"PYTHONPATH": path},
     )
     assert out.returncode == 0, out.stderr
     assert json.loads((run / "components.json").read_text())["latent_process"]["plugin"] == "flow_plugin"
-    latent_losses = [float(row.split(",")[4]) for row in (run / "metrics.csv").read_text().splitlines()[1:] if row.startswith("2,")]
+    latent_losses = [
+        float(row.split(",")[4]) for row in (run / "metrics.csv").read_text().splitlines()[1:] if row.startswith("2,")
+    ]
     assert latent_losses and all(loss > 0 for loss in latent_losses)
     overrides = ["latent=fsq", "latent_process=flow", "sampler=joint", f"run_dir={tmp_path / 'no'}"]
     refused = run_ladd("train", *overrides, env={"PYTHONPATH": path})
-    assert refused.returncode == 2 and "latent_process 'flow' diffuses vectors but latent 'fsq' holds ids" in refused.stderr
+    assert (
+        refused.returncode == 2
+        and "latent_process 'flow' diffuses vectors but latent 'fsq' holds ids" in refused.stderr
+    )

@@ -57,7 +57,8 @@ def test_no_float32_log_probabilities_are_kept_for_backward(monkeypatch: pytest.
 
 @pytest.mark.parametrize("chunk_rows", [1, 7, N])
 def test_weighted_gradient_matches_float64(monkeypatch: pytest.MonkeyPatch, chunk_rows: int) -> None:
-    """Per-row weights on the loss (as the ELBO applies them) reach the logits' gradient; bf16 logits get bf16 gradients."""
+    """Per-row weights on the loss (as the ELBO applies them) reach the logits' gradient; bf16 logits get bf16
+    gradients."""
     logits, target = inputs(torch.bfloat16)
     weights = torch.linspace(0.5, 2.0, N)
     reference = logits.detach().double().requires_grad_()

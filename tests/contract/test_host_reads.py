@@ -36,8 +36,19 @@ def test_counts_every_kind_of_read_and_nothing_else():
 def _reads_per_step(reg, preset: str) -> Counter:
     """Host reads of one training step of ``preset``'s last stage, from two short runs (setup cancels out)."""
     def run(steps: int) -> Counter:
-        cfg = compose([f"experiment={preset}", *TINY, "backbone.hidden=16", f"trainer.max_steps={steps}",
-                                "train.log_every=1000", "train.fused_adamw=true", "dataset.draw_on_device=true", "train.progress=true"], reg).plain()
+        cfg = compose(
+            [
+                f"experiment={preset}",
+                *TINY,
+                "backbone.hidden=16",
+                f"trainer.max_steps={steps}",
+                "train.log_every=1000",
+                "train.fused_adamw=true",
+                "dataset.draw_on_device=true",
+                "train.progress=true",
+            ],
+            reg,
+        ).plain()
         cfg["train"]["stages"] = dict(list(cfg["train"]["stages"].items())[-1:])
         with tempfile.TemporaryDirectory() as run_dir, count_host_reads() as reads:
             train(cfg, run_dir, reg)
@@ -69,7 +80,9 @@ def test_diladd_step_reads_only_inside_the_vector_quantiser(reg, preset):
 
 
 def test_terms_are_handed_to_the_logs_only_at_log_steps_and_every_log_step_is_written(reg, tmp_path):
-    cfg = compose(["experiment=binsaw/mdlm_cpu", *TINY, "backbone.hidden=16", "trainer.max_steps=7", "train.log_every=3"], reg)
+    cfg = compose(
+        ["experiment=binsaw/mdlm_cpu", *TINY, "backbone.hidden=16", "trainer.max_steps=7", "train.log_every=3"], reg
+    )
     train(cfg, tmp_path, reg)
     lightning_log = (tmp_path / "logs" / "stage1" / "metrics.csv").read_text().splitlines()
     assert [line.split(",")[1] for line in lightning_log[1:]] == ["2", "5"]  # Lightning counts steps from 0

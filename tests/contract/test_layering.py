@@ -19,12 +19,14 @@ BUILTIN = Path(ladd_plugins.__file__).parent
 #: top-level modules of ladd_plugins its subpackages may share: services of the built-in text and data
 #: components (a third-party process, latent or sampler finds what it builds on in registry.toolkit)
 SHARED = {
-    "hub": "Hugging Face models, tokenizers and corpora with ladd's one error when missing (datasets, encoders, metrics)",
+    "hub": "Hugging Face models, tokenizers and corpora with ladd's one error when missing (datasets, encoders, "
+        "metrics)",
 }
 
 
 def _imported(tree: ast.AST, package: str = "") -> set[str]:
-    """Modules a source of ``package`` imports anywhere (inside functions too), including ``import_module("...")`` calls.
+    """Modules a source of ``package`` imports anywhere (inside functions too), including ``import_module("...")``
+    calls.
 
     Relative imports are resolved against ``package``; ``from PACKAGE import name`` also counts ``PACKAGE.name``.
     """
@@ -46,12 +48,18 @@ def _imported(tree: ast.AST, package: str = "") -> set[str]:
 
 def test_no_core_module_imports_the_components_in_its_source():
     offenders = {
-        str(path.relative_to(CORE)): sorted(module for module in _imported(ast.parse(path.read_text())) if module.split(".")[0] == COMPONENTS)
+        str(path.relative_to(CORE)): sorted(
+            module for module in _imported(ast.parse(path.read_text())) if module.split(".")[0] == COMPONENTS
+        )
         for path in CORE.rglob("*.py")
     }
     assert {name: modules for name, modules in offenders.items() if modules} == {}
-    planted = ast.parse("def f():\n    from ladd_plugins.mdlm import x\n    importlib.import_module('ladd_plugins.datasets.text')\n")
-    assert {"ladd_plugins.mdlm", "ladd_plugins.datasets.text"} <= _imported(planted), "the check must see planted imports"
+    planted = ast.parse(
+        "def f():\n    from ladd_plugins.mdlm import x\n    importlib.import_module('ladd_plugins.datasets.text')\n"
+    )
+    assert {"ladd_plugins.mdlm", "ladd_plugins.datasets.text"} <= _imported(planted), (
+        "the check must see planted imports"
+    )
 
 
 @pytest.mark.slow
@@ -73,7 +81,8 @@ def _module_name(path: Path, root: Path) -> str:
 
 
 def _subpackage_imports() -> dict[tuple[str, str], set[str]]:
-    """(importer, imported) -> the modules of each built-in subpackage that import another subpackage or unshared module."""
+    """(importer, imported) -> the modules of each built-in subpackage that import another subpackage or unshared
+    module."""
     found: dict[tuple[str, str], set[str]] = {}
     for path in sorted(BUILTIN.glob("*/**/*.py")):
         module = _module_name(path, BUILTIN)
@@ -90,7 +99,11 @@ def test_no_builtin_subpackage_imports_another_ones_modules():
     assert (BUILTIN / "samplers" / "joint.py").is_file(), "the check must see the subpackages"
     assert _subpackage_imports() == {}, "import what is shared from registry.toolkit (see docs/plugins.md)"
     planted = ast.parse("from ..processes.masked import MaskedProcess\nfrom .. import hub\nfrom .common import x\n")
-    assert _imported(planted, "ladd_plugins.samplers") >= {"ladd_plugins.processes.masked", "ladd_plugins.hub", "ladd_plugins.samplers.common"}
+    assert _imported(planted, "ladd_plugins.samplers") >= {
+        "ladd_plugins.processes.masked",
+        "ladd_plugins.hub",
+        "ladd_plugins.samplers.common",
+    }
 
 
 def test_shared_top_level_modules_exist():
@@ -120,7 +133,10 @@ def _runtime_imports(path: Path, module: str) -> set[str]:
         for node in ast.walk(statement)
     }
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    pruned = ast.Module(body=[n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) and id(n) not in typing_only], type_ignores=[])
+    pruned = ast.Module(
+        body=[n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) and id(n) not in typing_only],
+        type_ignores=[],
+    )
     return {name for name in _imported(pruned, package) if name.split(".")[0] == "registry"}
 
 
@@ -193,7 +209,9 @@ def _modules_loaded(code: str) -> set[str]:
     """The top-level packages loaded after running ``code`` in a fresh interpreter."""
     out = subprocess.run(
         [sys.executable, "-c", f"{code}\nimport sys\nprint(sorted({{n.split('.')[0] for n in sys.modules}}))"],
-        capture_output=True, text=True, timeout=600,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert out.returncode == 0, out.stderr
     return set(ast.literal_eval(out.stdout.strip().splitlines()[-1]))
@@ -202,9 +220,13 @@ def _modules_loaded(code: str) -> set[str]:
 @pytest.mark.slow
 def test_the_host_and_the_listing_commands_import_no_torch():
     host = sorted(name for name in core_graph() if _wing(name) == "host")
-    assert "torch" not in _modules_loaded("import importlib\n" + "".join(f"importlib.import_module({m!r})\n" for m in host))
+    assert "torch" not in _modules_loaded(
+        "import importlib\n" + "".join(f"importlib.import_module({m!r})\n" for m in host)
+    )
     for command in (["list-components"], ["plugins"], ["show", "backbone", "dit"]):
-        quietly = "import contextlib, io\nfrom registry.cli import main\nwith contextlib.redirect_stdout(io.StringIO()):\n"
+        quietly = (
+            "import contextlib, io\nfrom registry.cli import main\nwith contextlib.redirect_stdout(io.StringIO()):\n"
+        )
         loaded = _modules_loaded(f"{quietly}    assert main({command!r}) == 0")
         assert "torch" not in loaded, command
 
@@ -213,14 +235,26 @@ def test_the_host_and_the_listing_commands_import_no_torch():
 def test_reading_sampling_and_exporting_a_run_import_no_lightning(tmp_path):
     run = tmp_path / "run"
     trained = subprocess.run(
-        [sys.executable, "-m", "registry.cli", "train", "experiment=binsaw/mdlm_cpu", *TINY, "train.stages=[{steps:2}]",
-         f"run_dir={run}"],
-        capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "registry.cli",
+            "train",
+            "experiment=binsaw/mdlm_cpu",
+            *TINY,
+            "train.stages=[{steps:2}]",
+            f"run_dir={run}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert trained.returncode == 0, trained.stderr
     read = f"from registry import load\nfrom registry.engine.loading import load_run\nload_run({str(run)!r}, load())"
     assert "lightning" not in _modules_loaded(read)
-    for command in (["sample", str(run), "--num", "2", "--steps", "2", "--out", str(tmp_path / "s.txt")],
-                    ["export", str(run), str(tmp_path / "model")]):
+    for command in (
+        ["sample", str(run), "--num", "2", "--steps", "2", "--out", str(tmp_path / "s.txt")],
+        ["export", str(run), str(tmp_path / "model")],
+    ):
         loaded = _modules_loaded(f"from registry.cli import main\nassert main({command!r}) == 0")
         assert "lightning" not in loaded and "torch" in loaded, command

@@ -46,27 +46,46 @@ def test_wheel_contains_every_source_file_the_config_tree_and_the_entry_points(w
     assert "ladd_plugins/schedules/closed_form.py" in names and "ladd_configs/train.yaml" in names
     assert {"registry/py.typed", "registry/toolkit/sampling.py"} <= names, "the typed marker and the toolkit ship"
     entry_points = archive.read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
-    assert "[ladd]" in entry_points and "builtin = ladd_plugins" in entry_points and "ladd = registry.cli:main" in entry_points
+    assert (
+        "[ladd]" in entry_points
+        and "builtin = ladd_plugins" in entry_points
+        and "ladd = registry.cli:main" in entry_points
+    )
 
 
 def test_ladd_installed_from_the_wheel_lists_every_component_of_the_checkout(wheel, tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     python = venv / "bin" / "python"
-    site = Path(subprocess.check_output([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], text=True).strip())
+    site = Path(
+        subprocess.check_output(
+            [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], text=True
+        ).strip()
+    )
     # The dependencies (and pip) come from this interpreter's environment; ladd itself only from the wheel.
-    paths = subprocess.check_output([sys.executable, "-I", "-c", "import sys; print('\\n'.join(sys.path))"], text=True).split("\n")
+    paths = subprocess.check_output(
+        [sys.executable, "-I", "-c", "import sys; print('\\n'.join(sys.path))"], text=True
+    ).split("\n")
     (site / "dependencies.pth").write_text("\n".join(p for p in paths if p and Path(p).resolve() != ROOT))
     subprocess.run(
         [python, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--ignore-installed", str(wheel)],
-        check=True, timeout=300, cwd=tmp_path,
+        check=True,
+        timeout=300,
+        cwd=tmp_path,
     )
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
     script = "import registry, ladd_plugins; print(registry.__file__, ladd_plugins.__file__)"
     where = subprocess.check_output([python, "-c", script], text=True, cwd=tmp_path, env=env)
     assert all(path.startswith(str(site)) for path in where.split()), where
 
-    listed = subprocess.run([venv / "bin" / "ladd", "list-components", "--json"], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    listed = subprocess.run(
+        [venv / "bin" / "ladd", "list-components", "--json"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=300,
+    )
     assert listed.returncode == 0 and listed.stderr == "", listed.stderr
     rows = json.loads(listed.stdout)
     assert {r["kind"] for r in rows} == set(KINDS)

@@ -137,7 +137,10 @@ def test_sequential_sampling_checks_fixed_tokens_before_the_latent_reads_them(re
 @pytest.mark.parametrize(
     "process, times",
     [
-        (MaskedProcess(MaskedProcessConfig(), LinearSchedule(ScheduleConfig()), 5), [(1.0, 0.9), (0.5, 0.25), (0.3, 0.0)]),
+        (
+            MaskedProcess(MaskedProcessConfig(), LinearSchedule(ScheduleConfig()), 5),
+            [(1.0, 0.9), (0.5, 0.25), (0.3, 0.0)],
+        ),
         # one reveal per row and step: each step takes at most 1/12 of the remaining time
         (AutoregressiveProcess(vocab_size=5), [(1.0, 11 / 12), (0.25, 0.25 * 11 / 12)]),
     ],
@@ -223,7 +226,9 @@ def test_masked_chain_infills_with_the_exact_conditional_marginals(fast):
     expected = oracle.probability_of_one(fixed[:1])[0, FREE]
     assert float((expected - 0.5).abs().min()) > 0.15, "the context must move the free marginals away from 1/2"
     # two steps reveal several positions at once: their joint law is approximate, each marginal stays exact
-    out = AncestralSampler(AncestralConfig(fast=fast)).sample(oracle, n, 2, torch.Generator().manual_seed(int(fast)), fixed=fixed)
+    out = AncestralSampler(AncestralConfig(fast=fast)).sample(
+        oracle, n, 2, torch.Generator().manual_seed(int(fast)), fixed=fixed
+    )
     _assert_frequencies(out.tokens[:, FREE], expected)
     assert out.network_calls == oracle.calls <= 2
 

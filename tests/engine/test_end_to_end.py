@@ -41,7 +41,14 @@ def test_variant_trains_both_stages_samples_and_scores(variant, reg, tmp_path):
 
 @pytest.mark.slow
 def test_stage_two_freezes_the_encoder(reg, tmp_path):
-    cfg = compose(["experiment=binsaw/coladd_joint_cpu", *TINY, "train.stages=[{steps:2},{steps:3,lambda_latent:1.0,freeze_encoder:true}]"], reg)
+    cfg = compose(
+        [
+            "experiment=binsaw/coladd_joint_cpu",
+            *TINY,
+            "train.stages=[{steps:2},{steps:3,lambda_latent:1.0,freeze_encoder:true}]",
+        ],
+        reg,
+    )
     experiment = train(cfg, tmp_path, reg)
     stage1 = torch.load(tmp_path / "checkpoints" / "stage1" / "last.ckpt", weights_only=False)["state_dict"]
     for name, value in experiment.model.encoder.state_dict().items():

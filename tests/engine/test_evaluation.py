@@ -1,4 +1,6 @@
-"""Evaluation repeats: scores and the data floor as means over independent draws, with their spread, in tables and plots."""
+"""Evaluation repeats: scores and the data floor as means over independent draws, with their spread, in tables and
+plots."""
+
 from __future__ import annotations
 
 import csv
@@ -40,10 +42,16 @@ def test_repeats_and_floor_draws_against_independent_draws(mdlm):
     result = evaluate(experiment, "mdlm", dataclasses.replace(eval_cfg, repeats=2, floor_draws=3), progress=False)
     seeds = [seed + r * _REPEAT_SEED_STRIDE for r in range(3)]
     references = [next(experiment.dataset.batches(n, s, "test")) for s in seeds]
-    floors = [metric(next(experiment.dataset.batches(n, s, "floor")), ref)["swd"] for s, ref in zip(seeds, references, strict=True)]
+    floors = [
+        metric(next(experiment.dataset.batches(n, s, "floor")), ref)["swd"]
+        for s, ref in zip(seeds, references, strict=True)
+    ]
     assert result.data_floor["swd"] == pytest.approx(statistics.mean(floors))
     assert result.data_floor_spread["swd"] == pytest.approx(statistics.stdev(floors))
-    scores = [metric(sample(experiment, n, 2, eval_cfg.batch_size, s + 2)[0], ref)["swd"] for s, ref in zip(seeds[:2], references, strict=False)]
+    scores = [
+        metric(sample(experiment, n, 2, eval_cfg.batch_size, s + 2)[0], ref)["swd"]
+        for s, ref in zip(seeds[:2], references, strict=False)
+    ]
     (budget,) = result.scores
     assert budget.scores["swd"] == pytest.approx(statistics.mean(scores))
     assert budget.spread["swd"] == pytest.approx(statistics.stdev(scores)) and budget.spread["swd"] > 0

@@ -63,7 +63,9 @@ def test_rows_dropped_for_classifier_free_training_stay_out_of_the_latent_term(r
     model.objective.latent_loss_on_dropped = True
     with_dropped = model.loss(x0, gen(3))["latent"].item()  # the same generator drops the same rows
 
-    assert only_kept == pytest.approx(1 / WIDTH, rel=1e-5), "every kept row's target has norm 1; dropped rows do not count"
+    assert only_kept == pytest.approx(1 / WIDTH, rel=1e-5), (
+        "every kept row's target has norm 1; dropped rows do not count"
+    )
     kept = with_dropped * WIDTH * batch  # dropped rows now count, with the null latent (0) as target: error 0
     assert kept == pytest.approx(round(kept), abs=1e-3) and 10 < round(kept) < batch - 10
     if variant == "coladd_seq":  # tokens condition on the clean latent: the dropped rows see exactly the null latent
@@ -90,7 +92,9 @@ def test_di_ladd_trains_both_stages_with_classifier_free_dropout(reg, tmp_path):
 
 
 def test_a_null_latent_target_that_no_loss_can_take_is_refused_before_training(reg):
-    cfg = compose(["experiment=binsaw/diladd_joint_cpu", "objective.p_cfg=0.15", "objective.latent_loss_on_dropped=true"], reg).plain()
+    cfg = compose(
+        ["experiment=binsaw/diladd_joint_cpu", "objective.p_cfg=0.15", "objective.latent_loss_on_dropped=true"], reg
+    ).plain()
     with pytest.raises(registry.IncompatibleComponentsError, match="latent_loss_on_dropped=true.*'discrete'"):
         build_experiment(cfg, reg)
 
@@ -108,6 +112,7 @@ def test_stage_two_freezes_the_encoder_and_keeps_training_the_quantiser(reg, tmp
     assert codebook and any(not torch.equal(final[name], stage1[name]) for name in codebook)
     assert experiment.model.latent.mask_vector.requires_grad
     assert not any(p.requires_grad for p in experiment.model.encoder.parameters())
+
 
 # ---------------------------------------------------------------- what a p_cfg-dropped row's token side sees
 

@@ -46,7 +46,18 @@ def test_export_then_import_samples_identically(trained, tmp_path):
     assert torch.equal(original, again)
 
     sampled = run_ladd(
-        "sample", "--model", str(tmp_path / "model"), "--steps", "4", "--num", "32", "--batch-size", "32", "--seed", "7", cwd=tmp_path
+        "sample",
+        "--model",
+        str(tmp_path / "model"),
+        "--steps",
+        "4",
+        "--num",
+        "32",
+        "--batch-size",
+        "32",
+        "--seed",
+        "7",
+        cwd=tmp_path,
     )
     assert sampled.returncode == 0, sampled.stderr
     assert not (tmp_path / "model" / "samples_4steps.txt").exists(), "a shared model folder is never written to"
@@ -87,7 +98,7 @@ def test_configs_that_import_by_path_or_evaluate_are_refused(trained, tmp_path):
         load_run(tmp_path, registry.load())
 
     del cfg["backbone"]["_target_"]
-    cfg["train"]["lr"] = "${eval:'__import__(\"os\").system(\"touch pwned\")'}"
+    cfg["train"]["lr"] = '${eval:\'__import__("os").system("touch pwned")\'}'
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
     with pytest.raises(UnsafeConfigError, match="train.lr holds the expression"):
         load_run(tmp_path, registry.load())
@@ -101,9 +112,14 @@ def test_exported_model_naming_a_missing_plugin_is_refused_by_name(trained, tmp_
     _, run_dir = trained
     assert run_ladd("export", str(run_dir), str(tmp_path)).returncode == 0
     document = json.loads((tmp_path / "config.json").read_text())
-    document["components"]["backbone"].update(name="fancy", plugin="fancy_models", distribution="fancy-ladd", version="2.0")
+    document["components"]["backbone"].update(
+        name="fancy", plugin="fancy_models", distribution="fancy-ladd", version="2.0"
+    )
     document["config"]["backbone"]["name"] = "fancy"
     (tmp_path / "config.json").write_text(json.dumps(document))
-    missing = "backbone is backbone 'fancy' from plugin 'fancy_models'.*fancy-ladd 2.0.*not installed: pip install 'fancy-ladd==2.0'"
+    missing = (
+        "backbone is backbone 'fancy' from plugin 'fancy_models'.*fancy-ladd 2.0.*not installed: "
+        "pip install 'fancy-ladd==2.0'"
+    )
     with pytest.raises(LaddError, match=missing):
         registry.from_pretrained(tmp_path)

@@ -37,5 +37,8 @@ def test_independent_times_are_not_coupled_to_the_token_times():
     corr = torch.stack(products).mean() / (1 / 12)
     assert abs(float(corr)) < 4 / (batch * rounds) ** 0.5
 
-    gap = (draw_times(batch, horizon, torch.Generator().manual_seed(3)) - draw_times(batch, horizon, torch.Generator().manual_seed(4))) % 1
+    gap = (
+        draw_times(batch, horizon, torch.Generator().manual_seed(3))
+        - draw_times(batch, horizon, torch.Generator().manual_seed(4))
+    ) % 1
     assert float(gap.max() - gap.min()) < 2 / horizon, "control: plain stratified draws are coupled"

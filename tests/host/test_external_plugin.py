@@ -19,7 +19,18 @@ EXAMPLE = FIXTURES / "plugins" / "example"
 def plugin_path(tmp_path_factory) -> str:
     target = tmp_path_factory.mktemp("site")
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--target", str(target), str(EXAMPLE)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(target),
+            str(EXAMPLE),
+        ],
         check=True,
         timeout=300,
     )
@@ -38,24 +49,36 @@ def test_installed_plugin_is_listed_with_its_origin(plugin_path):
 
 def test_training_selects_plugin_components_from_config_alone(plugin_path, tmp_path):
     out = run_ladd(
-        "train", "experiment=example/conv_mdlm", *TINY, "train.stages=[{steps:3}]", f"run_dir={tmp_path}",
+        "train",
+        "experiment=example/conv_mdlm",
+        *TINY,
+        "train.stages=[{steps:3}]",
+        f"run_dir={tmp_path}",
         env={"PYTHONPATH": plugin_path},
     )
     assert out.returncode == 0, out.stderr
     config = yaml.safe_load((tmp_path / "config.yaml").read_text())
-    assert (config["schedule"]["name"], config["backbone"]["name"], config["backbone"]["kernel"]) == ("exponential", "conv", 5)
+    assert (config["schedule"]["name"], config["backbone"]["name"], config["backbone"]["kernel"]) == (
+        "exponential",
+        "conv",
+        5,
+    )
     origins = json.loads((tmp_path / "components.json").read_text())
     assert origins["backbone"]["distribution"] == "ladd-example-plugin"
 
 
 def test_name_clash_is_reported_and_is_an_error_only_where_the_name_is_used(plugin_path, tmp_path):
-    clash = fake_distribution(tmp_path / "clash", "clashing_plugin", """
+    clash = fake_distribution(
+        tmp_path / "clash",
+        "clashing_plugin",
+        """
         from registry import ComponentSpec, hookimpl
 
         @hookimpl
         def ladd_components():
             return [ComponentSpec("backbone", "conv", "math:sqrt")]
-    """)
+    """,
+    )
     env = {"PYTHONPATH": f"{plugin_path}:{clash}"}
     clash_line = (
         "backbone 'conv' is registered by several plugins: 'clashing_plugin' (clashing_plugin 0.0.1), "
@@ -72,8 +95,17 @@ def test_name_clash_is_reported_and_is_an_error_only_where_the_name_is_used(plug
     assert yaml.safe_load((tmp_path / "unclashed" / "config.yaml").read_text())["schedule"]["name"] == "exponential"
     used = run_ladd("train", "backbone=conv", *short, f"run_dir={tmp_path / 'used'}", env=env)
     assert used.returncode == 2 and not (tmp_path / "used").exists()
-    assert used.stderr.strip().splitlines()[-1] == f"ladd: error: {clash_line} (comma-separated), or uninstall or rename one"
-    chosen = run_ladd("train", "experiment=example/conv_mdlm", *short, f"run_dir={tmp_path / 'chosen'}", env={**env, "LADD_PLUGINS_BLOCK": "clashing_plugin"})
+    assert (
+        used.stderr.strip().splitlines()[-1]
+        == f"ladd: error: {clash_line} (comma-separated), or uninstall or rename one"
+    )
+    chosen = run_ladd(
+        "train",
+        "experiment=example/conv_mdlm",
+        *short,
+        f"run_dir={tmp_path / 'chosen'}",
+        env={**env, "LADD_PLUGINS_BLOCK": "clashing_plugin"},
+    )
     assert chosen.returncode == 0, chosen.stderr
     assert yaml.safe_load((tmp_path / "chosen" / "config.yaml").read_text())["backbone"]["name"] == "conv"
 
@@ -114,7 +146,10 @@ def test_plugin_check_passes_good_plugins(plugin_path):
 
 
 def test_plugin_check_reports_each_problem_precisely(tmp_path):
-    broken = fake_distribution(tmp_path / "bad", "shoddy_plugin", """
+    broken = fake_distribution(
+        tmp_path / "bad",
+        "shoddy_plugin",
+        """
         from dataclasses import dataclass
 
         import torch
@@ -154,11 +189,14 @@ def test_plugin_check_reports_each_problem_precisely(tmp_path):
                 ComponentSpec("process", "deaf", no_context, Options),
                 ComponentSpec("dataset", "skewed", WrongShape, Options),
             ]
-    """)
+    """,
+    )
     out = run_ladd("plugins", "check", "shoddy_plugin", env={"PYTHONPATH": broken})
     assert out.returncode == 2
     assert "4 problem(s)" in out.stderr
-    assert "backbone 'ghost': factory 'no_such_module_anywhere:Ghost' does not import: ModuleNotFoundError" in out.stderr
+    assert (
+        "backbone 'ghost': factory 'no_such_module_anywhere:Ghost' does not import: ModuleNotFoundError" in out.stderr
+    )
     assert "schedule 'needy': has no config but its factory requires rate" in out.stderr
     assert "process 'deaf': its factory does not accept the keyword(s) schedule, vocab_size" in out.stderr
     assert "dataset 'skewed': fails in a tiny model: batch of shape (3, 5), expected (3, 4)" in out.stderr
@@ -168,13 +206,17 @@ def test_pytest_helper_flags_a_broken_plugin(monkeypatch, tmp_path):
     import registry
     from registry import testing
 
-    broken = fake_distribution(tmp_path / "bad2", "hollow_plugin", """
+    broken = fake_distribution(
+        tmp_path / "bad2",
+        "hollow_plugin",
+        """
         from registry import ComponentSpec, hookimpl
 
         @hookimpl
         def ladd_components():
             return [ComponentSpec("metric", "hollow", "no_such_module_either:Metric")]
-    """)
+    """,
+    )
     monkeypatch.syspath_prepend(broken)
     registry.load(reload=True)
     try:
@@ -220,7 +262,8 @@ MISTAKES = {
     """,
 }
 MISTAKE_ERRORS = {
-    "undecorated_plugin": "it defines ladd_components() without the @hookimpl decorator, so ladd would ignore it: decorate it with @registry.hookimpl",
+    "undecorated_plugin": "it defines ladd_components() without the @hookimpl decorator, so ladd would ignore it: "
+        "decorate it with @registry.hookimpl",
     "misspelt_plugin": "@hookimpl function 'ladd_component' is not a ladd hook; did you mean 'ladd_components'",
     "wrong_kind_plugin": "ValueError: component 'warm' has unknown kind 'schedul'; did you mean 'schedule'?",
     "bad_dirs_plugin": "FileNotFoundError: conf/ was not packaged",
@@ -245,8 +288,14 @@ def test_each_plugin_mistake_is_named_and_the_rest_of_ladd_works(faulty_plugins)
     for name, error in MISTAKE_ERRORS.items():
         assert f"ladd: warning: plugin {name!r} ({name}) failed to load: {error}" in listed.stderr
         assert f"hide it with LADD_PLUGINS_BLOCK={name}" in listed.stderr
-    strict = run_ladd("list-components", env={**env, "LADD_STRICT_PLUGINS": "1", "LADD_PLUGINS_ALLOW": "undecorated_plugin"})
-    assert strict.returncode == 2 and "@hookimpl decorator" in strict.stderr and "LADD_STRICT_PLUGINS is set" in strict.stderr
+    strict = run_ladd(
+        "list-components", env={**env, "LADD_STRICT_PLUGINS": "1", "LADD_PLUGINS_ALLOW": "undecorated_plugin"}
+    )
+    assert (
+        strict.returncode == 2
+        and "@hookimpl decorator" in strict.stderr
+        and "LADD_STRICT_PLUGINS is set" in strict.stderr
+    )
 
 
 def test_training_a_component_of_a_plugin_that_failed_to_load_says_so(faulty_plugins):
@@ -254,12 +303,18 @@ def test_training_a_component_of_a_plugin_that_failed_to_load_says_so(faulty_plu
     assert out.returncode == 2
     *warnings, line = out.stderr.strip().splitlines()
     assert line.startswith("ladd: error: unknown schedule 'warm'")
-    assert "plugin 'wrong_kind_plugin' (wrong_kind_plugin) failed to load: ValueError: component 'warm' has unknown kind 'schedul'" in line
+    assert (
+        "plugin 'wrong_kind_plugin' (wrong_kind_plugin) failed to load: ValueError: component 'warm' has unknown kind "
+        "'schedul'"
+        in line
+    )
     assert len(warnings) == len(MISTAKES) and all(w.startswith("ladd: warning: plugin ") for w in warnings)
 
     preset = run_ladd("train", "experiment=example/conv_mdlm", env={"PYTHONPATH": faulty_plugins})
     assert preset.returncode != 0, "the example plugin is not installed here"
-    assert "ladd: warning: plugin 'wrong_kind_plugin'" in preset.stderr, "a missing preset comes with the plugins that failed"
+    assert "ladd: warning: plugin 'wrong_kind_plugin'" in preset.stderr, (
+        "a missing preset comes with the plugins that failed"
+    )
 
 
 FRAGILE = """
@@ -290,7 +345,9 @@ FRAGILE = """
 def fragile_run(tmp_path_factory) -> tuple[str, Path]:
     path = fake_distribution(tmp_path_factory.mktemp("fragile"), "fragile_plugin", FRAGILE)
     run = tmp_path_factory.mktemp("runs") / "fragile"
-    out = run_ladd("train", "backbone=fragile", *TINY, "train.stages=[{steps:2}]", f"run_dir={run}", env={"PYTHONPATH": path})
+    out = run_ladd(
+        "train", "backbone=fragile", *TINY, "train.stages=[{steps:2}]", f"run_dir={run}", env={"PYTHONPATH": path}
+    )
     assert out.returncode == 0, out.stderr
     return path, run
 
@@ -306,14 +363,18 @@ def test_a_factory_that_fails_to_import_or_build_in_train_gives_one_line_and_no_
         "ladd: error: backbone 'absent' of plugin 'fragile_plugin' (fragile_plugin 0.0.1) factory "
         "'fragile_parts_not_installed:Net' does not import: ModuleNotFoundError: No module named "
         "'fragile_parts_not_installed'; fix or update plugin 'fragile_plugin', or choose another backbone "
-        "(`ladd list-components --kind backbone`) (LADD_DEBUG=1 shows the traceback)"
+        "(`ladd list-components --kind backbone`) (LADD_DEBUG=1 shows the traceback)",
     ]
     assert not (tmp_path / "a").exists()
 
     env = {"PYTHONPATH": path, "FRAGILE_BREAK": "1"}
     broken = run_ladd("train", "backbone=fragile", *TINY, f"run_dir={tmp_path / 'b'}", env=env)
     assert broken.returncode == 2 and broken.stderr.strip().splitlines()[:-1] == [note]
-    assert "backbone 'fragile' of plugin 'fragile_plugin' (fragile_plugin 0.0.1) failed to build: RuntimeError: weights server unreachable" in broken.stderr
+    assert (
+        "backbone 'fragile' of plugin 'fragile_plugin' (fragile_plugin 0.0.1) failed to build: RuntimeError: weights "
+        "server unreachable"
+        in broken.stderr
+    )
     assert not (tmp_path / "b").exists()
     debug = run_ladd("train", "backbone=fragile", *TINY, f"run_dir={tmp_path / 'b'}", env={**env, "LADD_DEBUG": "1"})
     assert debug.returncode == 2 and "Traceback" in debug.stderr and "weights server unreachable" in debug.stderr
@@ -322,11 +383,18 @@ def test_a_factory_that_fails_to_import_or_build_in_train_gives_one_line_and_no_
 def test_a_factory_that_fails_in_sample_eval_or_export_gives_one_line(fragile_run, tmp_path):
     path, run = fragile_run
     env = {"PYTHONPATH": path, "FRAGILE_BREAK": "1"}
-    for command in (["sample", str(run), "--steps", "2"], ["eval", str(run)], ["export", str(run), str(tmp_path / "out")]):
+    for command in (
+        ["sample", str(run), "--steps", "2"],
+        ["eval", str(run)],
+        ["export", str(run), str(tmp_path / "out")],
+    ):
         out = run_ladd(*command, env=env)
         assert out.returncode == 2, command
         [line] = out.stderr.strip().splitlines()
-        assert line.startswith("ladd: error: backbone 'fragile' of plugin 'fragile_plugin' (fragile_plugin 0.0.1) failed to build: RuntimeError")
+        assert line.startswith(
+            "ladd: error: backbone 'fragile' of plugin 'fragile_plugin' (fragile_plugin 0.0.1) failed to build: "
+            "RuntimeError"
+        )
     assert not (tmp_path / "out").exists()
 
 
@@ -342,7 +410,8 @@ def test_run_folder_of_a_plugin_not_installed_or_blocked_names_the_plugin(fragil
     assert blocked.returncode == 2
     assert blocked.stderr.strip().splitlines() == [
         f"ladd: error: run {run}'s backbone is backbone 'fragile' from plugin 'fragile_plugin' (distribution "
-        f"fragile_plugin 0.0.1), which is not available: plugin 'fragile_plugin' is not loaded (blocked by LADD_PLUGINS_BLOCK)"
+        "fragile_plugin 0.0.1), which is not available: plugin 'fragile_plugin' is not loaded (blocked by "
+        "LADD_PLUGINS_BLOCK)"
     ]
 
 
@@ -355,7 +424,11 @@ def test_sweeps_work_with_a_plugin_that_contributes_config_folders(plugin_path, 
         arguments = ["experiment=example/conv_mdlm", "schedule=linear,exponential", "-m"]
         expected = [("conv", "exponential"), ("conv", "linear")]
     out = run_ladd(
-        "train", *arguments, *TINY, "train.stages=[{steps:2}]", f"hydra.sweep.dir={tmp_path}",
+        "train",
+        *arguments,
+        *TINY,
+        "train.stages=[{steps:2}]",
+        f"hydra.sweep.dir={tmp_path}",
         env={"PYTHONPATH": plugin_path},
     )
     assert out.returncode == 0, out.stderr
@@ -401,7 +474,8 @@ def test_plugin_check_rejects_int32_codes_and_a_head_one_code_short(tmp_path):
         "discrete codes must be torch.long (int64)"
     ) in out.stderr
     assert (
-        "latent 'short_head': fails in a tiny model: with process 'masked' and process 'autoregressive', a training step of a joint model: "
+        "latent 'short_head': fails in a tiny model: with process 'masked' and process 'autoregressive', a training "
+        "step of a joint model: "
         "IncompatibleComponentsError: the masked process over 2048 values got predictions over 2047"
     ) in out.stderr
 

@@ -47,7 +47,9 @@ def test_a_new_slot_is_one_entry_of_the_table(reg, monkeypatch):
     def second_process(built):
         return {"schedule": built["schedule"], "vocab_size": built["dataset"].vocab_size}
 
-    monkeypatch.setitem(SLOTS, "second_process", Slot("second_process", "process", optional=True, context=second_process))
+    monkeypatch.setitem(
+        SLOTS, "second_process", Slot("second_process", "process", optional=True, context=second_process)
+    )
     assert compose(TINY, reg).plain()["second_process"] is None, "an optional slot starts empty"
     process = reg.names("process")[0]
     cfg = compose([*TINY, f"second_process={process}"], reg).plain()

@@ -1,4 +1,6 @@
-"""Model folders that plugins ship, named in configs as ``pkg:NAME``: only registered names resolve, nothing is imported by a config."""
+"""Model folders that plugins ship, named in configs as ``pkg:NAME``: only registered names resolve, nothing is imported
+by a config."""
+
 from __future__ import annotations
 
 import sys
@@ -46,4 +48,6 @@ def test_a_plugin_ships_a_model_folder_and_nothing_else_resolves(tmp_path, monke
 def test_a_model_folder_name_declared_twice_is_a_failure_of_the_second_plugin(tmp_path):
     reg = _registry(_plugin("first", {"shared": "a:b"}), _plugin("second", {"shared": "c:d"}))
     assert reg.model_folders["shared"].origin.plugin == "first"
-    assert [f.plugin for f in reg.failures] == ["second"] and "already provided by plugin 'first'" in reg.failures[0].error
+    assert [f.plugin for f in reg.failures] == ["second"] and "already provided by plugin 'first'" in reg.failures[
+        0
+    ].error

@@ -47,7 +47,12 @@ def extra_macs(cfg: dict) -> int:
     streams = 2 if joint else 1
     timestep_mlps = int(joint) + int(b.get("token_time_conditioning", False))
     latent = (cfg["latent"] or {}).get("length", 0) * 32 * d * 2
-    return b["layers"] * streams * 2 * c * 3 * d + streams * c * 2 * d + timestep_mlps * (FREQUENCY_DIM * c + c * c) + latent
+    return (
+        b["layers"] * streams * 2 * c * 3 * d
+        + streams * c * 2 * d
+        + timestep_mlps * (FREQUENCY_DIM * c + c * c)
+        + latent
+    )
 
 
 # Table gflops-per-step (SPEC section 2): (data set, method, S, backbone, M) -> GFLOPs/step
@@ -66,21 +71,35 @@ def test_paper_gflops_per_step_table_and_the_measured_count(registry, label, seq
     cfg = experiment(seq_len, backbone, latent_length)
     report = flops_report(cfg, registry)
     net = report.backbone
-    assert (net.shape.layers, net.shape.length, net.shape.width) == (backbone["layers"], seq_len + latent_length, backbone["hidden"])
+    assert (net.shape.layers, net.shape.length, net.shape.width) == (
+        backbone["layers"],
+        seq_len + latent_length,
+        backbone["hidden"],
+    )
     assert (net.shape.head_positions, net.shape.head_outputs, net.shape.mlp_ratio) == (seq_len, K, 4.0)
     assert round(net.gflops_per_step, 2) == gflops  # one multiply-add counted as one operation
     assert net.gflops_per_step_2x == pytest.approx(2 * net.gflops_per_step, rel=1e-15)
     assert net.head_gflops_2x == pytest.approx(2 * seq_len * backbone["hidden"] * K / 1e9, rel=1e-15)
     # FlopCounterMode counts every matrix product and attention of one forward pass (two FLOPs per
     # multiply-add); it must equal the paper's formula plus head plus the parts counted by hand, exactly
-    assert net.measured_flops == round(2e9 * net.gflops_per_step) + 2 * seq_len * backbone["hidden"] * K + 2 * extra_macs(cfg)
+    assert net.measured_flops == round(2e9 * net.gflops_per_step) + 2 * seq_len * backbone[
+        "hidden"
+    ] * K + 2 * extra_macs(cfg)
     assert net.other_gflops_2x == pytest.approx(2 * extra_macs(cfg) / 1e9, rel=1e-6)
     assert report.latent_backbone is None and report.latent_length == latent_length
 
 
 @pytest.mark.parametrize("backbone", ["dit", "mmdit"])
 def test_time_conditioned_small_backbones_measure_formula_plus_hand_count(registry, backbone):
-    options = {"name": backbone, "hidden": 32, "layers": 3, "heads": 4, "cond_dim": 16, "mlp_ratio": 2.0, "token_time_conditioning": True}
+    options = {
+        "name": backbone,
+        "hidden": 32,
+        "layers": 3,
+        "heads": 4,
+        "cond_dim": 16,
+        "mlp_ratio": 2.0,
+        "token_time_conditioning": True,
+    }
     cfg = experiment(20, options, latent_length=3 if backbone == "mmdit" else 0, vocab_size=7)
     net = flops_report(cfg, registry).backbone
     length = 20 + (3 if backbone == "mmdit" else 0)
@@ -114,10 +133,19 @@ def test_cli_reports_a_binsaw_experiment_as_json_and_as_a_table():
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     net = report["backbone"]
-    assert net["shape"] == {"layers": 2, "length": 32, "width": 64, "mlp_ratio": 4.0, "head_positions": 32, "head_outputs": 2}
+    assert net["shape"] == {
+        "layers": 2,
+        "length": 32,
+        "width": 64,
+        "mlp_ratio": 4.0,
+        "head_positions": 32,
+        "head_outputs": 2,
+    }
     assert net["gflops_per_step"] == pytest.approx(2 * (12 * 32 * 64**2 + 2 * 32**2 * 64) / 1e9, rel=1e-12)
     assert "ONE operation" in report["convention"] and report["latent_backbone"] is None
-    assert net["measured_gflops"] == pytest.approx(net["gflops_per_step_2x"] + net["head_gflops_2x"] + net["other_gflops_2x"])
+    assert net["measured_gflops"] == pytest.approx(
+        net["gflops_per_step_2x"] + net["head_gflops_2x"] + net["other_gflops_2x"]
+    )
 
     table = run_ladd("flops", "experiment=binsaw/mdlm_cpu", "backbone.layers=4")
     assert table.returncode == 0, table.stderr

@@ -33,7 +33,9 @@ def paper_matched() -> dict[tuple[str, int], tuple[float | None, float | None]]:
         return float(text) if text else None
 
     with open(DATA / "lm1b_matched_flops.csv", newline="") as handle:
-        return {(r["method"], int(r["budget"])): (value(r["gen_ppl"]), value(r["entropy"])) for r in csv.DictReader(handle)}
+        return {
+            (r["method"], int(r["budget"])): (value(r["gen_ppl"]), value(r["entropy"])) for r in csv.DictReader(handle)
+        }
 
 
 def close(ours: float | None, paper: float | None, digits: int) -> bool:
@@ -49,12 +51,20 @@ def test_fixture_costs_are_the_flops_tools_figures():
     def report(latent_length: int):
         mdlm = {"name": "dit", "hidden": 1024, "layers": 13, "heads": 16, "cond_dim": 256}
         ladd = {"name": "mmdit", "hidden": 768, "layers": 12, "heads": 12, "cond_dim": 128}
-        cfg = {"dataset": {"name": "never-built", "vocab_size": 151_669, "seq_len": 128}, "latent": None,
-               "latent_schedule": {"name": "loglinear"}, "backbone": mdlm, "train": {"stages": {"stage1": {"steps": 1}}}}
+        cfg = {
+            "dataset": {"name": "never-built", "vocab_size": 151_669, "seq_len": 128},
+            "latent": None,
+            "latent_schedule": {"name": "loglinear"},
+            "backbone": mdlm,
+            "train": {"stages": {"stage1": {"steps": 1}}},
+        }
         if latent_length:  # LADD: the MM-DiT, and the latent-only DiT that sequential sampling runs T^Y times
-            cfg.update(latent={"name": "discrete", "length": latent_length, "width": 32}, backbone=ladd,
-                       latent_process={"name": "masked"},
-                       latent_backbone={**ladd, "name": "dit"})
+            cfg.update(
+                latent={"name": "discrete", "length": latent_length, "width": 32},
+                backbone=ladd,
+                latent_process={"name": "masked"},
+                latent_backbone={**ladd, "name": "dit"},
+            )
         return flops_report(cfg, registry)
 
     mdlm, ladd_128, ladd_32 = report(0), report(128), report(32)
@@ -64,7 +74,10 @@ def test_fixture_costs_are_the_flops_tools_figures():
         "Di-LADD-128": (ladd_128.backbone.gflops_per_step, 0.0),
         "Co-LADD-32": (ladd_32.backbone.gflops_per_step, 0.0),
         "Di-LADD-32": (ladd_32.backbone.gflops_per_step, 0.0),
-        "Di-LADD-128 (SEQ)": (ladd_128.backbone.gflops_per_step, LATENT_STEPS * ladd_128.latent_backbone.gflops_per_step),
+        "Di-LADD-128 (SEQ)": (
+            ladd_128.backbone.gflops_per_step,
+            LATENT_STEPS * ladd_128.latent_backbone.gflops_per_step,
+        ),
         "Di-LADD-32 (SEQ)": (ladd_32.backbone.gflops_per_step, LATENT_STEPS * ladd_32.latent_backbone.gflops_per_step),
     }
     with open(STEPS, newline="") as handle:
@@ -140,7 +153,9 @@ def test_interpolation_exact_hits_and_no_extrapolation():
 
 def write_results(path: Path, ms: bool = True) -> Path:
     rows = ["method,steps,gflops_per_step,gen_ppl,entropy" + (",ms_per_sample" if ms else "")]
-    rows += [f"a,{s},10,{p},{e}" + (f",{s * 0.5}" if ms else "") for s, p, e in [(1, 900, 4.0), (2, 500, 4.2), (4, 300, 4.4)]]
+    rows += [
+        f"a,{s},10,{p},{e}" + (f",{s * 0.5}" if ms else "") for s, p, e in [(1, 900, 4.0), (2, 500, 4.2), (4, 300, 4.4)]
+    ]
     rows += [f"b,{s},25,{p},{e}" + (f",{s * 0.7}" if ms else "") for s, p, e in [(2, 400, 4.1), (4, 200, 4.3)]]
     path.write_text("\n".join(rows) + "\n")
     return path

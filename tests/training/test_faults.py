@@ -29,7 +29,8 @@ def _config(reg, *extra):
 
 
 def _poison_token_loss(monkeypatch, call: int, factor: float) -> None:
-    """Multiply the token loss by ``factor`` at its ``call``-th computation (call 1 is the stage's trainable-set probe)."""
+    """Multiply the token loss by ``factor`` at its ``call``-th computation (call 1 is the stage's trainable-set
+    probe)."""
     from ladd_plugins.processes.masked import MaskedProcess
 
     original = MaskedProcess.loss

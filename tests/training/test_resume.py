@@ -83,7 +83,9 @@ def test_resume_refuses_a_checkpoint_from_a_missing_plugin(tmp_path):
     cfg = _interrupted_run(tmp_path, reg)
     last = tmp_path / "checkpoints" / "stage2" / "last.ckpt"
     checkpoint = torch.load(last, weights_only=True)
-    checkpoint["ladd"]["components"]["backbone"].update(name="fancy", plugin="fancy_models", distribution="fancy-ladd", version="2.0")
+    checkpoint["ladd"]["components"]["backbone"].update(
+        name="fancy", plugin="fancy_models", distribution="fancy-ladd", version="2.0"
+    )
     torch.save(checkpoint, last)
     with pytest.raises(LaddError, match="plugin 'fancy_models'.*not installed"):
         train(cfg, tmp_path, reg)
@@ -127,6 +129,7 @@ def test_a_dataset_without_batches_from_resumes_by_replay(tmp_path, monkeypatch)
             experiment.dataset = _BatchesOnly(experiment.dataset, interrupt_at)
             datasets.append(experiment.dataset)
             return experiment
+
         monkeypatch.setattr(training, "build_experiment", build)
 
     third_party(None)
@@ -134,7 +137,9 @@ def test_a_dataset_without_batches_from_resumes_by_replay(tmp_path, monkeypatch)
     third_party(4)
     with pytest.raises(_Interrupted):
         training.train(cfg, tmp_path / "resumed", reg)
-    checkpointed = torch.load(tmp_path / "resumed" / "checkpoints" / "stage1" / "last.ckpt", weights_only=True)["global_step"]
+    checkpointed = torch.load(tmp_path / "resumed" / "checkpoints" / "stage1" / "last.ckpt", weights_only=True)[
+        "global_step"
+    ]
     assert 0 < checkpointed < 6
     third_party(None)
     training.train(cfg, tmp_path / "resumed", reg)

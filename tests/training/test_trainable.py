@@ -43,12 +43,16 @@ def _names(model, parameters):
 def test_stage_one_rests_the_latent_side_and_stage_two_the_frozen_encoder(reg):
     """Sequential Co-LADD: with lambda_latent = 0 the latent denoiser and the token network's latent outputs
     get no gradient; in Stage 2 the latent denoiser learns, the token network's latent outputs still do not."""
-    stage_one, stage_two = (_names(e.model, unreached_parameters(e.model)) for e in _stages(reg, "binsaw/coladd_seq_cpu"))
+    stage_one, stage_two = (
+        _names(e.model, unreached_parameters(e.model)) for e in _stages(reg, "binsaw/coladd_seq_cpu")
+    )
     model = next(_stages(reg, "binsaw/coladd_seq_cpu")).model
     denoiser = {f"latent_backbone.{name}" for name, _ in model.latent_backbone.named_parameters()}
     assert denoiser <= stage_one and not denoiser & stage_two
     assert stage_two and stage_two == stage_one - denoiser
-    last_block = f"backbone.blocks.{len(model.backbone.blocks) - 1}.latent."  # the latent stream after the last attention
+    last_block = (
+        f"backbone.blocks.{len(model.backbone.blocks) - 1}.latent."  # the latent stream after the last attention
+    )
     assert all(name.startswith((last_block, "backbone.final_y.")) for name in stage_two)
 
 
@@ -76,6 +80,8 @@ def test_each_stage_optimises_its_own_trainable_set_and_training_restores_the_fl
     model.encoder.requires_grad_(True)
     model.latent.requires_grad_(True)
     model.lambda_latent = 0.0
-    stage_one = sum(1 for p in model.parameters()) - len(unreached_parameters(model))  # Stage 1: encoder unfrozen, lambda 0
+    stage_one = sum(1 for p in model.parameters()) - len(
+        unreached_parameters(model)
+    )  # Stage 1: encoder unfrozen, lambda 0
     assert counts == [stage_one, stage_two] and stage_one != stage_two
     assert all(p.requires_grad for p in experiment.model.backbone.parameters()), "the rested parameters learn again"

@@ -34,7 +34,9 @@ def _model(reg, experiment: str):
     return build_experiment(cfg, reg).model.train()
 
 
-@pytest.mark.parametrize("experiment", ["binsaw/mdlm_cpu", "binsaw/coladd_joint_cpu", "binsaw/coladd_seq_cpu", "binsaw/ar_cpu"])
+@pytest.mark.parametrize(
+    "experiment", ["binsaw/mdlm_cpu", "binsaw/coladd_joint_cpu", "binsaw/coladd_seq_cpu", "binsaw/ar_cpu"]
+)
 def test_whole_objective_traces_as_one_graph(reg, experiment):
     model = _model(reg, experiment)
     x0 = torch.randint(2, (8, 16))
@@ -50,7 +52,9 @@ def test_discrete_latent_backbone_traces_as_one_graph(reg):
     code = model.latent.encode(model.encoder(x0))
     tau = torch.rand(8)
     y_t = model.latent_process.corrupt(code.y0, tau)
-    explained = torch._dynamo.explain(lambda x, y, t: model.predict(x, t, y, t).tokens.sum())(model.process.corrupt(x0, tau), y_t, tau)
+    explained = torch._dynamo.explain(lambda x, y, t: model.predict(x, t, y, t).tokens.sum())(
+        model.process.corrupt(x0, tau), y_t, tau
+    )
     assert explained.graph_break_count == 0, [str(b.reason)[:200] for b in explained.break_reasons]
 
 
@@ -95,7 +99,9 @@ def test_compiled_training_matches_eager(reg, tmp_path):
         torch.testing.assert_close(compiled[k], eager[k], rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("experiment", ["binsaw/mdlm_cpu", "binsaw/coladd_joint_cpu", "binsaw/diladd_joint_cpu", "binsaw/ar_cpu"])
+@pytest.mark.parametrize(
+    "experiment", ["binsaw/mdlm_cpu", "binsaw/coladd_joint_cpu", "binsaw/diladd_joint_cpu", "binsaw/ar_cpu"]
+)
 def test_head_on_loss_rows_gives_the_same_loss_and_gradients(reg, experiment):
     trained = _model(reg, experiment)
     x0 = torch.randint(2, (8, 16))
@@ -106,7 +112,9 @@ def test_head_on_loss_rows_gives_the_same_loss_and_gradients(reg, experiment):
         terms = model.loss(x0, torch.Generator().manual_seed(3))
         terms["loss"].backward()
         grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
-        results.append((terms, grads, model.token_loss(x0, clean_latent=False, generator=torch.Generator().manual_seed(4))))
+        results.append(
+            (terms, grads, model.token_loss(x0, clean_latent=False, generator=torch.Generator().manual_seed(4)))
+        )
     (full, full_grads, full_eval), (rows, rows_grads, rows_eval) = results
     for name in full:
         torch.testing.assert_close(rows[name], full[name], rtol=1e-6, atol=1e-7)
@@ -145,7 +153,9 @@ def test_inference_precision_runs_the_networks_in_bf16_only_when_asked():
 
 @pytest.mark.slow
 def test_bf16_sampling_and_token_loss_stay_close_to_full_precision(reg, tmp_path):
-    experiment = train(compose(["experiment=binsaw/mdlm_cpu", *TINY, *SMALL, "train.stages=[{steps:2}]"], reg), tmp_path, reg)
+    experiment = train(
+        compose(["experiment=binsaw/mdlm_cpu", *TINY, *SMALL, "train.stages=[{steps:2}]"], reg), tmp_path, reg
+    )
     full, _ = sample(experiment, 32, 4, 32, seed=0, precision="32-true")
     half, _ = sample(experiment, 32, 4, 32, seed=0, precision="bf16-mixed")
     assert half.shape == full.shape and set(half.unique().tolist()) <= {0, 1}

@@ -22,10 +22,14 @@ def test_omega_at_hand_computed_points() -> None:
     positions = torch.arange(1, 5, dtype=torch.float64)
     assert data.omega(positions, torch.tensor(0.0, dtype=torch.float64)).tolist() == [0.0, 0.5, 1.0, 0.5]
     # y = 1/8 moves every phase by 1/8: phases 1/8, 3/8, 5/8, 7/8.
-    assert data.omega(positions, torch.tensor(0.125, dtype=torch.float64)).tolist() == pytest.approx([0.25, 0.75, 0.75, 0.25])
+    assert data.omega(positions, torch.tensor(0.125, dtype=torch.float64)).tolist() == pytest.approx(
+        [0.25, 0.75, 0.75, 0.25]
+    )
     floored = make(seq_len=4, periods=2, floor=0.1)
     # phases 0, 1/2, 0, 1/2 under two periods; omega = 0.1 + 0.8 * triangle.
-    assert floored.omega(positions, torch.tensor(0.0, dtype=torch.float64)).tolist() == pytest.approx([0.1, 0.9, 0.1, 0.9])
+    assert floored.omega(positions, torch.tensor(0.0, dtype=torch.float64)).tolist() == pytest.approx(
+        [0.1, 0.9, 0.1, 0.9]
+    )
 
 
 def test_omega_stays_within_floor_and_ceiling() -> None:
@@ -123,7 +127,12 @@ def _xlogx(p: np.ndarray) -> np.ndarray:
 
 @pytest.mark.parametrize(
     "options",
-    [{}, {"seq_len": 5, "periods": 3, "floor": 0.0}, {"seq_len": 7, "periods": 1, "floor": 0.3}, {"seq_len": 3, "floor": 0.49}],
+    [
+        {},
+        {"seq_len": 5, "periods": 3, "floor": 0.0},
+        {"seq_len": 7, "periods": 1, "floor": 0.3},
+        {"seq_len": 3, "floor": 0.49},
+    ],
 )
 def test_oracle_closed_form_matches_quadrature(options: dict) -> None:
     data = make(**options)

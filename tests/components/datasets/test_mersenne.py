@@ -23,7 +23,9 @@ def _drawn_and_skipped(seed: int, before: int, count: int) -> tuple[torch.Genera
 def test_skipping_equals_drawing(before: int, count: int) -> None:
     drawn, skipped = _drawn_and_skipped(before + 17, before, count)
     assert torch.equal(skipped.get_state(), drawn.get_state())
-    assert torch.equal(torch.rand(700, generator=skipped, dtype=torch.float64), torch.rand(700, generator=drawn, dtype=torch.float64))
+    assert torch.equal(
+        torch.rand(700, generator=skipped, dtype=torch.float64), torch.rand(700, generator=drawn, dtype=torch.float64)
+    )
 
 
 def test_the_jump_is_used_and_drawing_is_the_fallback(monkeypatch) -> None:

@@ -1,4 +1,6 @@
-"""The frozen pretrained text encoder: pooling, truncation, freezing, the tokenizer bridge, the cache, offline errors."""
+"""The frozen pretrained text encoder: pooling, truncation, freezing, the tokenizer bridge, the cache, offline
+errors."""
+
 from __future__ import annotations
 
 import copy
@@ -35,7 +37,24 @@ from registry.errors import InvalidConfigError
 from registry.interfaces import Encoder
 from registry.training.loop import LaddModule
 
-WORDS = ["<pad>", "<unk>", "<eos>", "the", "cat", "sat", "on", "a", "mat", "dog", "ran", "to", "red", "big", "and", "it"]
+WORDS = [
+    "<pad>",
+    "<unk>",
+    "<eos>",
+    "the",
+    "cat",
+    "sat",
+    "on",
+    "a",
+    "mat",
+    "dog",
+    "ran",
+    "to",
+    "red",
+    "big",
+    "and",
+    "it",
+]
 S = 8
 
 
@@ -104,11 +123,20 @@ def qwen_dir(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("tiny_qwen")
     core = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="<unk>"))
     core.pre_tokenizer = pre_tokenizers.Whitespace()
-    PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>").save_pretrained(folder)
+    PreTrainedTokenizerFast(
+        tokenizer_object=core, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>"
+    ).save_pretrained(folder)
     torch.manual_seed(0)
     config = Qwen3Config(
-        vocab_size=len(WORDS), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, head_dim=8, max_position_embeddings=64, pad_token_id=0,
+        vocab_size=len(WORDS),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        max_position_embeddings=64,
+        pad_token_id=0,
     )
     AutoModel.from_config(config).save_pretrained(folder)
     return folder
@@ -123,7 +151,12 @@ def reference_states(folder: Path, ids: torch.Tensor) -> torch.Tensor:
 
 
 def make(folder: Path, seq_len: int = S, tokenizer=None, **options) -> PretrainedEncoder:
-    return PretrainedEncoder(PretrainedEncoderConfig(model=str(folder), **options), vocab_size=len(WORDS), seq_len=seq_len, tokenizer=tokenizer)
+    return PretrainedEncoder(
+        PretrainedEncoderConfig(model=str(folder), **options),
+        vocab_size=len(WORDS),
+        seq_len=seq_len,
+        tokenizer=tokenizer,
+    )
 
 
 def words(seed: int, batch: int = 3) -> torch.Tensor:
@@ -146,8 +179,12 @@ def test_chunk_pooling_and_the_eos_variant_match_manual_means_of_the_states(qwen
     h = reference_states(qwen_dir, x0)[..., :5]
     plain = torch.stack([h[:, 0:3].mean(1), h[:, 3:6].mean(1), h[:, 6:8].mean(1)], 1)
     eos = torch.stack([h[:, 0:4].mean(1), h[:, 4:7].mean(1), h[:, 7]], 1)
-    assert torch.allclose(make(qwen_dir, width=5, length=3, pooling="chunk_mean")(x0), F.normalize(plain, dim=-1), atol=1e-5)
-    assert torch.allclose(make(qwen_dir, width=5, length=3, pooling="chunk_mean_eos")(x0), F.normalize(eos, dim=-1), atol=1e-5)
+    assert torch.allclose(
+        make(qwen_dir, width=5, length=3, pooling="chunk_mean")(x0), F.normalize(plain, dim=-1), atol=1e-5
+    )
+    assert torch.allclose(
+        make(qwen_dir, width=5, length=3, pooling="chunk_mean_eos")(x0), F.normalize(eos, dim=-1), atol=1e-5
+    )
 
 
 def test_the_model_is_frozen_and_outside_parameters_state_dict_and_copies(qwen_dir):
@@ -167,7 +204,9 @@ def test_in_a_ladd_model_only_the_denoiser_trains_and_checkpoints_hold_no_encode
     cfg["encoder"] = {"name": "pretrained", "model": str(qwen_dir), "length": 1, "width": cfg["latent"]["width"]}
     model = build_experiment(cfg, reg).model
     frozen = {id(p) for p in model.encoder.frozen.model.parameters()}
-    optimised = LaddModule(model, checked(cfg).train, cfg["seed"]).configure_optimizers()["optimizer"].param_groups[0]["params"]
+    optimised = (
+        LaddModule(model, checked(cfg).train, cfg["seed"]).configure_optimizers()["optimizer"].param_groups[0]["params"]
+    )
     assert optimised and not frozen & {id(p) for p in optimised}
     assert not any(key.startswith("encoder.") for key in model.state_dict())
     batch = torch.randint(0, 2, (4, cfg["dataset"]["seq_len"]))
@@ -242,7 +281,9 @@ def test_across_tokenizers_a_data_token_reads_the_mean_of_the_encoder_tokens_ove
 
     sentences = ["The cat sat on the mattress today.", "Unbelievably, it rained again"]
     x0 = torch.tensor([gpt2(s)["input_ids"][:S] for s in sentences])
-    encoder = PretrainedEncoder(PretrainedEncoderConfig(model=minilm, width=16), vocab_size=len(gpt2), seq_len=S, tokenizer=gpt2)
+    encoder = PretrainedEncoder(
+        PretrainedEncoderConfig(model=minilm, width=16), vocab_size=len(gpt2), seq_len=S, tokenizer=gpt2
+    )
     assert encoder.bridge is not None
     features = encoder(x0)
     enc_tokenizer, model = AutoTokenizer.from_pretrained(minilm), AutoModel.from_pretrained(minilm).eval()
@@ -269,7 +310,9 @@ def test_across_tokenizers_a_data_token_reads_the_mean_of_the_encoder_tokens_ove
 
 
 def test_split_utf8_characters_go_to_the_token_that_completes_them(gpt2, minilm):
-    encoder = PretrainedEncoder(PretrainedEncoderConfig(model=minilm, width=8, length=4), vocab_size=len(gpt2), seq_len=S, tokenizer=gpt2)
+    encoder = PretrainedEncoder(
+        PretrainedEncoderConfig(model=minilm, width=8, length=4), vocab_size=len(gpt2), seq_len=S, tokenizer=gpt2
+    )
     ids = gpt2(" 日本 is")["input_ids"]  # " \xe6", "\x97", "\xa5", ... byte pieces of two CJK characters
     text, spans = encoder.bridge.spans(ids)
     assert text == " 日本 is"
@@ -284,7 +327,9 @@ def test_split_utf8_characters_go_to_the_token_that_completes_them(gpt2, minilm)
 
 def count_forwards(encoder: PretrainedEncoder) -> list[int]:
     sizes: list[int] = []
-    encoder.frozen.model.register_forward_pre_hook(lambda m, args, kwargs: sizes.append(kwargs["input_ids"].shape[0]), with_kwargs=True)
+    encoder.frozen.model.register_forward_pre_hook(
+        lambda m, args, kwargs: sizes.append(kwargs["input_ids"].shape[0]), with_kwargs=True
+    )
     return sizes
 
 
@@ -354,8 +399,12 @@ def test_a_missing_model_offline_names_the_model_the_cache_and_the_fixes(tmp_pat
         "try:\n    PretrainedEncoder(PretrainedEncoderConfig(), vocab_size=5, seq_len=8)\n"
         "except MissingResourceError as error:\n    print(error)\n"
     )
-    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "TRANSFORMERS_CACHE")}
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "TRANSFORMERS_CACHE")
+    }
     env.update(HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path))
-    out = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, env=env, timeout=120).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", script], check=False, capture_output=True, text=True, env=env, timeout=120
+    ).stdout
     assert "'Qwen/Qwen3-Embedding-0.6B'" in out and str(tmp_path / "hub") in out and "offline mode is on" in out
     assert "hf download Qwen/Qwen3-Embedding-0.6B" in out and "HF_HOME" in out and "encoder.model" in out

@@ -1,4 +1,6 @@
-"""The latents (what y is): Co-LADD's Gaussian posterior, and codes from VQ, residual VQ, FSQ and LFQ, with the processes they pair with."""
+"""The latents (what y is): Co-LADD's Gaussian posterior, and codes from VQ, residual VQ, FSQ and LFQ, with the
+processes they pair with."""
+
 from __future__ import annotations
 
 import pytest
@@ -43,12 +45,19 @@ def discrete(**options: object) -> VQLatent:
 
 
 def codes_process(latent: Latent) -> MaskedProcess:
-    return MaskedProcess(MaskedProcessConfig(weighting="constant"), schedule=LinearSchedule(ScheduleConfig()), vocab_size=latent.values)
+    return MaskedProcess(
+        MaskedProcessConfig(weighting="constant"), schedule=LinearSchedule(ScheduleConfig()), vocab_size=latent.values
+    )
 
 
 def test_latents_implement_the_interface_and_declare_what_they_produce() -> None:
     assert continuous().produces == VECTORS and continuous().values is None
-    for latent in (discrete(), ResidualVQLatent(ResidualVQLatentConfig(width=8)), FSQLatent(FSQLatentConfig(width=8)), LFQLatent(LFQLatentConfig(width=8))):
+    for latent in (
+        discrete(),
+        ResidualVQLatent(ResidualVQLatentConfig(width=8)),
+        FSQLatent(FSQLatentConfig(width=8)),
+        LFQLatent(LFQLatentConfig(width=8)),
+    ):
         assert isinstance(latent, Latent) and latent.produces == IDS
     assert VPGaussianProcess.diffuses == VECTORS and MaskedProcess.diffuses == IDS
 
@@ -236,8 +245,14 @@ def test_discrete_latent_syncs_its_codebook_when_launched_on_several_ranks(monke
 @pytest.mark.parametrize(
     ("overrides", "named"),
     [
-        (["experiment=binsaw/diladd_joint_cpu", "latent=fsq", "latent_process=vp"], "latent_process 'vp' diffuses vectors but latent 'fsq' holds ids"),
-        (["experiment=binsaw/coladd_joint_cpu", "latent_process=masked"], "latent_process 'masked' diffuses ids but latent 'continuous' holds vectors"),
+        (
+            ["experiment=binsaw/diladd_joint_cpu", "latent=fsq", "latent_process=vp"],
+            "latent_process 'vp' diffuses vectors but latent 'fsq' holds ids",
+        ),
+        (
+            ["experiment=binsaw/coladd_joint_cpu", "latent_process=masked"],
+            "latent_process 'masked' diffuses ids but latent 'continuous' holds vectors",
+        ),
         (["experiment=binsaw/mdlm_cpu", "process=vp"], "process 'vp' diffuses vectors but the token channel holds ids"),
     ],
 )
@@ -255,8 +270,13 @@ def test_no_latent_means_no_latent_channel_and_a_latent_needs_its_process() -> N
     reg = registry.load()
     model = build_experiment(compose(["experiment=binsaw/mdlm_cpu"], reg).plain(), reg).model
     assert model.latent is None and model.latent_process is None and not model.has_latent
-    without_process = {**compose(["experiment=binsaw/diladd_joint_cpu", "latent=fsq"], reg).plain(), "latent_process": None}
-    with pytest.raises(IncompatibleComponentsError, match="latent 'fsq' holds ids and needs a process: set latent_process=NAME"):
+    without_process = {
+        **compose(["experiment=binsaw/diladd_joint_cpu", "latent=fsq"], reg).plain(),
+        "latent_process": None,
+    }
+    with pytest.raises(
+        IncompatibleComponentsError, match="latent 'fsq' holds ids and needs a process: set latent_process=NAME"
+    ):
         build_experiment(without_process, reg)
     with pytest.raises(IncompatibleComponentsError, match="latent_process is set but there is no latent channel"):
         build_experiment(compose(["experiment=binsaw/mdlm_cpu", "latent_process=masked"], reg).plain(), reg)
@@ -273,7 +293,10 @@ def test_a_config_from_before_the_latent_process_slot_is_refused_not_misread() -
 
 def test_latent_null_on_the_command_line_removes_the_latent_channel() -> None:
     reg = registry.load()
-    cfg = compose(["experiment=binsaw/mdlm_cpu", "latent=continuous", "latent_process=vp", "latent=null", "latent_process=null"], reg).plain()
+    cfg = compose(
+        ["experiment=binsaw/mdlm_cpu", "latent=continuous", "latent_process=vp", "latent=null", "latent_process=null"],
+        reg,
+    ).plain()
     assert cfg["latent"] is None and cfg["latent_process"] is None
     assert build_experiment(cfg, reg).model.latent is None
 
@@ -282,8 +305,13 @@ def test_latent_null_on_the_command_line_removes_the_latent_channel() -> None:
 def test_a_code_latent_trains_exports_and_loads_back_to_the_same_samples(name, tmp_path) -> None:
     reg = registry.load()
     overrides = [
-        "experiment=binsaw/diladd_joint_cpu", f"latent={name}", "dataset.seq_len=16", "train.batch_size=8", "train.warmup_steps=1",
-        "train.progress=false", "train.stages=[{steps:2},{steps:2,lambda_latent:1.0,freeze_encoder:true}]",
+        "experiment=binsaw/diladd_joint_cpu",
+        f"latent={name}",
+        "dataset.seq_len=16",
+        "train.batch_size=8",
+        "train.warmup_steps=1",
+        "train.progress=false",
+        "train.stages=[{steps:2},{steps:2,lambda_latent:1.0,freeze_encoder:true}]",
     ]
     trained = train(compose(overrides, reg), tmp_path / "run", reg)
     loaded = from_pretrained(export(tmp_path / "run", tmp_path / "export", reg), reg)
@@ -302,5 +330,7 @@ def test_a_latent_that_declares_no_state_is_refused_in_one_line() -> None:
     reg = Registry([*builtin, Component(spec, Origin("tests"))], config_dirs=builtin.config_dirs)
     cfg = compose(["experiment=binsaw/coladd_joint_cpu"], reg).plain()
     cfg["latent"]["name"] = "undeclared"
-    with pytest.raises(IncompatibleComponentsError, match="^latent 'undeclared' does not declare the state it produces"):
+    with pytest.raises(
+        IncompatibleComponentsError, match="^latent 'undeclared' does not declare the state it produces"
+    ):
         build_experiment(cfg, reg)

@@ -32,7 +32,9 @@ def test_matches_scipy_per_direction() -> None:
     metric = make(projections=40, seed=5)
     x, y = bits(200, 6, seed=1), bits(200, 6, seed=2, p=0.3)
     u = metric.directions(6).numpy()
-    expected = np.mean([wasserstein_distance(x.double().numpy() @ u[:, k], y.double().numpy() @ u[:, k]) for k in range(u.shape[1])])
+    expected = np.mean(
+        [wasserstein_distance(x.double().numpy() @ u[:, k], y.double().numpy() @ u[:, k]) for k in range(u.shape[1])]
+    )
     assert metric.distance(x, y) == pytest.approx(expected, rel=1e-12, abs=1e-12)
 
 
@@ -40,7 +42,10 @@ def test_one_dimension_is_mean_abs_direction_times_w1() -> None:
     metric = make(projections=20_000)
     gen = torch.Generator().manual_seed(3)
     pairs = [(torch.randn(500, 1, generator=gen), torch.randn(500, 1, generator=gen) * 2 + 1) for _ in range(2)]
-    ratios = [metric.distance(a, b) / wasserstein_distance(a[:, 0].double().numpy(), b[:, 0].double().numpy()) for a, b in pairs]
+    ratios = [
+        metric.distance(a, b) / wasserstein_distance(a[:, 0].double().numpy(), b[:, 0].double().numpy())
+        for a, b in pairs
+    ]
     # With S = 1 each direction scales W_1 by |u|, so the ratio is the same E|u| for every pair.
     assert ratios[0] == pytest.approx(ratios[1], rel=1e-10)
     assert ratios[0] == pytest.approx(math.sqrt(2 / math.pi), rel=0.03)

@@ -47,7 +47,9 @@ class Cycles(Dataset):
 def _model(seed: int = 0, perturb: bool = True) -> DiffusionModel:
     """A tiny AR model; ``perturb`` adds noise to every weight so zero-initialised heads and gates matter."""
     torch.manual_seed(seed)
-    backbone = CausalTransformer(TransformerConfig(hidden=32, layers=2, heads=2, dropout=0.0), Channels(VOCAB, SEQ, None))
+    backbone = CausalTransformer(
+        TransformerConfig(hidden=32, layers=2, heads=2, dropout=0.0), Channels(VOCAB, SEQ, None)
+    )
     if perturb:
         with torch.no_grad():
             for parameter in backbone.parameters():
@@ -123,7 +125,9 @@ def test_training_on_cycles_reaches_the_entropy_floor_and_samples_valid_cycles()
     out = AutoregressiveSampler().sample(model.eval(), 400, 1, torch.Generator().manual_seed(0))
     steps_ok = ((out.tokens[:, 1:] - out.tokens[:, :-1]) % VOCAB == 1).all(dim=1)
     assert float(steps_ok.double().mean()) > 0.97
-    assert torch.bincount(out.tokens[:, 0], minlength=VOCAB).min() > 60, "the first token stays spread over the vocabulary"
+    assert torch.bincount(out.tokens[:, 0], minlength=VOCAB).min() > 60, (
+        "the first token stays spread over the vocabulary"
+    )
 
 
 @pytest.mark.parametrize("prompt", [0, 3])
@@ -145,8 +149,13 @@ def test_sampler_ignores_the_step_count_and_matches_the_plain_chain_with_s_steps
     fixed = torch.full((50, SEQ), MASK)
     fixed[:, 2] = 1
     fixed[:, 5] = 3
-    runs = [AutoregressiveSampler().sample(model, 50, steps, torch.Generator().manual_seed(4), fixed=fixed) for steps in (1, 64)]
-    plain = AncestralSampler(AncestralConfig(fast=False)).sample(model, 50, SEQ, torch.Generator().manual_seed(4), fixed=fixed)
+    runs = [
+        AutoregressiveSampler().sample(model, 50, steps, torch.Generator().manual_seed(4), fixed=fixed)
+        for steps in (1, 64)
+    ]
+    plain = AncestralSampler(AncestralConfig(fast=False)).sample(
+        model, 50, SEQ, torch.Generator().manual_seed(4), fixed=fixed
+    )
     assert torch.equal(runs[0].tokens, runs[1].tokens) and torch.equal(runs[0].tokens, plain.tokens)
     # the plain path predicts before it steps, so it also pays for steps that reveal nothing
     assert runs[0].network_calls == SEQ - 2 <= plain.network_calls
@@ -162,7 +171,9 @@ def test_s_equal_steps_reveal_one_position_each_for_any_length_and_prompt(seq_le
     for k, (tau_t, tau_s) in enumerate(time_grid(seq_len)):
         reveal = process.reveal(x, times(3, tau_t, "cpu"), times(3, tau_s, "cpu"))
         assert torch.equal(reveal.sum(1), (free > k).long()), "one position per step while any is free"
-        assert torch.equal(reveal.long().argmax(1)[free > k], (x == mask_id(2)).long().argmax(1)[free > k]), "the leftmost"
+        assert torch.equal(reveal.long().argmax(1)[free > k], (x == mask_id(2)).long().argmax(1)[free > k]), (
+            "the leftmost"
+        )
         x = torch.where(reveal, 0, x)
     assert not bool((x == mask_id(2)).any())
 
@@ -176,8 +187,12 @@ def test_too_few_steps_for_one_token_per_call_is_refused():
 def test_preset_trains_through_the_cli_and_samples(ladd, tmp_path):
     out = ladd("train", "experiment=binsaw/ar_cpu", *TINY, "train.stages=[{steps:2}]", f"run_dir={tmp_path}")
     assert out.returncode == 0, out.stderr
-    experiment, cfg = load_run(tmp_path, registry.load())
-    assert (cfg["process"]["name"], cfg["backbone"]["name"], cfg["sampler"]["name"]) == ("autoregressive", "causal", "autoregressive")
+    experiment, settings = load_run(tmp_path, registry.load())
+    assert tuple(settings.selection(slot)["name"] for slot in ("process", "backbone", "sampler")) == (
+        "autoregressive",
+        "causal",
+        "autoregressive",
+    )
     assert "train/loss" in (tmp_path / "logs" / "stage1" / "metrics.csv").read_text()
     sampled = experiment.sampler.sample(experiment.model.eval(), 4, 2, torch.Generator().manual_seed(0))
     assert sampled.tokens.shape == (4, 16) and int(sampled.tokens.max()) <= 1 and sampled.network_calls == 16

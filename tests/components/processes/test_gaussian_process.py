@@ -19,7 +19,10 @@ from ladd_plugins.schedules.closed_form import (
 ABAR2 = {
     "vp-linear": (LinearSchedule(ScheduleConfig()), lambda t: 1 - t),
     "vp-sqrt": (VPSqrtSchedule(ScheduleConfig()), lambda t: math.sqrt(1 - t)),
-    "vp-cosine": (VPCosineSchedule(VPCosineScheduleConfig()), lambda t: math.cos((t + 0.008) / 1.008 * math.pi / 2) ** 2),
+    "vp-cosine": (
+        VPCosineSchedule(VPCosineScheduleConfig()),
+        lambda t: math.cos((t + 0.008) / 1.008 * math.pi / 2) ** 2,
+    ),
 }
 
 

@@ -34,7 +34,9 @@ GBARS = {
 
 
 def make(schedule: str = "linear", horizon: int = 4000, weighting: str = "elbo", vocab: int = K) -> MaskedProcess:
-    return MaskedProcess(MaskedProcessConfig(horizon=horizon, weighting=weighting), schedule=GBARS[schedule][0], vocab_size=vocab)
+    return MaskedProcess(
+        MaskedProcessConfig(horizon=horizon, weighting=weighting), schedule=GBARS[schedule][0], vocab_size=vocab
+    )
 
 
 def gen(seed: int = 0) -> torch.Generator:
@@ -110,7 +112,9 @@ def test_loss_is_hand_computed_cross_entropy() -> None:
     # linear schedule, T = 4: weight T/t with t = 2 and t = 1
     expected = torch.tensor([2.0 * ce0 / 3, 4.0 * ce1 / 3])
     torch.testing.assert_close(process.loss(logits, x0, x_t, tau), expected)
-    constant = MaskedProcess(MaskedProcessConfig(horizon=4, weighting="constant"), schedule=GBARS["linear"][0], vocab_size=3)
+    constant = MaskedProcess(
+        MaskedProcessConfig(horizon=4, weighting="constant"), schedule=GBARS["linear"][0], vocab_size=3
+    )
     torch.testing.assert_close(constant.loss(logits, x0, x_t, tau), torch.tensor([ce0 / 3, ce1 / 3]))
 
 

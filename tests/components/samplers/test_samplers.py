@@ -31,12 +31,16 @@ class ProductOracle(nn.Module, DenoiserModel):
         super().__init__()
         self.anchor = nn.Parameter(torch.zeros(()))
         self.seq_len, self.vocab_size = MARGINALS.shape
-        self.process = MaskedProcess(MaskedProcessConfig(horizon=1000), schedule=LinearSchedule(ScheduleConfig()), vocab_size=self.vocab_size)
+        self.process = MaskedProcess(
+            MaskedProcessConfig(horizon=1000), schedule=LinearSchedule(ScheduleConfig()), vocab_size=self.vocab_size
+        )
         self.latent_value = latent_value
         if latent_value is None:
             self.latent, self.latent_process = None, None
         else:
-            self.latent = ContinuousLatent(ContinuousLatentConfig(length=latent_value.shape[0], width=latent_value.shape[1]))
+            self.latent = ContinuousLatent(
+                ContinuousLatentConfig(length=latent_value.shape[0], width=latent_value.shape[1])
+            )
             self.latent_process = VPGaussianProcess(VPProcessConfig(), LinearSchedule(ScheduleConfig()))
         self._caches = caches
         self.calls: list[tuple[Tensor | None, Tensor | None]] = []
@@ -62,7 +66,9 @@ class ProductOracle(nn.Module, DenoiserModel):
 @pytest.mark.parametrize("steps", [1, 3, 16])
 def test_ancestral_sampler_reproduces_the_exact_marginals(steps, fast):
     n = 6000
-    out = AncestralSampler(AncestralConfig(fast=fast)).sample(ProductOracle(), n, steps, torch.Generator().manual_seed(steps))
+    out = AncestralSampler(AncestralConfig(fast=fast)).sample(
+        ProductOracle(), n, steps, torch.Generator().manual_seed(steps)
+    )
     assert out.tokens.shape == (n, 4) and int(out.tokens.max()) < 3, "no mask may remain"
     for position, probs in enumerate(MARGINALS):
         freq = torch.bincount(out.tokens[:, position], minlength=3).double() / n

@@ -30,7 +30,10 @@ CASES = {
     "geometric": (GeometricSchedule(GeometricScheduleConfig()), lambda t: math.exp(-(1e-5 ** (1 - t)) * 20.0**t)),
     "cosine": (CosineSchedule(ScheduleConfig()), lambda t: math.cos(math.pi * t / 2)),
     "loglinear": (LogLinearSchedule(LogLinearScheduleConfig()), lambda t: 1 - (1 - 1e-3) * t),
-    "vp-cosine": (VPCosineSchedule(VPCosineScheduleConfig()), lambda t: math.cos((t + 0.008) / 1.008 * math.pi / 2) ** 2),
+    "vp-cosine": (
+        VPCosineSchedule(VPCosineScheduleConfig()),
+        lambda t: math.cos((t + 0.008) / 1.008 * math.pi / 2) ** 2,
+    ),
     "vp-sqrt": (VPSqrtSchedule(ScheduleConfig()), lambda t: math.sqrt(1 - t)),
 }
 
