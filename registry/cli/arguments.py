@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 from typing import Any, NoReturn
 
@@ -23,6 +24,13 @@ def positive(text: str) -> int:
     """An argument that must be a whole number >= 1."""
     if not text.strip().isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
+    return int(text)
+
+
+def at_least_two(text: str) -> int:
+    """A count of points that must include two ends: a whole number >= 2."""
+    if not text.strip().isdigit() or int(text) < 2:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 2 (the path's two ends and any between)")
     return int(text)
 
 
@@ -60,18 +68,28 @@ def add_sampler_choice(parser: argparse.ArgumentParser, purpose: str) -> None:
     parser.add_argument("--sampler-option", action="append", default=[], metavar="KEY=VALUE", help="its option")
 
 
-def chosen_sampler(args: argparse.Namespace, experiment: Any, registry: Registry) -> Any:
-    """The experiment with the sampler ``--sampler`` and ``--sampler-option`` chose, checked against its model."""
-    from registry.engine.assembly import with_sampler
+def chosen_sampler(args: argparse.Namespace, experiment: Any, registry: Registry, cfg: dict[str, Any] | None = None) -> Any:
+    """The experiment with the sampler ``--sampler`` and ``--sampler-option`` chose, checked against its model, and
+    with the classifier-free guidance scale of ``--guidance`` (where the command has it) set on that sampler or, without
+    ``--sampler``, on the one of ``cfg`` (the model's config) with its other options kept."""
+    from registry.engine.assembly import required_selection, with_sampler
 
     if args.sampler_option and not args.sampler:
         raise LaddError(
             "--sampler-option sets an option of --sampler NAME: give the sampler too, e.g. --sampler joint "
             "--sampler-option guidance=2"
         )
-    if not args.sampler:
-        return experiment
-    return with_sampler(experiment, registry, args.sampler, _options(args.sampler_option))
+    guidance = getattr(args, "guidance", None)
+    if guidance is None:
+        return experiment if not args.sampler else with_sampler(experiment, registry, args.sampler, _options(args.sampler_option))
+    name, options = (args.sampler, _options(args.sampler_option)) if args.sampler else required_selection(cfg or {}, "sampler")
+    config = registry.get("sampler", name).spec.config
+    if config is None or "guidance" not in {option.name for option in dataclasses.fields(config)}:
+        raise LaddError(
+            f"--guidance sets a sampler's classifier-free guidance, but sampler {name!r} has no guidance option; "
+            f"choose one that has (e.g. --sampler joint or --sampler sequential)"
+        )
+    return with_sampler(experiment, registry, name, {**options, "guidance": guidance})
 
 
 def _options(pairs: list[str]) -> dict[str, Any]:

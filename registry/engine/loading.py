@@ -57,16 +57,34 @@ def load_run(run_dir: str | Path, registry: Registry) -> tuple[Experiment, dict[
 
 def from_pretrained(path: str | Path, registry: Registry | None = None) -> Experiment:
     """Rebuild an exported model (any folder written by :func:`export`), ready to sample."""
+    return load_export(path, registry or load())[0]
+
+
+def load_export(path: str | Path, registry: Registry) -> tuple[Experiment, dict[str, Any]]:
+    """An exported model, ready to sample, and the config it was built from."""
     path = Path(path)
-    registry = registry or load()
     if not (path / CONFIG_JSON).is_file() or not (path / WEIGHTS_FILE).is_file():
         raise LaddError(f"{path} is not an exported ladd model (expected {CONFIG_JSON} and {WEIGHTS_FILE})")
     document = read_document(path / CONFIG_JSON)
     check_installed(document["components"], registry, f"model {path}")
-    experiment = build_experiment(without_local_paths(document["config"], registry), registry, document["components"])
+    config = without_local_paths(document["config"], registry)
+    experiment = build_experiment(config, registry, document["components"])
     load_weights(experiment.model, path / WEIGHTS_FILE)
     experiment.model.eval()
-    return experiment
+    return experiment, config
+
+
+def load_model(path: str | Path, registry: Registry) -> tuple[Experiment, dict[str, Any]]:
+    """A finished run folder or an exported model folder, whichever ``path`` holds, and the config it was built from."""
+    path = Path(path)
+    if (path / CONFIG_FILE).is_file():
+        return load_run(path, registry)
+    if (path / CONFIG_JSON).is_file():
+        return load_export(path, registry)
+    raise LaddError(
+        f"{path} is neither a run folder ({CONFIG_FILE} and {WEIGHTS_FILE} inside) nor an exported model "
+        f"({CONFIG_JSON} and {WEIGHTS_FILE}); give the folder of a trained run or of `ladd export`"
+    )
 
 
 def read_document(path: Path) -> dict[str, Any]:
