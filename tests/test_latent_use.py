@@ -25,8 +25,8 @@ from registry.engine.references import read_references
 from registry.engine.sampling import check_takes_latent
 from registry.errors import LaddError
 from registry.host.registry import load
-from registry.storage.weights import save_tensors
 from registry.interfaces import IDS, VECTORS, Denoised, DenoiserModel, Latent, SampleOutput, Sampler, mask_id
+from registry.storage.weights import save_tensors
 from registry.toolkit.sampling import held_latent
 
 #: P(x_i = 1) per position, for a latent whose first coordinate is positive (row 0) or not (row 1)
@@ -172,6 +172,17 @@ def test_encode_gives_the_codes_and_leaves_the_codebook_as_it_was():
     with torch.no_grad():
         assert torch.equal(codes, model.latent.encode(model.encoder(x0)).y0)
     assert codes.dtype == torch.long and codes.shape == (6, 1)
+
+
+@pytest.mark.parametrize("sampler", ["joint", "sequential"])
+def test_diladd_samples_given_codes_hold_exactly_those_codes(sampler):
+    registry = load()
+    experiment = build_experiment(to_plain(compose(["experiment=binsaw/diladd_seq_cpu", *TINY, f"sampler={sampler}"], registry)), registry)
+    model = experiment.model.eval()
+    codes = model.encode(torch.randint(2, (5, 16), generator=torch.Generator().manual_seed(0)))
+    out = experiment.sampler.sample(model, 5, 4, torch.Generator().manual_seed(1), latent=codes)
+    assert torch.equal(out.latent, codes)
+    assert out.tokens.shape == (5, 16) and int(out.tokens.max()) < 2
 
 
 def test_a_model_without_a_latent_has_nothing_to_encode():
