@@ -26,7 +26,7 @@ from registry.engine.sampling import check_takes_latent
 from registry.errors import LaddError
 from registry.host.registry import load
 from registry.interfaces import IDS, VECTORS, Denoised, DenoiserModel, Latent, SampleOutput, Sampler, mask_id
-from registry.storage.weights import save_tensors
+from registry.storage.weights import save_tensors, state_digest
 from registry.toolkit.sampling import held_latent
 
 #: P(x_i = 1) per position, for a latent whose first coordinate is positive (row 0) or not (row 1)
@@ -316,3 +316,14 @@ def test_latents_round_trip_and_are_refused_by_another_model(tmp_path):
     (tmp_path / "edited.safetensors").write_bytes(path.read_bytes().replace(b"ladd-latents/1", b"ladd-latents/0"))
     with pytest.raises(LaddError, match="is corrupt"):
         load_latents(tmp_path / "edited.safetensors", model)
+
+
+def test_the_weights_digest_names_the_values_not_where_or_how_they_are_stored():
+    first, second = nn.Linear(3, 2), nn.Linear(3, 2)
+    second.load_state_dict(first.state_dict())
+    first.register_buffer("count", torch.tensor(2.0))
+    second.register_buffer("count", torch.tensor(2.0))
+    second.weight.data = second.weight.data.t().contiguous().t()  # the same values in another memory layout
+    assert state_digest(first) == state_digest(second)
+    second.count += 1
+    assert state_digest(first) != state_digest(second)

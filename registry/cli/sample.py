@@ -112,6 +112,7 @@ def _latents(args: argparse.Namespace, experiment: Experiment) -> tuple[Tensor |
     without --like, --latents or --interpolate."""
     from registry.engine.interpolation import interpolate
     from registry.engine.latents import check_has_latent, encode_rows, load_latents
+    from registry.engine.sampling import check_takes_latent
 
     given = {"--like": args.like, "--latents": args.latents, "--interpolate": args.interpolate}
     chosen = [flag for flag, value in given.items() if value is not None]
@@ -119,16 +120,16 @@ def _latents(args: argparse.Namespace, experiment: Experiment) -> tuple[Tensor |
         return None, None
     model = experiment.model
     check_has_latent(model, f"ladd sample {chosen[0]}")
+    check_takes_latent(experiment.sampler)
     if args.latents is not None:
         return load_latents(args.latents, model), "reference"
     references = read_references(args.like or args.interpolate, experiment.dataset)
-    latents = encode_rows(model, references, args.batch_size)
     if args.like is not None:
-        return latents, "reference"
-    if len(latents) != 2:
+        return encode_rows(model, references, args.batch_size), "reference"
+    if len(references) != 2:
         raise LaddError(
-            f"--interpolate needs two references, the path's ends, but {args.interpolate} holds {len(latents)}: "
+            f"--interpolate needs two references, the path's ends, but {args.interpolate} holds {len(references)}: "
             f"keep two lines"
         )
-    points = args.points or DEFAULT_POINTS
-    return interpolate(model.latent_channel()[0], latents[0], latents[1], points), "point"
+    start, end = encode_rows(model, references, args.batch_size)
+    return interpolate(model.latent_channel()[0], start, end, args.points or DEFAULT_POINTS), "point"

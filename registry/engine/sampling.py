@@ -68,10 +68,15 @@ def sample(
     return gather_rows(local), calls
 
 
+def takes_latent(sampler: Sampler) -> bool:
+    """Whether ``sampler.sample`` takes a clean latent (``latent=``); a sampler written before the keyword does not."""
+    parameters = inspect.signature(sampler.sample).parameters.values()
+    return any(p.name == "latent" or p.kind is p.VAR_KEYWORD for p in parameters)
+
+
 def check_takes_latent(sampler: Sampler) -> None:
     """Refuse a sampler whose ``sample`` takes no clean latent (``latent=``): it could only ignore one."""
-    parameters = inspect.signature(sampler.sample).parameters.values()
-    if not any(p.name == "latent" or p.kind is p.VAR_KEYWORD for p in parameters):
+    if not takes_latent(sampler):
         raise LaddError(
             f"sampler {type(sampler).__name__} cannot draw samples given a latent (its sample() takes no `latent`); "
             f"choose one that can, e.g. --sampler sequential or --sampler joint"

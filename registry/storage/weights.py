@@ -81,9 +81,9 @@ def state_digest(module: torch.nn.Module) -> str:
     """The SHA-256 of a module's state (names, dtypes, shapes and values): equal for equal weights, wherever they live."""
     digest = hashlib.sha256()
     for name, tensor in sorted(module.state_dict().items()):
-        value = tensor.detach().cpu().contiguous()
+        value = tensor.detach().cpu()
         digest.update(f"{name}|{value.dtype}|{tuple(value.shape)}|".encode())
-        digest.update(value.view(torch.uint8).numpy().tobytes() if value.numel() else b"")
+        digest.update(value.reshape(-1).view(torch.uint8).numpy().tobytes())
     return digest.hexdigest()
 
 
