@@ -253,12 +253,13 @@ def test_id_references_are_read_in_order_and_cut_with_one_note(tmp_path):
 def test_text_references_end_with_the_end_of_document_id_and_are_padded_with_it(tmp_path):
     dataset, lines, records = Text(), tmp_path / "refs.txt", tmp_path / "refs.jsonl"
     lines.write_text("ab c\nabcabcab\n")
-    records.write_text('{"text": "ab c"}\n{"text": "abcabcab", "ids": [9]}\n')
+    records.write_text('{"text": "ab c"}\n{"text": "abcabcab"}\n{"text": "ignored", "ids": [1, 2]}\n')
     ids = dataset.tokenizer("ab c", add_special_tokens=False)["input_ids"]
     for path in (lines, records):
         read = read_references(path, dataset)
         assert read.tokens[0].tolist() == ids + [dataset.eos_id] * 2
         assert read.tokens[1].tolist() == dataset.tokenizer("abcabc", add_special_tokens=False)["input_ids"]
+    assert read.tokens[2].tolist() == [1, 2] + [dataset.eos_id] * 4, "the ids of a line `ladd sample` wrote, as they are"
 
 
 def test_a_short_id_reference_is_padded_with_the_end_id_or_refused_without_one(tmp_path):
@@ -289,10 +290,13 @@ def test_bad_reference_files_are_refused_in_one_line(tmp_path, content, dataset,
     assert "\n" not in str(refused.value)
 
 
-def test_a_jsonl_line_without_text_is_refused(tmp_path):
+def test_a_jsonl_line_without_text_or_with_ids_outside_the_vocabulary_is_refused(tmp_path):
     path = tmp_path / "refs.jsonl"
-    path.write_text('{"ids": [1, 2]}\n')
+    path.write_text('{"words": "ab"}\n')
     with pytest.raises(LaddError, match="line 1 of .* is not a JSON object with a 'text' string"):
+        read_references(path, Text())
+    path.write_text('{"ids": [1, 2]}\n{"ids": [1, 99]}\n')
+    with pytest.raises(LaddError, match="line 2 of .* holds id 99, outside this model's vocabulary"):
         read_references(path, Text())
 
 

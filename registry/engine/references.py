@@ -1,10 +1,11 @@
 """Reference sequences from a file, one per line: text for a dataset with a tokenizer, token ids for one without.
 
-Text lines are tokenised as the text dataset tokenises documents; a ``.jsonl`` file holds one JSON object with a
-``text`` field per line. Id lines are whole numbers separated by spaces, as ``ladd sample`` writes them. Blank
-lines are skipped. A reference longer than the model's sequence is cut (with one note for all of them); a shorter
-one ends with the dataset's end-of-document id and is filled with it, as the text dataset's ``packing=pad`` rows
-are, and is refused for a dataset without one.
+Text lines are tokenised as the text dataset tokenises documents; a ``.jsonl`` file holds one JSON object per
+line, read by its ``ids`` when it has them (as ``ladd sample`` writes them for text data), else by its ``text``.
+Id lines are whole numbers separated by spaces, as ``ladd sample`` writes them. Blank lines are skipped. A
+reference longer than the model's sequence is cut (with one note for all of them); a shorter one ends with the
+dataset's end-of-document id and is filled with it, as the text dataset's ``packing=pad`` rows are, and is
+refused for a dataset without one.
 """
 from __future__ import annotations
 
@@ -66,33 +67,39 @@ def _lines(path: Path) -> list[tuple[int, str]]:
 
 def _text_ids(path: Path, number: int, line: str, dataset: Dataset) -> list[int]:
     where = f"line {number} of {path}"
-    if path.suffix == JSON_LINES:
-        try:
-            record = json.loads(line)
-        except ValueError:
-            record = None
-        if not isinstance(record, dict) or not isinstance(record.get("text"), str):
-            raise LaddError(f"{where} is not a JSON object with a 'text' string: write one such object per line")
-        line = record["text"]
-    return text_ids(dataset, line, where)
+    if path.suffix != JSON_LINES:
+        return text_ids(dataset, line, where)
+    try:
+        record = json.loads(line)
+    except ValueError:
+        record = None
+    if isinstance(record, dict) and isinstance(record.get("ids"), list):
+        return _checked(where, record["ids"], dataset.vocab_size)
+    if not isinstance(record, dict) or not isinstance(record.get("text"), str):
+        raise LaddError(f"{where} is not a JSON object with a 'text' string (or 'ids'): write one such object per line")
+    return text_ids(dataset, record["text"], where)
 
 
 def _ids(path: Path, number: int, line: str, vocab_size: int) -> list[int]:
     where = f"line {number} of {path}"
-    row = []
     for word in line.split():
         if not word.isdigit():
             raise LaddError(
                 f"{where}: {word!r} is not a token id; this model's dataset has no tokenizer, so a reference is "
                 f"whole numbers separated by spaces (as `ladd sample` writes them)"
             )
-        if int(word) >= vocab_size:
+    return _checked(where, [int(word) for word in line.split()], vocab_size)
+
+
+def _checked(where: str, ids: list, vocab_size: int) -> list[int]:
+    """``ids`` if each is a token id of the vocabulary, else a LaddError naming the first that is not."""
+    for value in ids:
+        if type(value) is not int or not 0 <= value < vocab_size:
             raise LaddError(
-                f"{where} holds id {word}, outside this model's vocabulary of {vocab_size} ids (0 to {vocab_size - 1}): "
+                f"{where} holds id {value!r}, outside this model's vocabulary of {vocab_size} ids (0 to {vocab_size - 1}): "
                 f"give sequences of this model's dataset"
             )
-        row.append(int(word))
-    return row
+    return ids
 
 
 def _fitted(path: Path, number: int, row: list[int], dataset: Dataset) -> list[int]:
