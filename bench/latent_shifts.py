@@ -27,11 +27,11 @@ import torch
 import yaml
 
 import registry
+from latent_agreement import agreement
 from registry.cli import main as ladd
 
 #: grid points per sawtooth period for the maximum-likelihood shift (a step of 1/(P * 2000) of the whole period)
 GRID = 2000
-KINDS = ("like", "unconditioned", "exact")
 
 
 @dataclass
@@ -51,7 +51,7 @@ class Run:
         return cls(label, Path(path), sampler or None)
 
 
-def sawtooth(run: Path) -> registry.interfaces.Dataset:
+def sawtooth(run: Path):
     """The run's dataset, built from its recorded config (the script needs its data model: ``sample`` and ``omega``)."""
     options = dict(yaml.safe_load((run / "config.yaml").read_text())["dataset"])
     return registry.build("dataset", options.pop("name"), options)
@@ -115,13 +115,6 @@ def encoded(run: Run, tokens_file: Path, out: Path) -> torch.Tensor:
 
     run_ladd("encode", run.path, "--input", tokens_file, "--out", out)
     return load_file(str(out))["latents"]
-
-
-def agreement(latents: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
-    """Per row: 1 where a code sequence equals the reference's, or the cosine of two vector latents."""
-    if not latents.is_floating_point():
-        return (latents == reference).flatten(1).all(dim=1).double()
-    return torch.nn.functional.cosine_similarity(latents.flatten(1).double(), reference.flatten(1).double(), dim=1)
 
 
 def measure(run: Run, references: Path, shifts: torch.Tensor, args: argparse.Namespace, work: Path) -> list[dict]:
