@@ -154,7 +154,7 @@ def plot(rows: list[dict], span: float, path: Path) -> None:
     exact = next(r for r in rows if r["samples"] == "exact")
     figure, axes = plt.subplots(1, len(models) + 1, figsize=(3.4 * (len(models) + 1), 3.6), sharey=True)
     panels = [(f"exact draws given the shift\nmean error {exact['mean_error']:.4f}", [exact])]
-    panels += [(model, [r for r in rows if r["model"] == model]) for model in models]
+    panels += [(model, sorted((r for r in rows if r["model"] == model), key=lambda r: r["samples"] == "like")) for model in models]
     colours = {"like": "tab:blue", "unconditioned": "tab:gray", "exact": "tab:green"}
     for axis, (title, chosen) in zip(axes, panels, strict=True):
         for r in chosen:
