@@ -105,15 +105,16 @@ def test_guidance_one_is_no_guidance_and_more_doubles_the_network_calls(runs, fi
     assert outputs["three calls"] == 2 * outputs["plain calls"]
 
 
-def test_text_rows_carry_the_reference_or_point_and_keep_a_prompt(runs, files, tmp_path, capsys):
+def test_text_rows_carry_the_reference_or_point_and_keep_an_infills_context(runs, files, tmp_path, capsys):
     like, path = tmp_path / "like.jsonl", tmp_path / "path.jsonl"
     status, _, _ = ladd(capsys, "sample", runs["text"], "--like", files["text"], "--num", 3, "--steps", 4,
-                        "--prompt", "to be", "--out", like)
+                        "--prompt", "to be", "--suffix", "the end", "--out", like)
     assert status == 0
     rows = [json.loads(line) for line in like.read_text().splitlines()]
     assert [row["reference"] for row in rows] == [0, 0, 0, 1, 1, 1]
-    prompt = rows[0]["ids"][:2]
-    assert all(row["ids"][:2] == prompt and row["text"].startswith("to be") for row in rows)
+    prompt, suffix = rows[0]["ids"][:2], rows[0]["ids"][-2:]
+    assert all(row["ids"][:2] == prompt and row["ids"][-2:] == suffix for row in rows), "an infill given each latent"
+    assert all(row["text"].startswith("to be") and row["text"].endswith("the end") for row in rows)
     assert ladd(capsys, "sample", runs["text"], "--interpolate", files["text"], "--points", 2, "--num", 2, "--steps", 4,
                 "--out", path)[0] == 0
     assert [json.loads(line)["point"] for line in path.read_text().splitlines()] == [0, 0, 1, 1]
