@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 import registry
-from registry.config.composition import compose, to_plain
+from registry.config.composition import compose
 from registry.engine.assembly import build_experiment
 from registry.engine.sampling import sample
 from registry.training.loop import LaddModule
@@ -51,19 +51,17 @@ def cpu_seconds(work: Callable[[], Any], repeats: int) -> float:
 
 def training_steps(variant: str, batch: int, repeats: int, reg: registry.Registry) -> dict[str, float]:
     """CPU seconds per optimisation step of each stage (Stage 2: the encoder frozen, the latent loss on)."""
-    cfg = to_plain(compose([f"experiment={SAMPLERS[variant][0]}", f"train.batch_size={batch}"], reg))
+    settings = compose([f"experiment={SAMPLERS[variant][0]}", f"train.batch_size={batch}"], reg)
     torch.manual_seed(0)
-    experiment = build_experiment(cfg, reg)
+    experiment = build_experiment(settings, reg)
     model = experiment.model.train()
-    module = LaddModule(model, cfg["train"], seed=0)
+    module = LaddModule(model, settings.train, seed=0)
     optimizer = module.configure_optimizers()["optimizer"]
     stream = experiment.dataset.batches(batch, 0, "train")
-    stages = list(cfg["train"]["stages"].values())
+    stages = list(settings.train.stages.values())
     found = {}
     for index, stage in enumerate(stages):
-        model.objective.lambda_latent = stage["lambda_latent"]
-        if stage["freeze_encoder"]:
-            model.freeze_encoder()
+        model.begin_stage(stage)
         found[f"stage{index + 1}"] = cpu_seconds(
             lambda: optimisation_step(model, module, optimizer, next(stream)), repeats
         )
@@ -72,7 +70,7 @@ def training_steps(variant: str, batch: int, repeats: int, reg: registry.Registr
 
 def sampling_calls(variant: str, samples: int, budgets: tuple[int, int], reg: registry.Registry) -> dict[str, float]:
     """CPU seconds of one sampling call of ``samples`` sequences at each of two budgets (random weights)."""
-    cfg = to_plain(compose([f"experiment={SAMPLERS[variant][0]}", f"eval.batch_size={samples}"], reg))
+    cfg = compose([f"experiment={SAMPLERS[variant][0]}", f"eval.batch_size={samples}"], reg).plain()
     torch.manual_seed(0)
     experiment = build_experiment(cfg, reg)
     return {

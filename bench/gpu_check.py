@@ -25,7 +25,8 @@ from pathlib import Path
 import torch
 
 import registry
-from registry.config.composition import compose, to_plain
+from registry.config.composition import compose
+from registry.config.settings import checked
 from registry.engine.assembly import build_experiment
 from registry.engine.sampling import inference_precision
 from registry.host_reads import count_host_reads
@@ -107,7 +108,7 @@ def check_preset(preset: str, size: str, scratch: Path, steps: int, assets: dict
     row: dict = {"preset": preset, "extra": extra}
     started = time.perf_counter()
     try:
-        cfg = to_plain(compose([*overrides(preset, size, scratch, steps, assets, reg), *extra], reg))
+        cfg = compose([*overrides(preset, size, scratch, steps, assets, reg), *extra], reg).plain()
         row["batch"], row["seq_len"] = cfg["train"]["batch_size"], cfg["dataset"]["seq_len"]
         row["compile"] = (cfg["train"]["compile_mode"] or "default") if cfg["train"]["compile"] else False
         if device.type == "cuda":
@@ -169,10 +170,10 @@ def sync_rows(reg: registry.Registry, scratch: Path) -> list[dict]:
     rows = []
     for preset in ("binsaw/mdlm", "binsaw/coladd_joint", "binsaw/diladd_joint", "lm1b/mdlm", "lm1b/coladd_32"):
         text = not preset.startswith("binsaw")
-        cfg = to_plain(compose([*overrides(preset, "tiny", scratch, 1, assets if text else None, reg), "train.fused_adamw=true"], reg))
+        cfg = compose([*overrides(preset, "tiny", scratch, 1, assets if text else None, reg), "train.fused_adamw=true"], reg).plain()
         experiment = build_experiment(cfg, reg)
         model = experiment.model.to(device).train()
-        module = LaddModule(model, cfg["train"], cfg["seed"])
+        module = LaddModule(model, checked(cfg).train, cfg["seed"])
         optimizer = module.configure_optimizers()["optimizer"]
         x0 = next(iter(experiment.dataset.batches(cfg["train"]["batch_size"], 0, "train"))).to(device)
 
@@ -197,8 +198,8 @@ def loop_syncs(preset: str, scratch: Path, reg: registry.Registry, short: int = 
     """Host syncs per step of ``train``'s whole loop (Lightning, batches drawn on the device, EMA, logging between
     log steps), from a short and a long run of the last stage, so that what a run does once cancels out."""
     def run(steps: int) -> int:
-        cfg = to_plain(compose([*overrides(preset, "tiny", scratch, steps, None, reg), "train.log_every=1000",
-                                "train.fused_adamw=true", "dataset.draw_on_device=true"], reg))
+        cfg = compose([*overrides(preset, "tiny", scratch, steps, None, reg), "train.log_every=1000",
+                                "train.fused_adamw=true", "dataset.draw_on_device=true"], reg).plain()
         cfg["train"]["stages"] = dict(list(cfg["train"]["stages"].items())[-1:])
         try:
             return count_syncs(functools.partial(train, cfg, cfg["run_dir"], reg))

@@ -16,7 +16,7 @@ from safetensors.torch import load_file
 
 
 def agreement(latents: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
-    """Per row: 1 where a code sequence equals the reference's, else 0; for vectors, the mean cosine over the M vectors."""
+    """Per row: 1 where a code sequence equals the reference's, else 0; for vectors, the M vectors' mean cosine."""
     if not latents.is_floating_point():
         return (latents == reference).flatten(1).all(dim=1).double()
     return torch.nn.functional.cosine_similarity(latents.double(), reference.double(), dim=-1).flatten(1).mean(dim=1)

@@ -43,9 +43,14 @@ def main() -> None:
     generated = out.latent.flatten(1).norm(dim=1)
     near = generated < args.threshold
     print(f"generated latents with norm < {args.threshold}: {float(near.double().mean()):.4f} of {args.num}")
-    print(f"encoder latents of data with norm < {args.threshold}: {float((encoded.flatten(1).norm(dim=1) < args.threshold).double().mean()):.4f}")
-    print(f"neighbour agreement: near-null {neighbour_agreement(out.tokens[near]):.3f}, "
-          f"others {neighbour_agreement(out.tokens[~near]):.3f}, data {neighbour_agreement(data):.3f}")
+    print(
+        f"encoder latents of data with norm < {args.threshold}: "
+        f"{float((encoded.flatten(1).norm(dim=1) < args.threshold).double().mean()):.4f}"
+    )
+    print(
+        f"neighbour agreement: near-null {neighbour_agreement(out.tokens[near]):.3f}, "
+        f"others {neighbour_agreement(out.tokens[~near]):.3f}, data {neighbour_agreement(data):.3f}"
+    )
 
 
 if __name__ == "__main__":

@@ -68,7 +68,7 @@ def shift_grid(dataset) -> torch.Tensor:
 
 
 def ml_shifts(dataset, tokens: torch.Tensor) -> torch.Tensor:
-    """The maximum-likelihood shift of each row of ``tokens`` ``[N, S]`` under the sawtooth, on the grid (float64 ``[N]``)."""
+    """The maximum-likelihood shift of each row of ``tokens`` ``[N, S]`` on the grid (float64 ``[N]``)."""
     grid = shift_grid(dataset)
     positions = torch.arange(1, dataset.seq_len + 1, dtype=torch.float64)
     ones = dataset.omega(positions, grid[:, None])  # [G, S]: P(x_i = 1 | y)
@@ -132,13 +132,17 @@ def measure(run: Run, references: Path, shifts: torch.Tensor, args: argparse.Nam
     for kind, path in (("like", like), ("unconditioned", unconditioned)):
         estimates = ml_shifts(dataset, read_ids(path))
         latents = encoded(run, path, work / f"{run.label}_{kind}.safetensors")
-        rows.append(row(run.label, kind, estimates, target, period(dataset), agreement(latents, reference_latents.repeat_interleave(args.num, 0))))
+        agree = agreement(latents, reference_latents.repeat_interleave(args.num, 0))
+        rows.append(row(run.label, kind, estimates, target, period(dataset), agree))
     return rows
 
 
-def row(label: str, kind: str, estimates: torch.Tensor, target: torch.Tensor, span: float, agree: torch.Tensor | None) -> dict:
+def row(
+    label: str, kind: str, estimates: torch.Tensor, target: torch.Tensor, span: float, agree: torch.Tensor | None
+) -> dict:
     error, standard_error = mean_and_error(circular_error(estimates, target, span))
-    cells = {"model": label, "samples": kind, "n": estimates.numel(), "mean_error": error, "standard_error": standard_error}
+    cells = {"model": label, "samples": kind, "n": estimates.numel(), "mean_error": error}
+    cells["standard_error"] = standard_error
     if agree is not None:
         cells["latent_agreement"] = float(agree.mean())
     return {**cells, "estimates": estimates, "target": target}
@@ -154,7 +158,8 @@ def plot(rows: list[dict], span: float, path: Path) -> None:
     exact = next(r for r in rows if r["samples"] == "exact")
     figure, axes = plt.subplots(1, len(models) + 1, figsize=(3.4 * (len(models) + 1), 3.6), sharey=True)
     panels = [(f"exact draws given the shift\nmean error {exact['mean_error']:.4f}", [exact])]
-    panels += [(model, sorted((r for r in rows if r["model"] == model), key=lambda r: r["samples"] == "like")) for model in models]
+    for model in models:  # like samples drawn over the unconditioned ones
+        panels.append((model, sorted((r for r in rows if r["model"] == model), key=lambda r: r["samples"] == "like")))
     colours = {"like": "tab:blue", "unconditioned": "tab:gray", "exact": "tab:green"}
     for axis, (title, chosen) in zip(axes, panels, strict=True):
         for r in chosen:
@@ -211,7 +216,8 @@ def main() -> None:
     plot(rows, span, args.out / "shifts.png")
     for r in rows:
         agree = f"  latent agreement {r['latent_agreement']:.4f}" if "latent_agreement" in r else ""
-        print(f"{r['model']:<14} {r['samples']:<14} mean error {r['mean_error']:.5f} ± {r['standard_error']:.5f}{agree}")
+        error = f"mean error {r['mean_error']:.5f} ± {r['standard_error']:.5f}"
+        print(f"{r['model']:<14} {r['samples']:<14} {error}{agree}")
 
 
 if __name__ == "__main__":

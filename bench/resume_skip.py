@@ -32,19 +32,37 @@ def sawtooth(steps: int, batch: int, seq_len: int, sample: int) -> dict:
     data = BinarySawtooth(BinarySawtoothConfig(seq_len=seq_len))
     replay = _seconds(lambda: next(Dataset.batches_from(data, sample, batch, 0))) / (sample + 1)
     generator = torch.Generator().manual_seed(0)
-    draws = _seconds(lambda: [torch.rand(batch * (seq_len + 1), generator=generator, dtype=torch.float64) for _ in range(sample)]) / sample
+    draws = (
+        _seconds(
+            lambda: [torch.rand(batch * (seq_len + 1), generator=generator, dtype=torch.float64) for _ in range(sample)]
+        )
+        / sample
+    )
     direct = _seconds(lambda: next(data.batches_from(steps, batch, 0)))
     exact = torch.equal(next(data.batches_from(sample, batch, 0)), next(Dataset.batches_from(data, sample, batch, 0)))
-    return {"steps": steps, "batch": batch, "seq_len": seq_len, "replay_s": replay * steps, "draws_only_s": draws * steps,
-            "direct_s": direct, "direct_equals_replay_at_sample": exact}
+    return {
+        "steps": steps,
+        "batch": batch,
+        "seq_len": seq_len,
+        "replay_s": replay * steps,
+        "draws_only_s": draws * steps,
+        "direct_s": direct,
+        "direct_equals_replay_at_sample": exact,
+    }
 
 
 def text(steps: int, batch: int, rows: int, sample: int) -> dict:
     generator = torch.Generator().manual_seed(0)
     replay = _seconds(lambda: list(islice(shuffled_indices(rows, batch, generator), sample))) / sample
     direct = _seconds(lambda: next(shuffled_indices(rows, batch, torch.Generator().manual_seed(0), steps)))
-    return {"steps": steps, "batch": batch, "rows": rows, "epochs_skipped": steps * batch // rows,
-            "replay_indices_only_s": replay * steps, "direct_s": direct}
+    return {
+        "steps": steps,
+        "batch": batch,
+        "rows": rows,
+        "epochs_skipped": steps * batch // rows,
+        "replay_indices_only_s": replay * steps,
+        "direct_s": direct,
+    }
 
 
 def main() -> None:
@@ -54,8 +72,12 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="folder for resume_skip.json")
     args = parser.parse_args()
     torch.set_num_threads(1)  # the data stream is made in the training process, on one thread
-    result = {"machine": platform.processor() or platform.machine(), "torch": torch.__version__,
-              "sawtooth": sawtooth(40_000, 2048, 128, args.sample), "text": text(1_000_000, 512, args.rows, args.sample)}
+    result = {
+        "machine": platform.processor() or platform.machine(),
+        "torch": torch.__version__,
+        "sawtooth": sawtooth(40_000, 2048, 128, args.sample),
+        "text": text(1_000_000, 512, args.rows, args.sample),
+    }
     print(json.dumps(result, indent=2))
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,6 @@ computed every step against the precomputed-latent cache.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import functools
 import json
 import time
@@ -23,8 +22,8 @@ from pathlib import Path
 import torch
 
 import registry
-from registry.config.settings import TrainConfig
-from registry.engine.model import DiffusionModel, Objective
+from registry.config.settings import Objective, TrainConfig
+from registry.engine.model import DiffusionModel
 from registry.engine.sampling import inference_precision
 from registry.interfaces import Channels
 from registry.paper.flops import head_macs, transformer_macs
@@ -94,7 +93,7 @@ def train_section(kind: str, size: dict, reg, device, peak: float, compile_model
         model.freeze_encoder()  # as in the text presets: one stage with the frozen pretrained encoder
     if compile_model:
         model.compile_backbones()
-    module = LaddModule(model, dataclasses.asdict(TrainConfig()), seed=0)  # ladd's optimiser and clipping
+    module = LaddModule(model, TrainConfig(), seed=0)  # ladd's optimiser and clipping
     optimizer = module.configure_optimizers()["optimizer"]
     x0 = torch.randint(size["vocab"] - 1, (size["batch"], size["seq"]), device=device)
 

@@ -7,7 +7,9 @@ from registry.engine.model import DiffusionModel
 from registry.training.loop import LaddModule
 
 
-def optimisation_step(model: DiffusionModel, module: LaddModule, optimizer: torch.optim.Optimizer, x0: torch.Tensor) -> None:
+def optimisation_step(
+    model: DiffusionModel, module: LaddModule, optimizer: torch.optim.Optimizer, x0: torch.Tensor
+) -> None:
     """The objective (bf16 autocast on CUDA), backward, ladd's clipping and the optimiser step."""
     device = x0.device
     with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):

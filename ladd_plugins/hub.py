@@ -31,12 +31,20 @@ def hub_cache() -> str:
     return constants.HF_HUB_CACHE
 
 
-def unavailable(what: str, name: str, error: Exception, setting: str, checked: str | None = None) -> MissingResourceError:
+def unavailable(
+    what: str, name: str, error: Exception, setting: str, checked: str | None = None
+) -> MissingResourceError:
     """The error for ``what`` named ``name`` that did not load: where it was looked for and the two ways to fix it."""
     reason = f"[{type(error).__name__}: {error}]"
     if Path(name).is_dir():
-        return MissingResourceError(f"cannot load {what} from the folder {name!r}: it does not hold a loadable one {reason}")
-    why = "Hugging Face offline mode is on" if offline() else "the Hugging Face Hub could not be reached or has no such repository"
+        return MissingResourceError(
+            f"cannot load {what} from the folder {name!r}: it does not hold a loadable one {reason}"
+        )
+    why = (
+        "Hugging Face offline mode is on"
+        if offline()
+        else "the Hugging Face Hub could not be reached or has no such repository"
+    )
     return MissingResourceError(
         f"cannot load {what} {name!r}: it is not in the local cache (checked {checked or hub_cache()}) and {why} "
         f"{reason}. To fix: on a machine with network load it once (`hf download {name}` for a model or tokenizer) "

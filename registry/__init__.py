@@ -24,7 +24,8 @@ if TYPE_CHECKING:  # importing it here would import torch with every `import reg
 
 
 def build(kind: str, name: str, options: dict[str, Any] | None = None, **context: Any) -> Any:
-    """Build one registered component from Python: ``options`` are checked like config options, ``context`` as ladd passes it."""
+    """Build one registered component from Python: ``options`` are checked like config options, ``context`` as ladd
+    passes it."""
     return load().build(kind, name, options, **context)
 
 

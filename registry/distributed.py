@@ -35,7 +35,8 @@ def is_main() -> bool:
 
 
 def share(total: int) -> range:
-    """The indices of ``total`` items (samples, batches) this rank handles: one contiguous block per rank, in rank order."""
+    """The indices of ``total`` items (samples, batches) this rank handles: one contiguous block per rank, in rank
+    order."""
     world, me = world_size(), rank()
     return range(me * total // world, (me + 1) * total // world)
 
@@ -78,7 +79,9 @@ class Shard:
     def rows(self, batch: int, per_row: int = 1, device: torch.device | str = "cpu") -> Tensor:
         """Indices of this rank's rows of a global batch whose rows come in groups of ``per_row``."""
         if batch % self.world:
-            raise InvalidConfigError(f"a global batch of {batch} rows does not split evenly over {self.world} processes")
+            raise InvalidConfigError(
+                f"a global batch of {batch} rows does not split evenly over {self.world} processes"
+            )
         mine = torch.arange(self.rank, batch, self.world, device=device)
         return (mine[:, None] * per_row + torch.arange(per_row, device=device)).flatten()
 
@@ -93,7 +96,8 @@ class Shard:
         return full.index_copy(0, self.rows(batch // per_row, per_row, local.device), local)
 
     def own_noise(self, device: torch.device) -> AbstractContextManager[None]:
-        """Random draws inside this block come from a stream of this rank, step and call; the shared one is left as it was."""
+        """Random draws inside this block come from a stream of this rank, step and call; the shared one is left as it
+        was."""
         return _seeded(_mix(self.seed, self.rank, next(self._calls)), device)
 
 
@@ -105,7 +109,9 @@ def _mix(*key: int) -> int:
 
 @contextmanager
 def _seeded(seed: int, device: torch.device) -> Iterator[None]:
-    cuda = (device.index if device.index is not None else torch.cuda.current_device()) if device.type == "cuda" else None
+    cuda = (
+        (device.index if device.index is not None else torch.cuda.current_device()) if device.type == "cuda" else None
+    )
     with torch.random.fork_rng(devices=[] if cuda is None else [cuda]):
         # Only the generators in use: torch.manual_seed would also queue a lazy CUDA seeding per call on CPU.
         torch.default_generator.manual_seed(seed)
@@ -124,7 +130,9 @@ def spread(shard: Shard | None, local: Tensor, per_row: int = 1) -> Tensor:
     return local if shard is None else shard.spread(local, per_row)
 
 
-def own_noise(shard: Shard | None, device: torch.device, generator: torch.Generator | None = None) -> AbstractContextManager[None]:
+def own_noise(
+    shard: Shard | None, device: torch.device, generator: torch.Generator | None = None
+) -> AbstractContextManager[None]:
     """Where torch's global RNG points while components draw inside it (dropout, posterior noise, VQ restarts).
 
     ``shard.own_noise`` under a shard; without one, a stream seeded from ``generator`` (so the result is a

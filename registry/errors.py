@@ -29,7 +29,8 @@ class ComponentClashError(LaddError):
 
 
 class ComponentError(LaddError):
-    """A component's factory failed to import or raised while building; ``problem`` says which, without the component."""
+    """A component's factory failed to import or raised while building; ``problem`` says which, without the
+    component."""
 
     def __init__(self, problem: str, message: str) -> None:
         super().__init__(message)

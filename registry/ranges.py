@@ -29,7 +29,9 @@ def check_range(
         raise InvalidConfigError(f"{key}={value!r} is out of range: it must be {valid}")
 
 
-def check_each(key: str, values: Iterable[float], low: float | None = None, high: float | None = None, **bounds: bool) -> None:
+def check_each(
+    key: str, values: Iterable[float], low: float | None = None, high: float | None = None, **bounds: bool
+) -> None:
     """``check_range`` for every element of a list option, naming its index; an empty list is refused."""
     values = list(values)
     if not values:

@@ -1,6 +1,6 @@
 """Fingerprints of short seeded runs of the presets: losses, weights, samples and evaluation, recorded bitwise.
 
-Run as a script to record ``data/preset_fingerprints.json`` (``python tests/fingerprints.py [NAME ...]``
+Run as a script to record ``fixtures/data/preset_fingerprints.json`` (``python tests/fingerprints.py [NAME ...]``
 re-records the named cases and keeps the others); ``test_fingerprints.py`` recomputes them, so a change
 meant to restructure code (not results) is checked to change no number. Committed results name the
 cases they were produced with and store their :func:`digest` (``tests/provenance.py``).
@@ -8,6 +8,7 @@ cases they were produced with and store their :func:`digest` (``tests/provenance
 from __future__ import annotations
 
 import csv
+import dataclasses
 import hashlib
 import json
 import sys
@@ -18,11 +19,12 @@ from typing import Any
 import torch
 
 import registry
-from registry.config.composition import compose, to_plain
+from registry.config.composition import compose
+from registry.config.settings import EvalConfig
 from registry.engine.evaluation import evaluate
 from registry.training.loop import train
 
-FIXTURE = Path(__file__).parent / "data" / "preset_fingerprints.json"
+FIXTURE = Path(__file__).parent / "fixtures" / "data" / "preset_fingerprints.json"
 SHORT = [
     "train.batch_size=8",
     "train.warmup_steps=2",
@@ -73,9 +75,9 @@ def _hex(scores: dict[str, float]) -> dict[str, str]:
     return {name: float(value).hex() for name, value in sorted(scores.items())}
 
 
-def _evaluation(experiment: Any, eval_cfg: dict[str, Any]) -> dict[str, Any]:
+def _evaluation(experiment: Any, settings: EvalConfig) -> dict[str, Any]:
     """Every number of a tiny evaluation, bitwise."""
-    result = evaluate(experiment, "fingerprint", {**eval_cfg, **TINY_EVAL}, progress=False)
+    result = evaluate(experiment, "fingerprint", dataclasses.replace(settings, **TINY_EVAL), progress=False)
     return {
         "token_loss": float(result.token_loss).hex(),
         "data_floor": _hex(result.data_floor or {}),
@@ -99,7 +101,7 @@ def fingerprint(case: str, run_dir: Path) -> dict[str, Any]:
     with torch.no_grad():
         losses = model.loss(batch, torch.Generator().manual_seed(3))
         samples = experiment.sampler.sample(model, 4, 4, torch.Generator().manual_seed(5))
-        evaluation = _evaluation(experiment, to_plain(cfg)["eval"])
+        evaluation = _evaluation(experiment, cfg.eval)
         # last: in train mode a quantiser's forward pass updates its codebook
         training = model.train().loss(batch, torch.Generator().manual_seed(3))
     return {

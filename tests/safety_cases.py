@@ -1,7 +1,7 @@
 """The mistakes and attacks ladd must refuse, each reproduced from the outside (the ``ladd`` command or the public API).
 
 Every case returns an :class:`Outcome` after asserting what must hold besides the message (nothing written, a
-payload not run, a file left untouched). ``tests/test_safety.py`` runs them all, checks that each refusal is one
+payload not run, a file left untouched). ``tests/cli/test_safety.py`` runs them all, checks that each refusal is one
 line with a non-zero exit code, and writes the table of ``docs/safety.md``.
 """
 from __future__ import annotations
@@ -26,12 +26,12 @@ from pathlib import Path
 
 import torch
 import yaml
-from conftest import TINY
 from safetensors.torch import load_file, save_file
+from support import TINY
 
 import registry
 from registry.cli import main
-from registry.config.composition import compose, to_plain
+from registry.config.composition import compose
 from registry.engine.evaluation import token_loss
 from registry.engine.loading import load_run
 from registry.training.loop import train
@@ -203,7 +203,7 @@ def user_cache(folder: Path) -> Iterator[None]:
 
 def text_dataset(root: Path, **options: str) -> dict:
     """The text dataset's config node (as saved in run folders and exports), with ``options`` changed."""
-    node = to_plain(compose(text_overrides(root), registry.load()))["dataset"]
+    node = compose(text_overrides(root), registry.load()).plain()["dataset"]
     return {**node, **options}
 
 

@@ -27,19 +27,30 @@ class CausalTransformer(Backbone):
         super().__init__()
         if not channels.tokens or channels.latent is not None:
             raise IncompatibleComponentsError(
-                "backbone 'causal' predicts tokens alone (the autoregressive baseline); for a latent use 'mmdit' or 'mlp'"
+                "backbone 'causal' predicts tokens alone (the autoregressive baseline); for a latent use 'mmdit' or "
+                "'mlp'"
             )
-        # the mask id gets an embedding too: samplers pass partly masked sequences, masks only right of the predicted rows
+        # the mask id gets an embedding too: samplers pass partly masked sequences, masks only right of the predicted
+        # rows
         self.embed = nn.Embedding(channels.vocab_size + 1, config.hidden)
         self.start = nn.Parameter(0.02 * torch.randn(config.hidden))
         self.condition = learned_condition(config.hidden)
-        self.trunk = DiTTrunk(config.hidden, config.layers, config.heads, config.hidden, config.mlp_ratio, config.dropout, causal=True)
+        self.trunk = DiTTrunk(
+            config.hidden, config.layers, config.heads, config.hidden, config.mlp_ratio, config.dropout, causal=True
+        )
         self.final = FinalLayer(config.hidden, config.hidden, TokenHead(config.hidden, channels.vocab_size))
         self._shape = TransformerShape(
             config.layers, channels.seq_len, config.hidden, config.mlp_ratio, channels.seq_len, channels.vocab_size
         )
 
-    def forward(self, x_t: Tensor | None, tau_x: Tensor | None, y_t: Tensor | None, tau_y: Tensor | None, rows: Tensor | None = None) -> Denoised:
+    def forward(
+        self,
+        x_t: Tensor | None,
+        tau_x: Tensor | None,
+        y_t: Tensor | None,
+        tau_y: Tensor | None,
+        rows: Tensor | None = None,
+    ) -> Denoised:
         batch = x_t.shape[0]
         h = torch.cat([self.start.expand(batch, 1, -1), self.embed(x_t[:, :-1])], dim=1)
         c = self.condition.expand(batch, -1)

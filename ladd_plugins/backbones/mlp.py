@@ -29,11 +29,20 @@ class MLPDenoiser(Backbone):
         self.embed = channels.latent.input_layer(hidden)
         self.time_embed = TimestepEmbedder(config.cond_dim)
         self.proj_in = nn.Linear(self.length * hidden, hidden)
-        self.blocks = nn.ModuleList(MLPBlock(hidden, config.cond_dim, config.mlp_ratio, config.dropout) for _ in range(config.layers))
+        self.blocks = nn.ModuleList(
+            MLPBlock(hidden, config.cond_dim, config.mlp_ratio, config.dropout) for _ in range(config.layers)
+        )
         self.final = FinalLayer(hidden, config.cond_dim, nn.Linear(hidden, self.length * hidden))
         self.head = channels.latent.output_layer(hidden)
 
-    def forward(self, x_t: Tensor | None, tau_x: Tensor | None, y_t: Tensor | None, tau_y: Tensor | None, rows: Tensor | None = None) -> Denoised:
+    def forward(
+        self,
+        x_t: Tensor | None,
+        tau_x: Tensor | None,
+        y_t: Tensor | None,
+        tau_y: Tensor | None,
+        rows: Tensor | None = None,
+    ) -> Denoised:
         c = self.time_embed(tau_y)
         # one position holding all M latent vectors, the shape the shared adaLN blocks expect
         h = self.proj_in(self.embed(y_t).flatten(1)).unsqueeze(1)

@@ -7,8 +7,18 @@ from .config import DiTEncoderConfig, PretrainedEncoderConfig
 
 #: this subpackage's components, registered by ladd's plugin (``ladd_plugins.ladd_components``)
 SPECS = [
-    ComponentSpec("encoder", "dit", "ladd_plugins.encoders.dit_encoder:DiTEncoder", DiTEncoderConfig,
-                  "learned DiT encoder read at the M rightmost positions, L2-normalised"),
-    ComponentSpec("encoder", "pretrained", "ladd_plugins.encoders.pretrained:PretrainedEncoder", PretrainedEncoderConfig,
-                  "frozen Hugging Face text model (Qwen3-Embedding): Matryoshka-truncated, token-aligned or chunk-pooled"),
+    ComponentSpec(
+        "encoder",
+        "dit",
+        "ladd_plugins.encoders.dit_encoder:DiTEncoder",
+        DiTEncoderConfig,
+        "learned DiT encoder read at the M rightmost positions, L2-normalised",
+    ),
+    ComponentSpec(
+        "encoder",
+        "pretrained",
+        "ladd_plugins.encoders.pretrained:PretrainedEncoder",
+        PretrainedEncoderConfig,
+        "frozen Hugging Face text model (Qwen3-Embedding): Matryoshka-truncated, token-aligned or chunk-pooled",
+    ),
 ]

@@ -32,7 +32,9 @@ class DiTEncoder(Encoder):
         self.input_dropout_max = config.input_dropout_max
         self.embed = nn.Embedding(vocab_size + 1, config.hidden)
         self.condition = learned_condition(config.hidden)
-        self.trunk = DiTTrunk(config.hidden, config.layers, config.heads, config.hidden, config.mlp_ratio, config.dropout)
+        self.trunk = DiTTrunk(
+            config.hidden, config.layers, config.heads, config.hidden, config.mlp_ratio, config.dropout
+        )
         self.final = FinalLayer(config.hidden, config.hidden, nn.Linear(config.hidden, config.width))
 
     def forward(self, x0: Tensor, masked: Tensor | None = None) -> Tensor:

@@ -67,7 +67,9 @@ class LatentCache:
         except FileNotFoundError:
             return None
         except ValueError as error:
-            raise LaddError(f"unreadable latent cache entry {path} ({error}); delete it and it will be recomputed") from None
+            raise LaddError(
+                f"unreadable latent cache entry {path} ({error}); delete it and it will be recomputed"
+            ) from None
         self._remember(key, value)
         return value
 

@@ -41,7 +41,8 @@ def chunk_index(valid: Tensor, chunks: int) -> Tensor:
 
 
 def chunk_mean(hidden: Tensor, chunks: int, valid: Tensor | None = None) -> Tensor:
-    """``[B, chunks, d]``: means of ``hidden [B, S, d]`` over contiguous chunks of the valid positions (zero if empty)."""
+    """``[B, chunks, d]``: means of ``hidden [B, S, d]`` over contiguous chunks of the valid positions (zero if
+    empty)."""
     valid = _all_valid(hidden) if valid is None else valid
     if chunks == 0:
         return hidden.new_zeros(hidden.shape[0], 0, hidden.shape[2])
@@ -56,7 +57,8 @@ def last_valid(valid: Tensor) -> Tensor:
 
 
 def chunk_mean_eos(hidden: Tensor, latents: int, valid: Tensor | None = None) -> Tensor:
-    """``[B, latents, d]``: ``latents - 1`` chunk means of the valid positions before the last one, then the last one's state."""
+    """``[B, latents, d]``: ``latents - 1`` chunk means of the valid positions before the last one, then the last one's
+    state."""
     valid = _all_valid(hidden) if valid is None else valid
     last = last_valid(valid)
     final = hidden.masked_fill(~last[..., None], 0.0).sum(1, keepdim=True)
@@ -100,7 +102,8 @@ def overlap_weights(data_spans: Tensor, encoder_spans: Tensor, data_valid: Tenso
 
 
 def weighted_mean(states: Tensor, weights: Tensor) -> Tensor:
-    """``[B, S, d]``: for each data token, the mean of the encoder ``states [B, T, d]`` its ``weights [B, S, T]`` select."""
+    """``[B, S, d]``: for each data token, the mean of the encoder ``states [B, T, d]`` its ``weights [B, S, T]``
+    select."""
     # states no data token selects (padding) are zeroed, so a non-finite value there cannot leak into the product
     states = states.masked_fill(~weights.any(1)[..., None], 0.0)
     selected = weights.to(states.dtype)

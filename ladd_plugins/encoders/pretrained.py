@@ -38,7 +38,8 @@ def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
 
 
 class FrozenTextModel:
-    """A Hugging Face model and its tokenizer, frozen in eval mode, run on the caller's device at the chosen precision."""
+    """A Hugging Face model and its tokenizer, frozen in eval mode, run on the caller's device at the chosen
+    precision."""
 
     def __init__(self, name: str, dtype: str) -> None:
         self.name, self.dtype = name, dtype
@@ -150,7 +151,12 @@ class TokenBridge:
             if spans:
                 data_spans[row, torch.tensor(keep)] = torch.tensor(spans)
         batch = self.encoder_tokenizer(
-            texts, padding=True, truncation=True, max_length=self.max_length, return_offsets_mapping=True, return_tensors="pt"
+            texts,
+            padding=True,
+            truncation=True,
+            max_length=self.max_length,
+            return_offsets_mapping=True,
+            return_tensors="pt",
         )
         return batch["input_ids"], batch["attention_mask"], batch["offset_mapping"].long(), data_spans
 
@@ -185,28 +191,37 @@ class PretrainedEncoder(Encoder):
         super().__init__()
         length = seq_len if config.length is None else config.length
         if length > seq_len:
-            raise InvalidConfigError(f"encoder.length M={length} must be at most seq_len S={seq_len} (None means M = S)")
+            raise InvalidConfigError(
+                f"encoder.length M={length} must be at most seq_len S={seq_len} (None means M = S)"
+            )
         self.length, self.width, self.pooling = length, config.width, config.pooling
         self.vocab_size, self.input_dropout_max = vocab_size, config.input_dropout_max
         self.frozen = FrozenTextModel(config.model, config.dtype)
         if self.width > self.frozen.hidden_size:
-            raise InvalidConfigError(f"encoder.width={self.width} exceeds the hidden size {self.frozen.hidden_size} of {config.model!r}")
+            raise InvalidConfigError(
+                f"encoder.width={self.width} exceeds the hidden size {self.frozen.hidden_size} of {config.model!r}"
+            )
         direct = tokenizer is None or same_vocabulary(tokenizer, self.frozen.tokenizer, vocab_size)
         if direct and vocab_size > self.frozen.vocab_rows:
             raise InvalidConfigError(
-                f"the data's {vocab_size} token ids cannot be fed to {config.model!r}, which embeds {self.frozen.vocab_rows}; "
+                f"the data's {vocab_size} token ids cannot be fed to {config.model!r}, which embeds "
+                f"{self.frozen.vocab_rows}; "
                 "a text dataset must provide its tokenizer so that sequences are re-tokenised for the encoder"
             )
         self.bridge = None if direct else TokenBridge(tokenizer, self.frozen.tokenizer, self.frozen.max_length)
         self.cache = None if config.cache_dir is None else LatentCache(config.cache_dir, config.cache_entries)
-        self.identity = {} if self.cache is None else {
-            **self.frozen.identity(),
-            "length": self.length,
-            "width": self.width,
-            "pooling": self.pooling,
-            "seq_len": seq_len,
-            "data_tokenizer": None if direct else tokenizer_fingerprint(tokenizer),
-        }
+        self.identity = (
+            {}
+            if self.cache is None
+            else {
+                **self.frozen.identity(),
+                "length": self.length,
+                "width": self.width,
+                "pooling": self.pooling,
+                "seq_len": seq_len,
+                "data_tokenizer": None if direct else tokenizer_fingerprint(tokenizer),
+            }
+        )
 
     def forward(self, x0: Tensor, masked: Tensor | None = None) -> Tensor:
         if masked is not None and self.input_dropout_max > 0:

@@ -41,7 +41,8 @@ class CodeLatent(Latent):
         return LatentCode(y0=codes, aux_loss=aux if self.training else None, embedding=quantized)
 
     def backbone_input(self, y_t: Tensor, code: LatentCode | None = None) -> Tensor:
-        """Code vectors at revealed positions (straight-through ones in training), the learnable mask vector elsewhere."""
+        """Code vectors at revealed positions (straight-through ones in training), the learnable mask vector
+        elsewhere."""
         masked = y_t == mask_id(self.values)
         if code is not None and code.embedding is not None:
             vectors = code.embedding

@@ -26,7 +26,9 @@ def _vq_options(config: DiscreteLatentConfig) -> dict:
         # the library's default gradient estimator is not the paper's straight-through one
         rotation_trick=False,
         # decided here because the library's default looks for a process group, which Lightning creates later
-        sync_codebook=config.sync_codebook if config.sync_codebook is not None else int(os.environ.get("WORLD_SIZE", "1")) > 1,
+        sync_codebook=config.sync_codebook
+        if config.sync_codebook is not None
+        else int(os.environ.get("WORLD_SIZE", "1")) > 1,
     )
 
 
@@ -79,7 +81,8 @@ class ResidualVQLatent(CodeLatent):
 
 
 class FSQLatent(CodeLatent):
-    """Finite scalar quantisation: features projected to ``len(levels)`` bounded dimensions, each rounded to its levels."""
+    """Finite scalar quantisation: features projected to ``len(levels)`` bounded dimensions, each rounded to its
+    levels."""
 
     def __init__(self, config: FSQLatentConfig) -> None:
         super().__init__()

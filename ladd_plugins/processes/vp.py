@@ -70,7 +70,10 @@ class VPGaussianProcess(Process):
         eps_hat = (x_t.double() - per_sample(abar2_t.sqrt(), x_t) * y0_hat) / per_sample(sbar2_t.sqrt(), x_t)
         sigma2_ts = sbar2_t - abar2_t / abar2_s * sbar2_s
         variance = (self.eta**2 * sigma2_ts * sbar2_s / sbar2_t).clamp(min=0.0)
-        mean = per_sample(abar2_s.sqrt(), x_t) * y0_hat + per_sample((sbar2_s - variance).clamp(min=0.0).sqrt(), x_t) * eps_hat
+        mean = (
+            per_sample(abar2_s.sqrt(), x_t) * y0_hat
+            + per_sample((sbar2_s - variance).clamp(min=0.0).sqrt(), x_t) * eps_hat
+        )
         y_s = mean
         if self.eta > 0:
             noise = torch.randn(x_t.shape, generator=generator, device=x_t.device, dtype=torch.float64)

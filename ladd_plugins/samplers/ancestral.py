@@ -20,7 +20,14 @@ class AncestralSampler(Sampler):
 
     @torch.no_grad()
     def sample(
-        self, model: DenoiserModel, num_samples: int, steps: int, generator: torch.Generator, fixed: Tensor | None = None
+        self,
+        model: DenoiserModel,
+        num_samples: int,
+        steps: int,
+        generator: torch.Generator,
+        fixed: Tensor | None = None,
     ) -> SampleOutput:
-        tokens, calls = denoise_tokens(model, num_samples, steps, generator, model.device, fast=self.config.fast, fixed=fixed)
+        tokens, calls = denoise_tokens(
+            model, num_samples, steps, generator, model.device, fast=self.config.fast, fixed=fixed
+        )
         return SampleOutput(tokens, None, calls)

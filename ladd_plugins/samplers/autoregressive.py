@@ -24,7 +24,14 @@ class AutoregressiveSampler(Sampler):
 
     @torch.no_grad()
     def sample(
-        self, model: DenoiserModel, num_samples: int, steps: int, generator: torch.Generator, fixed: Tensor | None = None
+        self,
+        model: DenoiserModel,
+        num_samples: int,
+        steps: int,
+        generator: torch.Generator,
+        fixed: Tensor | None = None,
     ) -> SampleOutput:
-        tokens, calls = denoise_tokens(model, num_samples, model.seq_len, generator, model.device, fast=True, fixed=fixed)
+        tokens, calls = denoise_tokens(
+            model, num_samples, model.seq_len, generator, model.device, fast=True, fixed=fixed
+        )
         return SampleOutput(tokens, None, calls)

@@ -42,8 +42,8 @@ class JointSampler(Sampler):
         device = model.device
         held = held_latent(model, num_samples, latent, device)
         if held is not None:
-            config = self.config
-            tokens, calls = denoise_tokens(model, num_samples, steps, generator, device, held, config.guidance, config.fast, fixed)
+            guidance, fast = self.config.guidance, self.config.fast
+            tokens, calls = denoise_tokens(model, num_samples, steps, generator, device, held, guidance, fast, fixed)
             return SampleOutput(tokens, held, calls)
         x = start_tokens(model, num_samples, device, generator, fixed)
         known = known_tokens(model, num_samples, fixed, device)

@@ -8,7 +8,7 @@ from typing import Any, NoReturn
 
 import yaml
 
-from registry.config.settings import MAX_SAMPLING_SEED
+from registry.config.settings import MAX_SAMPLING_SEED, Settings
 from registry.errors import LaddError
 from registry.host.registry import Registry
 
@@ -68,28 +68,38 @@ def add_sampler_choice(parser: argparse.ArgumentParser, purpose: str) -> None:
     parser.add_argument("--sampler-option", action="append", default=[], metavar="KEY=VALUE", help="its option")
 
 
-def chosen_sampler(args: argparse.Namespace, experiment: Any, registry: Registry, cfg: dict[str, Any] | None = None) -> Any:
-    """The experiment with the sampler ``--sampler`` and ``--sampler-option`` chose, checked against its model, and
-    with the classifier-free guidance scale of ``--guidance`` (where the command has it) set on that sampler or, without
-    ``--sampler``, on the one of ``cfg`` (the model's config) with its other options kept."""
-    from registry.engine.assembly import required_selection, with_sampler
+def chosen_sampler(args: argparse.Namespace, experiment: Any, registry: Registry) -> Any:
+    """The experiment with the sampler ``--sampler`` and ``--sampler-option`` chose, checked against its model."""
+    from registry.engine.assembly import with_sampler
 
     if args.sampler_option and not args.sampler:
         raise LaddError(
             "--sampler-option sets an option of --sampler NAME: give the sampler too, e.g. --sampler joint "
             "--sampler-option guidance=2"
         )
-    guidance = getattr(args, "guidance", None)
-    if guidance is None:
-        return experiment if not args.sampler else with_sampler(experiment, registry, args.sampler, _options(args.sampler_option))
-    name, options = (args.sampler, _options(args.sampler_option)) if args.sampler else required_selection(cfg or {}, "sampler")
+    if not args.sampler:
+        return experiment
+    return with_sampler(experiment, registry, args.sampler, _options(args.sampler_option))
+
+
+def guided(args: argparse.Namespace, experiment: Any, registry: Registry, settings: Settings) -> Any:
+    """The experiment with ``--guidance W`` set as the guidance option of ``--sampler`` or, without it, of the model's
+    own sampler (``settings``), the sampler's other options kept; unchanged without ``--guidance``."""
+    from registry.engine.assembly import required_selection, with_sampler
+
+    if args.guidance is None:
+        return experiment
+    if args.sampler:
+        name, options = args.sampler, _options(args.sampler_option)
+    else:
+        name, options = required_selection(settings, "sampler")
     config = registry.get("sampler", name).spec.config
     if config is None or "guidance" not in {option.name for option in dataclasses.fields(config)}:
         raise LaddError(
             f"--guidance sets a sampler's classifier-free guidance, but sampler {name!r} has no guidance option; "
             f"choose one that has (e.g. --sampler joint or --sampler sequential)"
         )
-    return with_sampler(experiment, registry, name, {**options, "guidance": guidance})
+    return with_sampler(experiment, registry, name, {**options, "guidance": args.guidance})
 
 
 def _options(pairs: list[str]) -> dict[str, Any]:

@@ -22,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace, registry: Registry) -> None:
     """Train (once per distinct model), evaluate and publish every experiment of ``--experiments``."""
-    from registry.config.composition import compose, to_plain  # torch and Lightning: only when comparing
+    from registry.config.composition import compose  # torch and Lightning: only when comparing
     from registry.engine.assembly import Experiment, required_selection, with_sampler
     from registry.engine.evaluation import evaluate
     from registry.engine.runs import training_key
@@ -33,24 +33,24 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
     trained: dict[str, tuple[Path, Experiment]] = {}
     with stopping_on_signals():
         for name in args.experiments.split(","):
-            cfg = to_plain(compose([f"experiment={name}", *args.overrides], registry))
-            key = training_key(cfg)
+            settings = compose([f"experiment={name}", *args.overrides], registry)
+            key = training_key(settings.plain())
             if key in trained:  # same model, other sampler (e.g. Di-LADD joint and sequential): train once
                 run_dir, experiment = trained[key]
-                experiment = with_sampler(experiment, registry, *required_selection(cfg, "sampler"))
-                print(f"{cfg['method']}: sampling the model trained in {run_dir}")
+                experiment = with_sampler(experiment, registry, *required_selection(settings, "sampler"))
+                print(f"{settings.method}: sampling the model trained in {run_dir}")
             else:
                 run_dir = Path(args.runs_dir) / name.replace("/", "_")
                 try:
-                    experiment = train(cfg, run_dir, registry)
+                    experiment = train(settings, run_dir, registry)
                 except Stopped as stop:
                     raise stop.at(f"training {name} {stop.where}") from None
                 trained[key] = (run_dir, experiment)
             try:
                 check()  # a signal that came as the training ended
-                result = evaluate(experiment, cfg["method"], cfg["eval"])
+                result = evaluate(experiment, settings.method, settings.eval)
             except Stopped as stop:
-                raise stop.at(f"while evaluating {cfg['method']}") from None
-            result.save(run_dir / f"eval_{cfg['method']}.json")
+                raise stop.at(f"while evaluating {settings.method}") from None
+            result.save(run_dir / f"eval_{settings.method}.json")
             results.append(result)
     publish(results, args.out)

@@ -16,8 +16,8 @@ if TYPE_CHECKING:  # torch: only when encoding
     from registry.interfaces import Dataset
 
 REFERENCES_HELP = (
-    "one reference per line: text for a dataset with a tokenizer (or a .jsonl file of JSON objects with 'text', or 'ids' "
-    "as `ladd sample` writes them), else token ids separated by spaces; longer ones are cut to the model's length"
+    "one reference per line: text for a dataset with a tokenizer (or a .jsonl file of JSON objects with 'text', or "
+    "'ids' as `ladd sample` writes them), else token ids separated by spaces; longer ones are cut to the model's length"
 )
 
 

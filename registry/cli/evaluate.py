@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 
 from registry.host.registry import Registry
@@ -9,7 +10,7 @@ from registry.host.registry import Registry
 from .arguments import add_sampler_choice, budgets, chosen_sampler, positive
 
 #: options of `eval` that replace the run's `eval.*` settings when given
-_OVERRIDES = ("num_samples", "batch_size", "loss_batches", "precision", "repeats", "floor_draws")
+_OVERRIDES = ("budgets", "num_samples", "batch_size", "loss_batches", "precision", "repeats", "floor_draws")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -43,21 +44,17 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
 
 
     connect()  # under torchrun or srun, every rank evaluates its share of the batches and samples
-    experiment, cfg = load_run(args.run_dir, registry)
-    eval_cfg = dict(cfg["eval"])
-    if args.budgets:
-        eval_cfg["budgets"] = args.budgets
-    for key in _OVERRIDES:
-        if getattr(args, key):
-            eval_cfg[key] = getattr(args, key)
+    experiment, settings = load_run(args.run_dir, registry)
+    given = {key: getattr(args, key) for key in _OVERRIDES if getattr(args, key) is not None}
+    eval_settings = dataclasses.replace(settings.eval, **given)  # the options given, checked as the config's are
     experiment = chosen_sampler(args, experiment, registry)
-    method = args.method or cfg["method"]
+    method = args.method or settings.method
     check_name("--method", method, "eval_METHOD.json")
     out = Path(args.out or Path(args.run_dir) / f"eval_{method}.json")
     for target in EvalResult.files(out):
         check_target(target)  # before evaluating, not after
-    check_sampling_memory(experiment, eval_cfg["num_samples"], eval_cfg["batch_size"], "ladd eval")
-    result = evaluate(experiment, method, eval_cfg, progress=is_main())
+    check_sampling_memory(experiment, eval_settings.num_samples, eval_settings.batch_size, "ladd eval")
+    result = evaluate(experiment, method, eval_settings, progress=is_main())
     if not is_main():
         return
     path = result.save(out)

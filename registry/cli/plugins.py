@@ -13,7 +13,9 @@ from .notices import clash_lines
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the command to the parser."""
-    p = sub.add_parser("plugins", help="list loaded, failed and blocked plugins; `ladd plugins check NAME` validates one")
+    p = sub.add_parser(
+        "plugins", help="list loaded, failed and blocked plugins; `ladd plugins check NAME` validates one"
+    )
     p.add_argument("action", nargs="?", choices=["check"])
     p.add_argument("name", nargs="?")
     p.set_defaults(run=run)

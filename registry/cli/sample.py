@@ -11,7 +11,7 @@ from registry.engine.sampling_limits import DEFAULT_MAX_HOURS, MAX_HOURS_FLAG
 from registry.errors import LaddError
 from registry.host.registry import Registry
 
-from .arguments import add_sampler_choice, at_least_two, chosen_sampler, hours, positive, seed
+from .arguments import add_sampler_choice, at_least_two, chosen_sampler, guided, hours, positive, seed
 from .encode import REFERENCES_HELP
 from .encode import references as read_references
 
@@ -26,10 +26,14 @@ DEFAULT_POINTS = 5
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the command to the parser."""
     p = sub.add_parser("sample", help="sample from a trained run or an exported model")
-    p.add_argument("run_dir", nargs="?", metavar="RUN_OR_MODEL", help="a run folder or a folder written by `ladd export`")
+    p.add_argument(
+        "run_dir", nargs="?", metavar="RUN_OR_MODEL", help="a run folder or a folder written by `ladd export`"
+    )
     p.add_argument("--model", help="a folder written by `ladd export` (or give it as RUN_OR_MODEL)")
     p.add_argument("--steps", type=positive, default=32)
-    p.add_argument("--num", type=positive, default=16, help="samples; with --like, --latents or --interpolate: per latent")
+    p.add_argument(
+        "--num", type=positive, default=16, help="samples; with --like, --latents or --interpolate: per latent"
+    )
     p.add_argument("--batch-size", type=positive, default=1000)
     p.add_argument("--seed", type=seed, default=0, help="a whole number from 0 to 2**63-1")
     p.add_argument("--prompt", help="text every sample starts with (kept fixed while sampling)")
@@ -38,14 +42,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="the networks' precision: auto (bf16-mixed on CUDA, else 32-true), bf16-mixed or 32-true",
     )
     p.add_argument("--suffix", help="text every sample ends with: with --prompt, an infill between the two")
-    p.add_argument("--like", metavar="FILE", help=f"--num samples given each reference's clean latent; {REFERENCES_HELP}")
+    p.add_argument(
+        "--like", metavar="FILE", help=f"--num samples given each reference's clean latent; {REFERENCES_HELP}"
+    )
     p.add_argument("--latents", metavar="LATENTS.safetensors", help="as --like, with the latents `ladd encode` wrote")
     p.add_argument(
         "--interpolate", metavar="FILE",
-        help="two references (as for --like): --num samples at each of --points latents from the first's to the second's",
+        help="two references (as for --like): --num samples at each of --points latents from the first's to the "
+        "second's",
     )
     p.add_argument(
-        "--points", type=at_least_two, help=f"latents along --interpolate's path, both ends included (default {DEFAULT_POINTS})"
+        "--points", type=at_least_two,
+        help=f"latents along --interpolate's path, both ends included (default {DEFAULT_POINTS})",
     )
     p.add_argument("--guidance", type=float, help="classifier-free guidance scale of the sampler (1: none)")
     p.add_argument(
@@ -68,8 +76,8 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
     from registry.storage.files import check_target, write_text
 
     _check_choices(args)
-    experiment, cfg = load_model(args.run_dir or args.model, registry)
-    experiment = chosen_sampler(args, experiment, registry, cfg)
+    experiment, settings = load_model(args.run_dir or args.model, registry)
+    experiment = guided(args, chosen_sampler(args, experiment, registry), registry, settings)
     latents, label = _latents(args, experiment)
     rows = None if latents is None else latents.repeat_interleave(args.num, dim=0)
     total = args.num if rows is None else len(rows)
@@ -102,7 +110,9 @@ def _check_choices(args: argparse.Namespace) -> None:
     if args.like is not None and args.latents is not None:
         raise LaddError("--like FILE and --latents FILE both give the latents to sample like: give one of them")
     if args.interpolate is not None and (args.like is not None or args.latents is not None):
-        raise LaddError("--interpolate FILE takes its two latents from its own references: leave out --like and --latents")
+        raise LaddError(
+            "--interpolate FILE takes its two latents from its own references: leave out --like and --latents"
+        )
     if args.points is not None and args.interpolate is None:
         raise LaddError("--points sets how many latents --interpolate FILE samples at: give --interpolate too")
 

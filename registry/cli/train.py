@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hydra.errors import HydraException
-from omegaconf import DictConfig
 
-from registry.config.composition import check_selections, compose, composition_error, parse_override, to_plain
+from registry.config.composition import check_selections, compose, composition_error, parse_override
+from registry.config.settings import TIME_FORMAT, Settings
 from registry.engine.runs import ALLOW_CHANGES_FLAG, RunFolder
 from registry.errors import InvalidConfigError, LaddError
 from registry.host.kinds import SLOTS
@@ -39,7 +39,8 @@ USAGE = (
     f"usage: ladd train [-m] [{ALLOW_CHANGES_FLAG}] [experiment=NAME] [KEY=VALUE ...]\n"
     "  KEY=VALUE        Hydra overrides: components by registry name (backbone=mmdit), options (train.lr=3e-4);\n"
     "                   any component may replace a preset's (its options for the one it replaces are left out)\n"
-    "  train.stages.NAME.KEY=VALUE  one stage's setting (stage1, stage2, ...); train.stages=[{steps:N},...] replaces them all\n"
+    "  train.stages.NAME.KEY=VALUE  one stage's setting (stage1, stage2, ...); train.stages=[{steps:N},...] replaces "
+    "them all\n"
     "  -m, --multirun   one run per combination of comma-separated values (schedule=linear,cosine)\n"
     f"  {ALLOW_CHANGES_FLAG}  continue a run in progress with changed settings (recorded in its run.json)\n"
     f"  {SWEEP_DIR}=DIR  folder of a sweep's runs (DIR/0, DIR/1, ...; default multirun/TIME)\n"
@@ -55,7 +56,7 @@ class Job:
     """One run of ``ladd train``: its overrides, its composed config and its run folder."""
 
     overrides: list[str]
-    cfg: DictConfig
+    settings: Settings
     run_dir: Path
     swept: list[str]  # the overrides in which this job of a sweep differs from the others
 
@@ -122,25 +123,26 @@ class TrainCommand:
         for number, overrides in enumerate(jobs):
             swept = [o for o in overrides if o not in common and parse_override(o).key_or_group != RUN_DIR]
             try:
-                cfg, run_dir = self.compose(overrides, number, registry)
-                _check_options(cfg, registry)
-                RunFolder(run_dir).check(to_plain(cfg), self.allow_changes)
+                settings, run_dir = self.compose(overrides, number, registry)
+                _check_options(settings, registry)
+                RunFolder(run_dir).check(settings.plain(), self.allow_changes)
             except LaddError as error:
                 if not self.multirun:
                     raise
                 values = " ".join(swept) or "nothing swept"
                 raise LaddError(f"sweep job {number} ({values}): {error}; no job was trained") from None
-            prepared.append(Job(overrides, cfg, run_dir, swept))
+            prepared.append(Job(overrides, settings, run_dir, swept))
         return prepared
 
-    def compose(self, job: list[str], number: int, registry: Registry) -> tuple[DictConfig, Path]:
-        """The composed config of one job and its run folder (a sweep's jobs go to numbered subfolders)."""
+    def compose(self, job: list[str], number: int, registry: Registry) -> tuple[Settings, Path]:
+        """The settings of one job and its run folder (a sweep's jobs go to numbered subfolders)."""
         if self.multirun:
             if self.sweep_dir is None:
-                self.sweep_dir = self._given_run_dir() or f"multirun/{datetime.datetime.now():%Y-%m-%d_%H-%M-%S}"
+                self.sweep_dir = self._given_run_dir() or f"multirun/{datetime.datetime.now():{TIME_FORMAT}}"
             job = [*_without_run_dir(job), quoted_folder(f"{RUN_DIR}={Path(self.sweep_dir) / str(number)}")]
-        cfg = compose(job, registry, self.searchpath)  # resolved: ${now:...} once, so the folder and the saved config agree
-        return cfg, Path(cfg[RUN_DIR]).expanduser()
+        # resolved: ${now:...} once, so the folder and the saved config agree
+        settings = compose(job, registry, self.searchpath)
+        return settings, Path(settings.run_dir).expanduser()
 
     def _given_run_dir(self) -> str | None:
         """The ``run_dir`` the command line gives (the last one), or None."""
@@ -153,10 +155,10 @@ class TrainCommand:
         return [*searchpath, *_without_run_dir(job), quoted_folder(f"{RUN_DIR}={run_dir}")]
 
 
-def _check_options(cfg: DictConfig, registry: Registry) -> None:
+def _check_options(settings: Settings, registry: Registry) -> None:
     """Every selected component's options, checked as its config checks them when it is built."""
     for slot in SLOTS.values():
-        node = cfg.get(slot.name)
+        node = settings.selection(slot.name)
         if node is not None and "name" in node:
             registry.get(slot.kind, node["name"]).check_options({k: v for k, v in node.items() if k != "name"})
 
@@ -179,7 +181,9 @@ def _without_run_dir(job: list[str]) -> list[str]:
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the command; its arguments are Hydra overrides and flags that argparse leaves as they are."""
     p = sub.add_parser(
-        "train", add_help=False, prefix_chars="\0",
+        "train",
+        add_help=False,
+        prefix_chars="\0",
         help="train an experiment: ladd train [experiment=NAME] [key=value ...] (Hydra overrides, -m for sweeps)",
     )
     p.add_argument("arguments", nargs="*")
@@ -205,5 +209,5 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
                 print(f"job {number} of {len(jobs)}: {swept} -> {job.run_dir}", flush=True)
             # Lightning's DDP launcher starts the other ranks by running this process's command line again.
             sys.argv = [sys.argv[0], "train", *command.relaunch(job.overrides, job.run_dir)]
-            train(job.cfg, job.run_dir, registry, command.allow_changes)
-            print(f"trained {job.cfg.method}: {job.run_dir}")
+            train(job.settings, job.run_dir, registry, command.allow_changes)
+            print(f"trained {job.settings.method}: {job.run_dir}")

@@ -27,11 +27,10 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
     from registry.engine.loading import load_run  # torch: only when scoring
     from registry.paper.zeroshot import format_zero_shot, zero_shot
 
-    experiment, cfg = load_run(args.run_dir, registry)
-    eval_cfg = cfg["eval"]
+    experiment, settings = load_run(args.run_dir, registry)
     rows = zero_shot(
-        experiment, cfg, registry, args.corpora, args.field,
-        args.batches or eval_cfg["loss_batches"], args.batch_size or eval_cfg["batch_size"], eval_cfg["seed"],
+        experiment, settings, registry, args.corpora, args.field,
+        args.batches or settings.eval.loss_batches, args.batch_size or settings.eval.batch_size, settings.eval.seed,
     )
     print(format_zero_shot(rows))
     out = Path(args.out or Path(args.run_dir) / "zero_shot.csv")

@@ -10,7 +10,7 @@ from typing import Any, cast
 from hydra.core.config_store import ConfigStore
 from hydra.core.override_parser.types import Override
 from omegaconf import DictConfig, OmegaConf, open_dict
-from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
+from omegaconf.errors import OmegaConfBaseException
 
 from registry.errors import InvalidConfigError, did_you_mean
 from registry.host.component import Component
@@ -20,25 +20,10 @@ from registry.host.presets import CONFIG_MODULE
 from registry.host.registry import Registry
 
 from .safety import check_config, check_interpolations
-from .settings import StageConfig, named_stages, schema
+from .settings import UNKNOWN_KEY, Settings, StageConfig, checked, named_stages, schema
 
 PRIMARY_CONFIG = "train"
-UNKNOWN_KEY = "no such option (misspelt, or an option of another component?)"
 STAGES_KEY = "train.stages"
-
-
-def check_values(cfg: Mapping[str, Any]) -> None:
-    """Refuse expressions and import paths anywhere, then unknown keys, wrong types and out-of-range values of ladd's options."""
-    check_config(cfg)
-    try:
-        checked: Any = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema()), dict(cfg)))  # of schema()'s type
-    except ConfigKeyError as error:
-        raise InvalidConfigError(f"{error.full_key}: {UNKNOWN_KEY}") from None
-    except OmegaConfBaseException as error:
-        key = getattr(error, "full_key", None) or "config"
-        raise InvalidConfigError(f"{key}: {str(error).splitlines()[0]}") from None
-    if not named_stages(checked.train.stages):
-        raise InvalidConfigError("train.stages is empty: a run needs at least one stage, e.g. train.stages=[{steps:1000}]")
 
 
 def _option_node(component: Component) -> DictConfig:
@@ -79,7 +64,8 @@ def search_path_override(registry: Registry, extra: Sequence[str] = ()) -> list[
 
 
 def check_selections(overrides: list[str], registry: Registry) -> None:
-    """Look up every component the overrides select, sweeps included, so an unknown or clashing name fails with the registry's message."""
+    """Look up every component the overrides select, sweeps included, so an unknown or clashing name fails with the
+    registry's message."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.core.override_parser.types import Glob
     from hydra.errors import HydraException
@@ -101,7 +87,8 @@ def check_selections(overrides: list[str], registry: Registry) -> None:
 
 
 def empty_slots_as_deletions(overrides: list[str]) -> list[str]:
-    """``SLOT=null`` for an optional slot as Hydra's ``~SLOT`` (Hydra cannot set a config group to null from the command line)."""
+    """``SLOT=null`` for an optional slot as Hydra's ``~SLOT`` (Hydra cannot set a config group to null from the command
+    line)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
@@ -111,15 +98,20 @@ def empty_slots_as_deletions(overrides: list[str]) -> list[str]:
         return overrides  # Hydra reports malformed overrides itself
     return [
         f"~{override.key_or_group}"
-        if override.key_or_group in SLOTS and SLOTS[override.key_or_group].optional and override.package is None and not override.is_delete()
-        and not override.is_sweep_override() and override.value() is None
+        if override.key_or_group in SLOTS
+        and SLOTS[override.key_or_group].optional
+        and override.package is None
+        and not override.is_delete()
+        and not override.is_sweep_override()
+        and override.value() is None
         else text
         for text, override in zip(overrides, parsed, strict=True)
     ]
 
 
-def compose(overrides: list[str], registry: Registry, searchpath: Sequence[str] = ()) -> DictConfig:
-    """Compose, resolve and check an experiment config; Hydra's own runtime settings (``hydra:``) are dropped, never used."""
+def compose(overrides: list[str], registry: Registry, searchpath: Sequence[str] = ()) -> Settings:
+    """The checked settings of an experiment composed from presets and ``overrides`` (resolved; Hydra's own runtime
+    settings, ``hydra:``, are dropped, never used)."""
     from hydra.errors import HydraException
 
     check_selections(overrides, registry)
@@ -133,7 +125,9 @@ def compose(overrides: list[str], registry: Registry, searchpath: Sequence[str] 
     try:
         cfg = _hydra_compose(hydra_overrides, registry, searchpath)
         stages = named_stages(stage_lists[-1] if stage_lists else cfg.train.stages)
-        cfg.train.stages = {name: OmegaConf.merge(OmegaConf.structured(StageConfig), stage) for name, stage in stages.items()}
+        cfg.train.stages = {
+            name: OmegaConf.merge(OmegaConf.structured(StageConfig), stage) for name, stage in stages.items()
+        }
     except (HydraException, OmegaConfBaseException) as error:
         raise composition_error(error) from None
     check_interpolations(cfg)
@@ -147,14 +141,19 @@ def compose(overrides: list[str], registry: Registry, searchpath: Sequence[str] 
     check_config(plain)  # an import-path key is refused as such, not taken for an unknown option
     emptied = _empty_latent_slots(plain, _typed_slots(parsed))
     if emptied:
-        print(f"ladd: note: left out what presets set for the latent channel, which latent=null removes: {', '.join(emptied)}", file=sys.stderr)
+        print(
+            "ladd: note: left out what presets set for the latent channel, which latent=null removes: "
+            f"{', '.join(emptied)}",
+            file=sys.stderr,
+        )
     left_out = reset + _fit_options(plain, _typed_options(parsed), registry)
     if left_out:
-        print(f"ladd: note: left out options that presets set for other components than the ones selected: {', '.join(left_out)}", file=sys.stderr)
-    check_values(plain)
-    resolved = OmegaConf.create(plain)
-    OmegaConf.set_struct(resolved, True)
-    return resolved
+        print(
+            "ladd: note: left out options that presets set for other components than the ones selected: "
+            f"{', '.join(left_out)}",
+            file=sys.stderr,
+        )
+    return checked(plain)
 
 
 def _hydra_compose(overrides: Sequence[str], registry: Registry, searchpath: Sequence[str]) -> DictConfig:
@@ -244,7 +243,11 @@ def _empty_latent_slots(plain: dict[str, Any], typed: set[str]) -> list[str]:
     line stays, for assembly to refuse. Returns the slots emptied."""
     if "name" in (plain.get("latent") or {}):
         return []
-    emptied = [slot.name for slot in SLOTS.values() if slot.needs_latent and plain.get(slot.name) is not None and slot.name not in typed]
+    emptied = [
+        slot.name
+        for slot in SLOTS.values()
+        if slot.needs_latent and plain.get(slot.name) is not None and slot.name not in typed
+    ]
     for name in emptied:
         plain[name] = None
     return emptied
@@ -263,7 +266,9 @@ def _fit_options(plain: dict[str, Any], typed: set[str], registry: Registry) -> 
         for key in [k for k in node if k != "name" and k not in known]:
             if f"{slot.name}.{key}" in typed:
                 if component is None:
-                    raise InvalidConfigError(f"{slot.name}.{key}: no {slot.name} is selected; choose one with {slot.name}=NAME")
+                    raise InvalidConfigError(
+                        f"{slot.name}.{key}: no {slot.name} is selected; choose one with {slot.name}=NAME"
+                    )
                 raise InvalidConfigError(f"{slot.name}.{key}: {component.unknown_option(key)}")
             del node[key]
             left_out.append(f"{slot.name}.{key}")
@@ -278,7 +283,10 @@ def composition_error(error: Exception) -> InvalidConfigError:
 
     if isinstance(error, MissingConfigException) and error.options:
         group, _, name = str(error.missing_cfg_file).rpartition("/")
-        return InvalidConfigError(f"unknown {group} {name!r}{did_you_mean(name, error.options)} valid {group} names: {', '.join(error.options)}")
+        return InvalidConfigError(
+            f"unknown {group} {name!r}{did_you_mean(name, error.options)} valid {group} names: "
+            f"{', '.join(error.options)}"
+        )
     message = str(error).splitlines()[0]
     if message.startswith("Could not override"):
         key = message.split("'")[1]

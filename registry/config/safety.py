@@ -51,7 +51,8 @@ def _check(node: Any, where: str, path: str) -> None:
 
 
 def check_interpolations(cfg: DictConfig) -> None:
-    """Refuse resolvers other than ``now`` in a composed config: ``${oc.env:...}`` would save a secret into run folders and exports."""
+    """Refuse resolvers other than ``now`` in a composed config: ``${oc.env:...}`` would save a secret into run folders
+    and exports."""
     _check_resolvers(OmegaConf.to_container(cfg, resolve=False), "")
 
 

@@ -1,22 +1,28 @@
-"""The typed settings of an experiment: every top-level option that is not a component slot, with its checks.
+"""The typed settings of an experiment: every option with its checks, and the one place a config is validated.
 
-Torch-free: listing components, composing configs and reading run folders need no model code.
+A command validates its config once, where it starts (``checked``, or ``compose`` which ends with it), and
+passes the typed ``Settings`` down: the engine reads attributes, never string keys. Torch-free: listing
+components, composing configs and reading run folders need no model code.
 """
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from omegaconf import DictConfig, ListConfig
+from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
-from registry.errors import InvalidConfigError
+from registry.errors import IncompatibleComponentsError, InvalidConfigError
 from registry.host.kinds import SLOTS
 from registry.ranges import check_choice, check_each, check_range
 from registry.storage.files import check_name
 
 from .lr_schedules import SCHEDULES
+from .safety import check_config
 
 #: Precisions of training (Lightning's names) and of the networks at inference; "auto" picks per device.
 TRAIN_PRECISIONS = ("auto", "32-true", "bf16-mixed", "16-mixed", "bf16-true", "16-true", "64-true")
@@ -27,6 +33,9 @@ OPTIMIZERS = {"adamw": "AdamW", "adam": "Adam"}
 MAX_SEED = 2**31 - 1
 #: sampling seeds fill the generators' 64 bits, with room for the offsets of chunks and repeats
 MAX_SAMPLING_SEED = 2**63 - 1
+#: the time in the names of default run and sweep folders
+TIME_FORMAT = "%Y-%m-%d_%H-%M-%S"
+UNKNOWN_KEY = "no such option (misspelt, or an option of another component?)"
 
 
 @dataclass
@@ -122,6 +131,10 @@ class TrainConfig:
         check_range("train.log_every", self.log_every, 1)
         check_range("train.checkpoint_every", self.checkpoint_every, 1)
 
+    def stages_to_run(self) -> dict[str, StageConfig]:
+        """The stages in the order they run (one a preset or override set to null is not among them)."""
+        return {name: stage for name, stage in self.stages.items() if stage is not None}
+
 
 def _check_devices(devices: Any) -> None:
     """``train.devices``: a positive count, -1 or "auto" (all), or a non-empty list of device indices."""
@@ -158,6 +171,8 @@ class EvalConfig:
         check_range("eval.loss_batches", self.loss_batches, 1)
         check_range("eval.seed", self.seed, 0, MAX_SAMPLING_SEED)
         check_choice("eval.precision", self.precision, INFERENCE_PRECISIONS)
+        check_range("eval.repeats", self.repeats, 1)
+        check_range("eval.floor_draws", self.floor_draws, 1)
 
 
 LATENT_TIMES = ("tied", "independent", "clean")
@@ -195,7 +210,7 @@ class Settings:
 
     method: str = "mdlm"  # label of the run in tables and plots
     seed: int = 0
-    run_dir: str = "runs/${now:%Y-%m-%d_%H-%M-%S}"
+    run_dir: str = f"runs/${{now:{TIME_FORMAT}}}"  # Hydra resolves it when composing; checked() for a plain config
     objective: Objective = field(default_factory=Objective)
     train: TrainConfig = field(default_factory=TrainConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
@@ -205,10 +220,55 @@ class Settings:
         check_range("seed", self.seed, 0, MAX_SEED - len(self.train.stages))
         check_name("method", self.method, "eval_METHOD.json")
 
+    def selection(self, slot: str) -> dict[str, Any] | None:
+        """A component slot's node (``name`` and the component's options), or None when the slot is empty."""
+        return getattr(self, slot, None)
+
+    def plain(self) -> dict[str, Any]:
+        """These settings as plain data, as config.yaml and exported models hold them."""
+        return dataclasses.asdict(self)
+
 
 def schema() -> type:
-    """The typed top level of every experiment config: the settings, and one slot per row of the slot table, filled by its config group."""
-    return dataclasses.make_dataclass("LaddSchema", [(slot, Any, None) for slot in SLOTS], bases=(Settings,))
+    """The typed top level of every experiment config: the settings, and one slot per row of the slot table,
+    filled by its config group."""
+    return _schema(tuple(SLOTS))
+
+
+@functools.cache  # one class per slot table: settings checked at different times compare equal
+def _schema(slots: tuple[str, ...]) -> type:
+    return dataclasses.make_dataclass("LaddSchema", [(slot, Any, None) for slot in slots], bases=(Settings,))
+
+
+def checked(cfg: Mapping[str, Any]) -> Settings:
+    """The typed settings of a plain config: expressions and import paths refused anywhere, then unknown keys,
+    wrong types and out-of-range values, each in one line naming the key."""
+    cfg = upgraded(cfg)
+    cfg.setdefault("run_dir", f"runs/{datetime.datetime.now():{TIME_FORMAT}}")  # as composing would have resolved it
+    check_config(cfg)
+    if cfg.get("latent") is not None and "latent_process" not in cfg:
+        raise IncompatibleComponentsError(
+            "this config predates the latent_process slot (a latent's process options now live there); "
+            "re-create it with the current presets"
+        )
+    settings = _typed(cfg)
+    settings.train.stages = named_stages(settings.train.stages)
+    if not settings.train.stages:
+        raise InvalidConfigError(
+            "train.stages is empty: a run needs at least one stage, e.g. train.stages=[{steps:1000}]"
+        )
+    return settings
+
+
+def _typed(cfg: Mapping[str, Any]) -> Settings:
+    """``cfg`` merged into the schema and converted to its dataclasses, which check their values."""
+    try:
+        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema()), dict(cfg)))  # type: ignore[return-value]
+    except ConfigKeyError as error:
+        raise InvalidConfigError(f"{error.full_key}: {UNKNOWN_KEY}") from None
+    except OmegaConfBaseException as error:
+        key = getattr(error, "full_key", None) or "config"
+        raise InvalidConfigError(f"{key}: {str(error).splitlines()[0]}") from None
 
 
 def resolve_precision(requested: str, device_type: str) -> str:

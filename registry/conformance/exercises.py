@@ -12,7 +12,8 @@ from typing import Any, cast
 
 import torch
 
-from registry.engine.model import DiffusionModel, Objective
+from registry.config.settings import Objective
+from registry.engine.model import DiffusionModel
 from registry.engine.sampling import takes_latent
 from registry.errors import IncompatibleComponentsError, MissingResourceError
 from registry.host.component import Component
@@ -299,8 +300,9 @@ def _sample(model: DiffusionModel, label: str, sampler: Sampler) -> None:
             given = model.encode(tokens)
         with _during(f"sampling with {label} given a clean latent"):
             held = sampler.sample(model, BATCH, SEQ, _generator(), fixed=fixed, latent=given)
-        _expect(held.latent is not None and torch.equal(held.latent, given), f"{label} given a clean latent must return it as its latent")
-        _expect(bool((held.tokens[:, 0] == 1).all()), "samples given a clean latent do not keep the tokens given in `fixed`")
+        returned = held.latent is not None and torch.equal(held.latent, given)
+        _expect(returned, f"{label} given a clean latent must return it as its latent")
+        _expect(bool((held.tokens[:, 0] == 1).all()), "samples given a clean latent do not keep the tokens of `fixed`")
 
 
 def exercise_sampler(component: Component, registry: Registry) -> None:

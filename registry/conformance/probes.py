@@ -41,7 +41,12 @@ class ProbeBackbone(Backbone):
         self.time = nn.Linear(1, HIDDEN)
 
     def forward(
-        self, x_t: Tensor | None, tau_x: Tensor | None, y_t: Tensor | None, tau_y: Tensor | None, rows: Tensor | None = None
+        self,
+        x_t: Tensor | None,
+        tau_x: Tensor | None,
+        y_t: Tensor | None,
+        tau_y: Tensor | None,
+        rows: Tensor | None = None,
     ) -> Denoised:
         h = None if x_t is None else self.embed(x_t) + self._time(tau_x)
         g = None if y_t is None else self.latent_in(y_t) + self._time(tau_y)

@@ -75,5 +75,6 @@ def _signature_problem(component: Component, factory: Callable[..., Any]) -> str
             return f"config {config.__name__} cannot be built from its defaults ({error}); every field needs a default"
     missing = [k for k in context if keywords is not None and k not in keywords]
     if missing:
-        return f"its factory does not accept the keyword(s) {', '.join(missing)} that ladd passes to every {component.kind}"
+        keys = ", ".join(missing)
+        return f"its factory does not accept the keyword(s) {keys} that ladd passes to every {component.kind}"
     return None

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from registry.config.safety import check_config
+from registry.config.settings import Settings, checked
 from registry.errors import IncompatibleComponentsError, LaddError, UnknownComponentError
 from registry.host.component import Component
 from registry.host.kinds import SLOTS
@@ -15,7 +15,7 @@ from registry.host.registry import Registry
 from registry.interfaces import Dataset, Latent, Metric, Sampler, needs_of
 from registry.storage.records import checked_components, install_hint
 
-from .model import DiffusionModel, Objective
+from .model import DiffusionModel
 
 
 @dataclass
@@ -33,43 +33,40 @@ class Experiment:
         return {slot: component.as_dict() for slot, component in self.components.items()}
 
 
-def selection(cfg: Mapping[str, Any], slot: str) -> tuple[str, dict[str, Any]] | None:
+def selection(settings: Settings, slot: str) -> tuple[str, dict[str, Any]] | None:
     """The (name, options) chosen for a slot, or None for an empty optional slot."""
-    node = cfg.get(slot)
+    node = settings.selection(slot)
     if node is None:
         if SLOTS[slot].optional:
             return None
         raise IncompatibleComponentsError(f"config has no {slot!r}; choose one with {slot}=NAME")
     options = dict(node)
     if "name" not in options:
-        raise IncompatibleComponentsError(f"{slot} has options {sorted(options)} but no component; choose one with {slot}=NAME")
+        raise IncompatibleComponentsError(
+            f"{slot} has options {sorted(options)} but no component; choose one with {slot}=NAME"
+        )
     name = options.pop("name")
     return name, options
 
 
-def required_selection(cfg: Mapping[str, Any], slot: str) -> tuple[str, dict[str, Any]]:
+def required_selection(settings: Settings, slot: str) -> tuple[str, dict[str, Any]]:
     """The (name, options) chosen for a slot that may not be empty (``dataset``, ``sampler``, ...)."""
-    chosen = selection(cfg, slot)
+    chosen = selection(settings, slot)
     if chosen is None:
         raise ValueError(f"slot {slot!r} may be empty: read it with selection()")
     return chosen
 
 
 def build_experiment(
-    cfg: Mapping[str, Any], registry: Registry, recorded: Mapping[str, Any] | None = None
+    cfg: Settings | Mapping[str, Any], registry: Registry, recorded: Mapping[str, Any] | None = None
 ) -> Experiment:
-    """Build dataset, model, sampler and metric from a plain (resolved) config mapping.
+    """Build dataset, model, sampler and metric from settings (or a plain resolved config, checked here).
 
     ``recorded``: the components a run or a model recorded (slot -> kind, name, plugin, ...); a name two plugins
     register is then the recorded plugin's.
     """
-    check_config(cfg)
-    if cfg.get("latent") is not None and "latent_process" not in cfg:
-        raise IncompatibleComponentsError(
-            "this config predates the latent_process slot (a latent's process options now live there); "
-            "re-create it with the current presets"
-        )
-    chosen = {slot: selection(cfg, slot) for slot in SLOTS}
+    settings = cfg if isinstance(cfg, Settings) else checked(cfg)
+    chosen = {slot: selection(settings, slot) for slot in SLOTS}
     components = {
         slot: registry.get(SLOTS[slot].kind, pick[0], recorded_plugin(recorded, slot))
         for slot, pick in chosen.items()
@@ -81,7 +78,9 @@ def build_experiment(
     for slot in SLOTS.values():
         if slot.needs_latent and built["latent"] is None:
             if chosen[slot.name] is not None:
-                raise IncompatibleComponentsError(f"{slot.name} is set but there is no latent channel; set latent=NAME or {slot.name}=null")
+                raise IncompatibleComponentsError(
+                    f"{slot.name} is set but there is no latent channel; set latent=NAME or {slot.name}=null"
+                )
             built[slot.name] = None
             continue
         pairing = slot.pairing(built, components) if slot.pairing is not None else None
@@ -89,7 +88,8 @@ def build_experiment(
         if pick is None:
             if pairing is not None:
                 raise IncompatibleComponentsError(
-                    f"{pairing[0]} holds {' or '.join(pairing[1])} and needs a process: set {slot.name}=NAME ({_pairings(registry)})"
+                    f"{pairing[0]} holds {' or '.join(pairing[1])} and needs a process: set {slot.name}=NAME "
+                    f"({_pairings(registry)})"
                 )
             built[slot.name] = None
             continue
@@ -103,8 +103,8 @@ def build_experiment(
     _check_needs(components, {s: built[s] for s in components}, built["process"])
     dataset: Dataset = built["dataset"]
     latent: Latent | None = built["latent"]
-    objective = Objective(**dict(cfg.get("objective") or {}))
-    _check_latent_side(latent, built["encoder"], objective, cfg)
+    objective = settings.objective
+    _check_latent_side(latent, built["encoder"], settings)
     if objective.latent_time == "clean" and latent is not None and built["latent_backbone"] is None:
         raise IncompatibleComponentsError(
             "objective.latent_time=clean trains the token denoiser on clean latents only, so the latent "
@@ -112,8 +112,16 @@ def build_experiment(
         )
     sampler: Sampler = built["sampler"]
     model = DiffusionModel(
-        built["process"], latent, built["backbone"], dataset.vocab_size, dataset.seq_len, objective,
-        built["encoder"], built["latent_backbone"], built["latent_process"], built["schedule"],
+        built["process"],
+        latent,
+        built["backbone"],
+        dataset.vocab_size,
+        dataset.seq_len,
+        objective,
+        built["encoder"],
+        built["latent_backbone"],
+        built["latent_process"],
+        built["schedule"],
     )
     metric: Metric = built["metric"]
     return Experiment(model, dataset, sampler, metric, components)
@@ -179,34 +187,41 @@ def _pairings(registry: Registry) -> str:
         elif component.kind == SLOTS["latent_process"].kind:
             diffused.setdefault(_state(component, "diffuses"), []).append(component.name)
     return "valid pairings: " + "; ".join(
-        f"latents producing {kind} ({', '.join(names)}) with processes {', '.join(diffused.get(kind, [])) or 'none installed'}"
+        f"latents producing {kind} ({', '.join(names)}) with processes "
+        f"{', '.join(diffused.get(kind, [])) or 'none installed'}"
         for kind, names in produced.items()
         if kind is not None
     )
 
 
-def _check_pairing(registry: Registry, slot: str, name: str, pairing: tuple[str, tuple[str, ...]], diffuses: str | None) -> None:
+def _check_pairing(
+    registry: Registry, slot: str, name: str, pairing: tuple[str, tuple[str, ...]], diffuses: str | None
+) -> None:
     """Refuse, before anything trains, a process in ``slot`` that diffuses none of the states its channel holds."""
     holder, states = pairing
     if diffuses is not None and diffuses not in states:
-        raise IncompatibleComponentsError(f"{slot} {name!r} diffuses {diffuses} but {holder} holds {' or '.join(states)}; {_pairings(registry)}")
+        raise IncompatibleComponentsError(
+            f"{slot} {name!r} diffuses {diffuses} but {holder} holds {' or '.join(states)}; {_pairings(registry)}"
+        )
 
 
-def _check_latent_side(latent: Latent | None, encoder: Any, objective: Objective, cfg: Mapping[str, Any]) -> None:
+def _check_latent_side(latent: Latent | None, encoder: Any, settings: Settings) -> None:
     if latent is None:
         return
+    name = settings.selection("latent")["name"]  # type: ignore[index]  # a latent was built: its slot is filled
     if encoder is None:
-        raise IncompatibleComponentsError(f"latent {cfg['latent']['name']!r} needs an encoder: set encoder=NAME")
+        raise IncompatibleComponentsError(f"latent {name!r} needs an encoder: set encoder=NAME")
     if (encoder.length, encoder.width) != (latent.length, latent.width):
         raise IncompatibleComponentsError(
-            f"encoder produces {encoder.length} x {encoder.width} features but latent {cfg['latent']['name']!r} "
+            f"encoder produces {encoder.length} x {encoder.width} features but latent {name!r} "
             f"expects {latent.length} x {latent.width} (set encoder.length/width to match latent.length/width)"
         )
-    trains_latent = any(stage.get("lambda_latent", 0) > 0 for stage in ((cfg.get("train") or {}).get("stages") or {}).values())
+    objective = settings.objective
+    trains_latent = any(stage.lambda_latent > 0 for stage in settings.train.stages_to_run().values())
     if objective.p_cfg > 0 and objective.latent_loss_on_dropped and trains_latent and not latent.null_is_target:
         raise IncompatibleComponentsError(
             f"objective.latent_loss_on_dropped=true makes the null latent a target of the latent loss, but latent "
-            f"{cfg['latent']['name']!r} has a null latent that no loss can target; leave it false (rows dropped by "
+            f"{name!r} has a null latent that no loss can target; leave it false (rows dropped by "
             f"objective.p_cfg then stay out of the latent loss) or set objective.p_cfg=0"
         )
 
@@ -219,12 +234,16 @@ def recorded_plugin(recorded: Mapping[str, Any] | None, slot: str) -> str | None
 
 
 def check_installed(components: dict[str, dict[str, Any]], registry: Registry, owner: str) -> None:
-    """Every component ``owner`` recorded must be installed (naming its plugin and how to get it); another version only warns."""
+    """Every component ``owner`` recorded must be installed (naming its plugin and how to get it); another version only
+    warns."""
     for slot, wanted in checked_components(components, owner).items():
         try:
             found = registry.get(wanted["kind"], wanted["name"], recorded_plugin(components, slot))
         except UnknownComponentError:
-            recorded = f"{wanted['kind']} {wanted['name']!r} from plugin {wanted['plugin']!r} (distribution {wanted['distribution']} {wanted['version']})"
+            recorded = (
+                f"{wanted['kind']} {wanted['name']!r} from plugin {wanted['plugin']!r} "
+                f"(distribution {wanted['distribution']} {wanted['version']})"
+            )
             reason = registry.unavailable(wanted["plugin"])
             if reason is not None:
                 raise LaddError(f"{owner}'s {slot} is {recorded}, which is not available: {reason}") from None

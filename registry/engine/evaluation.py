@@ -1,13 +1,13 @@
 """Generic evaluation: held-out token loss L^x and a sample metric against sampling budgets."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 from tqdm.auto import tqdm
 
+from registry.config.settings import EvalConfig
 from registry.distributed import gather_rows, share
-from registry.errors import InvalidConfigError
 from registry.storage.results import BudgetScore, EvalResult, mean_and_spread
 
 from .batches import checked_batches
@@ -42,22 +42,19 @@ def token_loss(experiment: Experiment, batches: int, batch_size: int, seed: int,
     return float(gather_rows(local).mean())
 
 
-def evaluate(experiment: Experiment, method: str, eval_cfg: dict[str, Any], progress: bool = True) -> EvalResult:
-    """L^x on held-out data and the metric at every budget in ``eval_cfg['budgets']``.
+def evaluate(experiment: Experiment, method: str, settings: EvalConfig, progress: bool = True) -> EvalResult:
+    """L^x on held-out data and the metric at every budget of ``settings.budgets``.
 
     Repeat ``r`` (of ``eval.repeats``) draws its reference set and its samples from seeds of its own; the
     data floor compares ``eval.floor_draws`` further data draws with the references of those seeds, so
     the floor and the scores come with their spread over independent draws.
     """
-    n, precision = eval_cfg["num_samples"], eval_cfg.get("precision", "auto")  # runs older than the option lack it
-    repeats, floor_draws = eval_cfg.get("repeats", 1), eval_cfg.get("floor_draws", 1)
-    if repeats < 1 or floor_draws < 1:
-        raise InvalidConfigError(f"eval.repeats={repeats} and eval.floor_draws={floor_draws} must be at least 1")
-    seeds = [eval_cfg["seed"] + r * _REPEAT_SEED_STRIDE for r in range(max(repeats, floor_draws))]
+    n, precision, repeats, floor_draws = settings.num_samples, settings.precision, settings.repeats, settings.floor_draws
+    seeds = [settings.seed + r * _REPEAT_SEED_STRIDE for r in range(max(repeats, floor_draws))]
     result = EvalResult(
         method,
         experiment.metric.primary,
-        token_loss(experiment, eval_cfg["loss_batches"], eval_cfg["batch_size"], seeds[0], precision),
+        token_loss(experiment, settings.loss_batches, settings.batch_size, seeds[0], precision),
         oracle_token_loss=experiment.dataset.oracle_token_loss(),
         lower_is_better=experiment.metric.lower_is_better,
         repeats=repeats,
@@ -69,10 +66,10 @@ def evaluate(experiment: Experiment, method: str, eval_cfg: dict[str, Any], prog
         for seed, ref in zip(seeds[:floor_draws], references, strict=False)  # references: one per repeat or floor draw
     ]
     result.data_floor, result.data_floor_spread = mean_and_spread(floors)
-    for steps in tqdm(eval_cfg["budgets"], desc=f"evaluating {method}", disable=not progress):
+    for steps in tqdm(settings.budgets, desc=f"evaluating {method}", disable=not progress):
         draws, calls = [], 0
         for seed, reference in zip(seeds[:repeats], references, strict=False):
-            samples, calls = sample(experiment, n, int(steps), eval_cfg["batch_size"], seed + int(steps), precision=precision)
+            samples, calls = sample(experiment, n, int(steps), settings.batch_size, seed + int(steps), precision=precision)
             draws.append(experiment.metric(samples, reference))
         scores, spread = mean_and_spread(draws)
         result.scores.append(BudgetScore(int(steps), calls, scores, spread))

@@ -29,12 +29,12 @@ def export(run_dir: str | Path, out_dir: str | Path, registry: Registry, overwri
     """
     out_dir = Path(out_dir)
     _check_destination(out_dir, overwrite)
-    experiment, cfg = load_run(run_dir, registry)
+    experiment, settings = load_run(run_dir, registry)
     components = recorded_components(run_dir)
     if components is None:
         raise LaddError(f"{run_dir} has no {COMPONENTS_FILE} (a run of an older ladd); train it again to export it")
-    cfg = portable(cfg)
-    document = {"format": FORMAT, "method": cfg["method"], "config": cfg, "components": components, "tokenizer": None}
+    cfg = portable(settings.plain())
+    document = {"format": FORMAT, "method": settings.method, "config": cfg, "components": components, "tokenizer": None}
     created = not out_dir.exists()
     if not created:
         remove_partials(out_dir)  # left by an export killed while writing
@@ -42,7 +42,7 @@ def export(run_dir: str | Path, out_dir: str | Path, registry: Registry, overwri
         with replacing_all([out_dir / name for name in EXPORT_FILES]) as (weights, config, card):
             write_weights(experiment.model, weights)
             config.write_text(json.dumps(document, indent=2), encoding="utf-8")
-            card.write_text(_card(cfg["method"], components), encoding="utf-8")
+            card.write_text(_card(settings.method, components), encoding="utf-8")
     except BaseException:
         if created and out_dir.is_dir() and not any(out_dir.iterdir()):
             out_dir.rmdir()

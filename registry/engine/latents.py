@@ -65,7 +65,7 @@ def load_latents(path: str | Path, model: DiffusionModel) -> Tensor:
     latents, shape = tensors[LATENTS], latent_shape(model)
     kind = model.latent_channel()[0].null(1, torch.device("cpu")).is_floating_point()
     if tuple(latents.shape[1:]) != shape or latents.is_floating_point() != kind or latents.shape[0] == 0:
-        found = "no latents" if latents.shape[0] == 0 else f"latents of shape {list(latents.shape[1:])} ({latents.dtype})"
+        found = f"latents of shape {list(latents.shape[1:])} ({latents.dtype})" if len(latents) else "no latents"
         raise LaddError(
             f"{path} holds {found}, but this model's latents have shape {list(shape)}: they come from another model; "
             f"{_ENCODE}"

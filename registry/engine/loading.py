@@ -11,9 +11,8 @@ import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from registry.config.composition import check_values
 from registry.config.safety import without_local_paths
-from registry.config.settings import upgraded
+from registry.config.settings import Settings, checked, upgraded
 from registry.errors import LaddError, first_line
 from registry.host.kinds import SLOTS
 from registry.host.registry import Registry, load
@@ -39,20 +38,19 @@ def read_config(path: Path) -> dict[str, Any]:
     return upgraded(cast(dict[str, Any], plain))  # a YAML mapping of option names
 
 
-def load_run(run_dir: str | Path, registry: Registry) -> tuple[Experiment, dict[str, Any]]:
+def load_run(run_dir: str | Path, registry: Registry) -> tuple[Experiment, Settings]:
     """Rebuild a trained experiment from its run folder (config + EMA weights)."""
     run_dir = Path(run_dir)
     config_path, weights_path = run_dir / CONFIG_FILE, run_dir / WEIGHTS_FILE
     if not config_path.is_file() or not weights_path.is_file():
         raise LaddError(f"{run_dir} is not a finished ladd run (expected {CONFIG_FILE} and {WEIGHTS_FILE} inside)")
-    plain = without_local_paths(read_config(config_path), registry)
-    check_values(plain)
+    settings = checked(without_local_paths(read_config(config_path), registry))
     origins = recorded_components(run_dir) or {}
     check_installed(origins, registry, f"run {run_dir}")
-    experiment = build_experiment(plain, registry, origins)
+    experiment = build_experiment(settings, registry, origins)
     load_weights(experiment.model, weights_path)
     experiment.model.eval()
-    return experiment, plain
+    return experiment, settings
 
 
 def from_pretrained(path: str | Path, registry: Registry | None = None) -> Experiment:
@@ -60,22 +58,22 @@ def from_pretrained(path: str | Path, registry: Registry | None = None) -> Exper
     return load_export(path, registry or load())[0]
 
 
-def load_export(path: str | Path, registry: Registry) -> tuple[Experiment, dict[str, Any]]:
-    """An exported model, ready to sample, and the config it was built from."""
+def load_export(path: str | Path, registry: Registry) -> tuple[Experiment, Settings]:
+    """An exported model, ready to sample, and the settings it was built from."""
     path = Path(path)
     if not (path / CONFIG_JSON).is_file() or not (path / WEIGHTS_FILE).is_file():
         raise LaddError(f"{path} is not an exported ladd model (expected {CONFIG_JSON} and {WEIGHTS_FILE})")
     document = read_document(path / CONFIG_JSON)
     check_installed(document["components"], registry, f"model {path}")
-    config = without_local_paths(document["config"], registry)
-    experiment = build_experiment(config, registry, document["components"])
+    settings = checked(without_local_paths(document["config"], registry))
+    experiment = build_experiment(settings, registry, document["components"])
     load_weights(experiment.model, path / WEIGHTS_FILE)
     experiment.model.eval()
-    return experiment, config
+    return experiment, settings
 
 
-def load_model(path: str | Path, registry: Registry) -> tuple[Experiment, dict[str, Any]]:
-    """A finished run folder or an exported model folder, whichever ``path`` holds, and the config it was built from."""
+def load_model(path: str | Path, registry: Registry) -> tuple[Experiment, Settings]:
+    """A finished run folder or an exported model folder, whichever ``path`` holds, and its settings."""
     path = Path(path)
     if (path / CONFIG_FILE).is_file():
         return load_run(path, registry)
@@ -88,7 +86,8 @@ def load_model(path: str | Path, registry: Registry) -> tuple[Experiment, dict[s
 
 
 def read_document(path: Path) -> dict[str, Any]:
-    """An exported ``config.json``, checked: JSON, this format, a valid config, and components that agree with it."""
+    """An exported ``config.json``, checked: JSON, this format, and components that agree with its config (which
+    the caller checks as settings)."""
     document = read_json(path, "an exported model's config", "the export is damaged")
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         found = document.get("format") if isinstance(document, dict) else type(document).__name__
@@ -97,7 +96,6 @@ def read_document(path: Path) -> dict[str, Any]:
     if not isinstance(config, dict) or not isinstance(components, dict):
         raise LaddError(f"{path} lacks its 'config' or 'components' section; the export is damaged")
     config = document["config"] = upgraded(config)
-    check_values(config)
     _check_agreement(config, components, path)
     return document
 

@@ -16,7 +16,8 @@ _BLOCK_WIDTHS, _MLP_WIDTHS = 10, 2
 
 
 def training_bytes(model: torch.nn.Module, batch: int, value_bytes: int) -> int:
-    """At least what one step of ``batch`` sequences needs: optimizer state plus the transformer backbones' activations."""
+    """At least what one step of ``batch`` sequences needs: optimizer state plus the transformer backbones'
+    activations."""
     state = _STATE_BYTES_PER_PARAMETER * sum(p.numel() for p in model.parameters())
     activations = 0
     for shape in transformer_shapes(model):

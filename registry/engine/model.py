@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from registry.config.settings import Objective
+from registry.config.settings import Objective, StageConfig
 from registry.distributed import Shard, own_noise, spread, take
 from registry.errors import IncompatibleComponentsError
 from registry.interfaces import (
@@ -69,6 +69,7 @@ class DiffusionModel(nn.Module, DenoiserModel):
         self.vocab_size = vocab_size
         self.seq_len = seq_len
         self.objective = objective
+        self.lambda_latent = objective.lambda_latent  # the training stage's weight of L^y (begin_stage)
         self.encoder_frozen = False
 
     @property
@@ -82,6 +83,12 @@ class DiffusionModel(nn.Module, DenoiserModel):
     @property
     def caches_token_predictions(self) -> bool:
         return not self.backbone.token_time_conditioned
+
+    def begin_stage(self, stage: StageConfig) -> None:
+        """Train as ``stage`` says: its weight of the latent loss, and a frozen encoder once a stage freezes it."""
+        self.lambda_latent = stage.lambda_latent
+        if stage.freeze_encoder:
+            self.freeze_encoder()
 
     def freeze_encoder(self) -> None:
         """Stage 2: the encoder stops learning; the latent's own state keeps training (e.g. a VQ's codebook and mask vector).
@@ -122,7 +129,7 @@ class DiffusionModel(nn.Module, DenoiserModel):
 
     @torch.no_grad()
     def encode(self, x0: Tensor) -> Tensor:
-        """The clean latent ``y0`` of each sequence of ``x0`` ``[B, S]``: the latent's ``mode`` of the encoder's features.
+        """The clean latent ``y0`` of each sequence of ``x0`` ``[B, S]``: the latent's ``mode`` of encoder features.
 
         Computed in eval mode (no dropout, no codebook update) whatever mode the model is in, so the same model
         and sequences give the same latents; a latent that draws anyway draws from a stream of fixed seed.
@@ -178,9 +185,9 @@ class DiffusionModel(nn.Module, DenoiserModel):
             token, latent_prediction = self._token_loss(x0, x_t, tau_x, latent.backbone_input(y_t, code), tau_y)
         terms = {"token": token.mean()}
         total = terms["token"]
-        if self.objective.lambda_latent > 0:
+        if self.lambda_latent > 0:
             terms["latent"] = self._latent_loss(target, weights, y_t, tau_y, latent_prediction, code, generator, shard)
-            total = total + self.objective.lambda_latent * terms["latent"]
+            total = total + self.lambda_latent * terms["latent"]
         if code.aux_loss is not None and code.aux_loss.requires_grad:
             terms["aux"] = code.aux_loss
             total = total + code.aux_loss

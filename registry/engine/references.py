@@ -96,8 +96,8 @@ def _checked(where: str, ids: list, vocab_size: int) -> list[int]:
     for value in ids:
         if type(value) is not int or not 0 <= value < vocab_size:
             raise LaddError(
-                f"{where} holds id {value!r}, outside this model's vocabulary of {vocab_size} ids (0 to {vocab_size - 1}): "
-                f"give sequences of this model's dataset"
+                f"{where} holds id {value!r}, outside this model's vocabulary of {vocab_size} ids "
+                f"(0 to {vocab_size - 1}): give sequences of this model's dataset"
             )
     return ids
 

@@ -134,7 +134,8 @@ class RunFolder:
             record = read_json(path, "a run record", fix)
         except LaddError as error:
             raise RunFolderError(str(error)) from None
-        if not isinstance(record, dict) or record.get("format") != FORMAT or not isinstance(record.get("settings"), dict):
+        ours = isinstance(record, dict) and record.get("format") == FORMAT
+        if not ours or not isinstance(record.get("settings"), dict):
             raise RunFolderError(f"{path} is not a ladd run record of format {FORMAT!r}; train into a new run_dir")
         if not isinstance(record.get("changes", []), list):
             changes = type(record["changes"]).__name__
@@ -143,7 +144,8 @@ class RunFolder:
 
     @contextmanager
     def claim(self, cfg: Mapping[str, Any], allow_changes: bool = False) -> Iterator[None]:
-        """Lock the folder for this process, check it again, clear partial files of killed writers, record settings and config."""
+        """Lock the folder for this process, check it again, clear partial files of killed writers, record settings and
+        config."""
         self.check(cfg, allow_changes)
         self.path.mkdir(parents=True, exist_ok=True)
         with _exclusive(self.path / LOCK_FILE):
@@ -152,7 +154,9 @@ class RunFolder:
             record: dict[str, Any] = self.record() if (self.path / RECORD_FILE).exists() else {"format": FORMAT}
             record["settings"] = training_settings(cfg)
             if changes:
-                record.setdefault("changes", []).append({"time": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"), "changes": changes})
+                record.setdefault("changes", []).append(
+                    {"time": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"), "changes": changes}
+                )
             write_text(self.path / RECORD_FILE, json.dumps(record, indent=2))
             write_text(self.path / CONFIG_FILE, OmegaConf.to_yaml(OmegaConf.create(dict(cfg))))
             yield

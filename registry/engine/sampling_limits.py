@@ -2,9 +2,10 @@
 
 Both are estimates. The memory is a lower bound (the samples kept on the host, and one chunk's activations
 and logits), compared with what the device has free. The time is measured: for jobs large enough to matter,
-one chunk is sampled with one step and with k steps (k doubling until that call takes a measurable time, after a first call that pays
-one-time costs), and the job's length extrapolated from the difference.
+one chunk is sampled with one step and with k steps (k doubling until that call takes a measurable time,
+after a first call that pays one-time costs), and the job's length extrapolated from the difference.
 """
+
 from __future__ import annotations
 
 import math
@@ -59,7 +60,11 @@ def check_sampling_memory(experiment: Experiment, num_samples: int, batch_size: 
 
 
 def check_sampling_time(
-    experiment: Experiment, num_samples: int, steps: int, batch_size: int, max_hours: float,
+    experiment: Experiment,
+    num_samples: int,
+    steps: int,
+    batch_size: int,
+    max_hours: float,
     fixed: torch.Tensor | None = None,
 ) -> None:
     """Refuse a job whose measured estimate exceeds ``max_hours`` (jobs too small to matter are not timed)."""

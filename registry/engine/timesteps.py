@@ -5,7 +5,9 @@ import torch
 from torch import Tensor
 
 
-def stratified_uniform(batch: int, generator: torch.Generator | None = None, device: torch.device | str = "cpu") -> Tensor:
+def stratified_uniform(
+    batch: int, generator: torch.Generator | None = None, device: torch.device | str = "cpu"
+) -> Tensor:
     """Low-discrepancy U[0,1) draws: one random offset shared by ``batch`` evenly spaced strata."""
     offset = torch.rand((), generator=generator, device=device, dtype=torch.float64)
     return (offset + torch.arange(batch, device=device, dtype=torch.float64) / batch) % 1.0
@@ -17,12 +19,16 @@ def to_grid(u: Tensor, horizon: int) -> Tensor:
     return (t / horizon).float()
 
 
-def draw_times(batch: int, horizon: int, generator: torch.Generator | None = None, device: torch.device | str = "cpu") -> Tensor:
+def draw_times(
+    batch: int, horizon: int, generator: torch.Generator | None = None, device: torch.device | str = "cpu"
+) -> Tensor:
     """Low-discrepancy times on the training grid."""
     return to_grid(stratified_uniform(batch, generator, device), horizon)
 
 
-def draw_independent_times(batch: int, horizon: int, generator: torch.Generator | None = None, device: torch.device | str = "cpu") -> Tensor:
+def draw_independent_times(
+    batch: int, horizon: int, generator: torch.Generator | None = None, device: torch.device | str = "cpu"
+) -> Tensor:
     """Low-discrepancy times independent of any other draw in the batch.
 
     Two stratified draws are coupled (sample i of both lies in stratum i), so the strata of this

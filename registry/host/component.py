@@ -40,7 +40,9 @@ class ComponentSpec:
         if self.config is not None and not dataclasses.is_dataclass(self.config):
             raise TypeError(f"config of {self.kind} {self.name!r} must be a dataclass, got {self.config!r}")
         if self.config is not None and "name" in {f.name for f in dataclasses.fields(self.config)}:
-            raise ValueError(f"config of {self.kind} {self.name!r} may not define a field 'name': it holds the registry name")
+            raise ValueError(
+                f"config of {self.kind} {self.name!r} may not define a field 'name': it holds the registry name"
+            )
 
 
 def _import(reference: str) -> Any:
@@ -141,7 +143,8 @@ class Component:
         known = self.option_names()
         if not known:
             return f"{self.kind} {self.name!r} takes no options"
-        return f"{self.kind} {self.name!r} has no option {key!r}{did_you_mean(key, known)} valid options: {', '.join(known)}"
+        valid = ", ".join(known)
+        return f"{self.kind} {self.name!r} has no option {key!r}{did_you_mean(key, known)} valid options: {valid}"
 
     def _config(self, options: dict[str, Any]) -> Any:
         """The config dataclass filled from ``options``, checked and converted as a Hydra config would be."""
@@ -153,7 +156,9 @@ class Component:
         except OmegaConfBaseException as error:
             full_key = getattr(error, "full_key", None)
             where = f"option {full_key!r} of " if full_key else "options for "
-            raise InvalidConfigError(f"invalid {where}{self.kind} {self.name!r}: {str(error).splitlines()[0]}") from None
+            raise InvalidConfigError(
+                f"invalid {where}{self.kind} {self.name!r}: {str(error).splitlines()[0]}"
+            ) from None
         except (TypeError, ValueError) as error:
             raise InvalidConfigError(f"invalid options for {self.kind} {self.name!r}: {error}") from None
 

@@ -102,7 +102,9 @@ class Slot:
     context: Callable[[Built], dict[str, Any]] = field(default=_no_context, compare=False)
     needs_latent: bool = False  # part of the latent channel: must stay empty without a latent
     #: for a process slot: what its process must diffuse, as (the channel's description, the states it holds)
-    pairing: Callable[[Built, Mapping[str, Any]], tuple[str, tuple[str, ...]]] | None = field(default=None, compare=False)
+    pairing: Callable[[Built, Mapping[str, Any]], tuple[str, tuple[str, ...]]] | None = field(
+        default=None, compare=False
+    )
 
 
 KIND_SPECS: dict[str, KindSpec] = {
@@ -129,7 +131,14 @@ SLOTS: dict[str, Slot] = {
         Slot("process", "process", context=_token_process, pairing=_token_channel),
         Slot("latent", "latent", optional=True),
         Slot("latent_schedule", "schedule", optional=True, needs_latent=True),
-        Slot("latent_process", "process", optional=True, context=_latent_process, needs_latent=True, pairing=_latent_channel),
+        Slot(
+            "latent_process",
+            "process",
+            optional=True,
+            context=_latent_process,
+            needs_latent=True,
+            pairing=_latent_channel,
+        ),
         Slot("encoder", "encoder", optional=True, context=_dataset_sizes, needs_latent=True),
         Slot("backbone", "backbone", context=_token_backbone),
         Slot("latent_backbone", "backbone", optional=True, context=_latent_backbone, needs_latent=True),

@@ -16,7 +16,10 @@ def switch(name: str) -> bool:
         return True
     if value in FALSE:
         return False
-    raise LaddError(f"{name}={os.environ[name]!r} is not understood: use {'/'.join(TRUE)} for yes, {'/'.join(v for v in FALSE if v)} (or unset) for no")
+    raise LaddError(
+        f"{name}={os.environ[name]!r} is not understood: use {'/'.join(TRUE)} for yes, "
+        f"{'/'.join(v for v in FALSE if v)} (or unset) for no"
+    )
 
 
 def debugging(name: str) -> bool:

@@ -18,13 +18,21 @@ from typing import Any
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from registry.config.safety import check_config
+from registry.config.settings import Settings, checked
 from registry.engine.assembly import selection
 from registry.host.kinds import SLOTS
 from registry.host.registry import Registry
 from registry.interfaces import Backbone, Channels, Latent, TransformerShape
 
-__all__ = ["CONVENTION", "FlopsReport", "NetworkFlops", "flops_report", "head_macs", "measure_flops", "transformer_macs"]
+__all__ = [
+    "CONVENTION",
+    "FlopsReport",
+    "NetworkFlops",
+    "flops_report",
+    "head_macs",
+    "measure_flops",
+    "transformer_macs",
+]
 
 CONVENTION = (
     "gflops_per_step (the paper's Table gflops-per-step) counts one multiply-add as ONE operation; "
@@ -161,37 +169,39 @@ def _shape_cell(network: NetworkFlops) -> str:
     return "-" if s is None else f"{s.layers}x{s.length}x{s.width} ({s.mlp_ratio:g})"
 
 
-def flops_report(cfg: Mapping[str, Any], registry: Registry) -> FlopsReport:
-    """Per-step FLOPs of the backbones a plain (resolved) experiment config selects, built on the meta device."""
-    check_config(cfg)
-    vocab_size, seq_len = _data_size(cfg, registry)
+def flops_report(cfg: Settings | Mapping[str, Any], registry: Registry) -> FlopsReport:
+    """Per-step FLOPs of the backbones an experiment selects (settings, or a plain config checked here), built on
+    the meta device."""
+    settings = cfg if isinstance(cfg, Settings) else checked(cfg)
+    vocab_size, seq_len = _data_size(settings, registry)
     with torch.device("meta"):
-        latent: Latent | None = _build(cfg, registry, "latent")
-        backbone = _network(cfg, registry, "backbone", Channels(vocab_size, seq_len, latent))
+        latent: Latent | None = _build(settings, registry, "latent")
+        backbone = _network(settings, registry, "backbone", Channels(vocab_size, seq_len, latent))
         latent_backbone = None
-        if latent is not None and cfg.get("latent_backbone") is not None:
-            latent_backbone = _network(cfg, registry, "latent_backbone", Channels(0, 0, latent))
+        if latent is not None and settings.selection("latent_backbone") is not None:
+            latent_backbone = _network(settings, registry, "latent_backbone", Channels(0, 0, latent))
     latent_length = 0 if latent is None else latent.length
-    return FlopsReport(cfg.get("method", "?"), vocab_size, seq_len, latent_length, backbone, latent_backbone)
+    return FlopsReport(settings.method, vocab_size, seq_len, latent_length, backbone, latent_backbone)
 
 
-def _data_size(cfg: Mapping[str, Any], registry: Registry) -> tuple[int, int]:
+def _data_size(settings: Settings, registry: Registry) -> tuple[int, int]:
     """K and S from the dataset config when it declares them (text data: no download), else from the dataset."""
-    node = cfg.get("dataset") or {}
+    node = settings.selection("dataset") or {}
     if node.get("vocab_size") and node.get("seq_len"):
         return int(node["vocab_size"]), int(node["seq_len"])
-    dataset = _build(cfg, registry, "dataset")
+    dataset = _build(settings, registry, "dataset")
     return dataset.vocab_size, dataset.seq_len
 
 
-def _build(cfg: Mapping[str, Any], registry: Registry, slot: str, **context: Any) -> Any:
-    chosen = selection(cfg, slot)
+def _build(settings: Settings, registry: Registry, slot: str, **context: Any) -> Any:
+    chosen = selection(settings, slot)
     if chosen is None:
         return None
     name, options = chosen
     return registry.build(SLOTS[slot].kind, name, options, **context)
 
 
-def _network(cfg: Mapping[str, Any], registry: Registry, slot: str, channels: Channels) -> NetworkFlops:
-    backbone: Backbone = _build(cfg, registry, slot, channels=channels)
-    return NetworkFlops(slot, cfg[slot]["name"], backbone.transformer_shape(), measure_flops(backbone, channels))
+def _network(settings: Settings, registry: Registry, slot: str, channels: Channels) -> NetworkFlops:
+    backbone: Backbone = _build(settings, registry, slot, channels=channels)
+    name = settings.selection(slot)["name"]  # type: ignore[index]  # the network was built: its slot is filled
+    return NetworkFlops(slot, name, backbone.transformer_shape(), measure_flops(backbone, channels))

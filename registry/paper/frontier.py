@@ -70,14 +70,17 @@ class MatchedPoint:
 
 
 def read_measurements(path: str | Path) -> dict[str, list[Measurement]]:
-    """Method -> its measurements sorted by budget, from a CSV with columns ``method,steps,gflops_per_step,gen_ppl,entropy[,ms_per_sample][,fixed_gflops]``."""
+    """Method -> its measurements sorted by budget, from a CSV with columns
+    ``method,steps,gflops_per_step,gen_ppl,entropy[,ms_per_sample][,fixed_gflops]``."""
     if not Path(path).is_file():
         raise FrontierInputError(f"{path}: no such results file")
     with open(path, newline="") as handle:
         reader = csv.DictReader(handle)
         missing = [c for c in REQUIRED if c not in (reader.fieldnames or [])]
         if missing:
-            raise FrontierInputError(f"{path}: missing column(s) {', '.join(missing)}; expected {','.join(REQUIRED)}[,{','.join(OPTIONAL)}]")
+            raise FrontierInputError(
+                f"{path}: missing column(s) {', '.join(missing)}; expected {','.join(REQUIRED)}[,{','.join(OPTIONAL)}]"
+            )
         runs: dict[str, list[Measurement]] = {}
         for line, row in enumerate(reader, start=2):
             runs.setdefault(row["method"], []).append(_measurement(row, f"{path}:{line}"))
@@ -119,7 +122,8 @@ def _measurement(row: Mapping[str, str], where: str) -> Measurement:
 
 
 def interpolate(xs: Sequence[float], ys: Sequence[float], x: float) -> float | None:
-    """Linear interpolation of ``ys`` over increasing ``xs`` at ``x``; exact hits return the measurement, None outside."""
+    """Linear interpolation of ``ys`` over increasing ``xs`` at ``x``; exact hits return the measurement, None
+    outside."""
     for x0, y0 in zip(xs, ys, strict=True):
         if math.isclose(x, x0, rel_tol=1e-12):
             return y0
@@ -129,7 +133,9 @@ def interpolate(xs: Sequence[float], ys: Sequence[float], x: float) -> float | N
     return None
 
 
-def matched_compute(runs: Mapping[str, Sequence[Measurement]], budgets: Sequence[float]) -> dict[str, dict[float, MatchedPoint]]:
+def matched_compute(
+    runs: Mapping[str, Sequence[Measurement]], budgets: Sequence[float]
+) -> dict[str, dict[float, MatchedPoint]]:
     """Method -> budget -> interpolated scores (and time, where every measurement of the method has one)."""
     table = {}
     for method, rows in runs.items():
@@ -178,7 +184,9 @@ def format_table(table: Mapping[str, Mapping[float, MatchedPoint]]) -> str:
         for method, points in table.items():
             cells = (_cell(value(p), spec) for p in points.values())
             lines.append(f"{method:<{width}}  " + "  ".join(f"{c:>10}" for c in cells))
-    return "\n".join(lines[1:] + ["", "linear interpolation in budget between measured step counts; n/a: outside the measured range"])
+    return "\n".join(
+        lines[1:] + ["", "linear interpolation in budget between measured step counts; n/a: outside the measured range"]
+    )
 
 
 def _cell(value: float | None, spec: str) -> str:
@@ -219,4 +227,3 @@ def parse_budgets(text: str) -> list[float]:
     if not budgets or any(not math.isfinite(b) or b <= 0 for b in budgets):
         raise FrontierInputError(f"--budgets {text!r} must list positive GFLOPs budgets, e.g. 50,100,200")
     return budgets
-

@@ -24,7 +24,13 @@ def write_report(results: list[EvalResult], out_dir: str | Path) -> list[Path]:
     ]
     write_csv(out_dir / "reconstruction.csv", ["method", "lx"], rows)
     curve = [
-        {"method": r.method, "steps": s.steps, "network_calls": s.network_calls, "draws": r.repeats, **_cells(score_cells(s))}
+        {
+            "method": r.method,
+            "steps": s.steps,
+            "network_calls": s.network_calls,
+            "draws": r.repeats,
+            **_cells(score_cells(s)),
+        }
         for r in results
         for s in r.scores
     ]
@@ -106,10 +112,14 @@ def format_table(results: list[EvalResult]) -> str:
     if oracle is not None:
         lines.append(f"{'oracle':<{width}}  {oracle:>7.4f}")
     for r in results:
-        by_steps = {steps: _with_spread(score, spread) for (steps, score), spread in zip(r.curve(), r.spreads(), strict=True)}
+        by_steps = {
+            steps: _with_spread(score, spread) for (steps, score), spread in zip(r.curve(), r.spreads(), strict=True)
+        }
         cells = "  ".join(f"{by_steps.get(b, '-'):>{cell}}" for b in budgets)
         lines.append(f"{r.method:<{width}}  {r.token_loss:>7.4f}  {cells}")
-    header = f"{metric} by token steps (columns" + (f"; mean±std over {repeats} evaluation seeds)" if repeats > 1 else ")")
+    header = f"{metric} by token steps (columns" + (
+        f"; mean±std over {repeats} evaluation seeds)" if repeats > 1 else ")"
+    )
     floor = _floor(results)
     if floor is not None and floor.data_floor is not None:
         spread = floor.data_floor_spread.get(metric)

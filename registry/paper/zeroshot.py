@@ -4,17 +4,15 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any
 
 from tqdm.auto import tqdm
 
+from registry.config.settings import Settings
 from registry.engine.assembly import Experiment, required_selection
 from registry.engine.evaluation import token_loss
 from registry.errors import IncompatibleComponentsError
 from registry.host.registry import Registry
 from registry.storage.results import PPL_NOTE
-
-#: Printed with every perplexity table: LADD's bound also has latent terms that exp(L^x) leaves out.
 
 
 @dataclass
@@ -32,7 +30,7 @@ class ZeroShotRow:
 
 def zero_shot(
     experiment: Experiment,
-    cfg: dict[str, Any],
+    settings: Settings,
     registry: Registry,
     corpora: list[str],
     field: str,
@@ -41,7 +39,7 @@ def zero_shot(
     seed: int,
 ) -> list[ZeroShotRow]:
     """Each corpus is the run's dataset with option ``field`` set to it; the model must fit its vocabulary."""
-    name, options = required_selection(cfg, "dataset")
+    name, options = required_selection(settings, "dataset")
     rows = []
     for corpus in tqdm(corpora, desc="zero-shot corpora"):
         dataset = registry.build("dataset", name, {**options, field: corpus})

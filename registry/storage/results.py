@@ -14,13 +14,14 @@ from registry.errors import LaddError, first_line
 from .files import check_name, write_text
 from .records import read_json
 
-#: what exp(L^x) is, printed beside it
+#: printed with every perplexity: LADD's bound also has latent terms that exp(L^x) leaves out
 PPL_NOTE = "PPL = exp(L^x), the token term only: an upper bound for MDLM, not the full ELBO for LADD"
 
 
 @dataclass
 class BudgetScore:
-    """The metric's named scores at one token-step budget (means over the repeats), their spread, the network calls per sample."""
+    """The metric's named scores at one token-step budget (means over the repeats), their spread, the network calls per
+    sample."""
 
     steps: int
     network_calls: int
@@ -81,7 +82,9 @@ class EvalResult:
             data["scores"] = [BudgetScore(**s) for s in data["scores"]]
             result = cls(**data)
         except (ValueError, TypeError, KeyError) as error:
-            raise LaddError(f"{path} is not an evaluation result written by `ladd eval` ({first_line(error)})") from None
+            raise LaddError(
+                f"{path} is not an evaluation result written by `ladd eval` ({first_line(error)})"
+            ) from None
         check_name(f"{path}: metric", result.metric, "ladd report writes METRIC.csv and METRIC.png")
         return result
 

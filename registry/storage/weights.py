@@ -78,7 +78,7 @@ def _system_errors() -> Iterator[None]:
 
 
 def state_digest(module: torch.nn.Module) -> str:
-    """The SHA-256 of a module's state (names, dtypes, shapes and values): equal for equal weights, wherever they live."""
+    """The SHA-256 of a module's state (names, dtypes, shapes, values): equal for equal weights, wherever they live."""
     digest = hashlib.sha256()
     for name, tensor in sorted(module.state_dict().items()):
         value = tensor.detach().cpu()

@@ -48,5 +48,6 @@ class TransformerConfig:
         check_range("dropout", self.dropout, 0, 1, high_open=True)
         if self.hidden % self.heads or (self.hidden // self.heads) % 2:
             raise InvalidConfigError(
-                f"hidden={self.hidden} must split into heads={self.heads} heads of even width (for RoPE), e.g. hidden=64 heads=4"
+                f"hidden={self.hidden} must split into heads={self.heads} heads of even width (for RoPE), e.g. "
+                "hidden=64 heads=4"
             )

@@ -1,4 +1,6 @@
-"""Token-channel helpers: mask id, per-sample broadcast, logits at rows, float64 categorical draw, chunked cross-entropy."""
+"""Token-channel helpers: mask id, per-sample broadcast, logits at rows, float64 categorical draw, chunked
+cross-entropy."""
+
 from __future__ import annotations
 
 import torch
@@ -15,7 +17,8 @@ def per_sample(values: Tensor, like: Tensor) -> Tensor:
 
 
 def at_rows(values: Tensor, rows: Tensor | None) -> Tensor:
-    """``values [B, S, ...]`` at the positions ``rows`` (bool ``[B, S]``) as ``[N, ...]`` in row-major order; all if None."""
+    """``values [B, S, ...]`` at the positions ``rows`` (bool ``[B, S]``) as ``[N, ...]`` in row-major order; all if
+    None."""
     return values if rows is None else values[rows]
 
 

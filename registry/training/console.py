@@ -16,7 +16,8 @@ SIGNAL_NOTICES = "lightning.pytorch.trainer.connectors.signal_connector"
 
 
 class StepProgressBar(TQDMProgressBar):
-    """``stage N: step/steps`` with the loss terms of the last logged step (Lightning's bar counts epochs, which an endless stream lacks).
+    """``stage N: step/steps`` with the loss terms of the last logged step (Lightning's bar counts epochs, which an
+    endless stream lacks).
 
     The terms are read from the module's ``last_terms`` only every ``log_every`` steps: reading them is a host
     synchronisation, which a bar refreshed at every step would otherwise add to every step.
@@ -36,7 +37,9 @@ class StepProgressBar(TQDMProgressBar):
         bar.n = trainer.global_step  # a resumed stage continues where it stopped
         bar.refresh()
 
-    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
         bar, step = self.train_progress_bar, trainer.global_step
         if step % self.log_every == 0 or step == bar.total:
             bar.set_postfix(self.get_metrics(trainer, pl_module), refresh=False)

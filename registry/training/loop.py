@@ -1,6 +1,7 @@
 """The generic training loop: Lightning drives any assembled model through its training stages."""
 from __future__ import annotations
 
+import dataclasses
 import functools
 import io
 import json
@@ -9,7 +10,7 @@ import math
 import os
 import signal
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from datetime import timedelta
 from pathlib import Path
@@ -23,12 +24,10 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy
-from omegaconf import OmegaConf
 from torch.utils.data import DataLoader, IterableDataset
 
-from registry.config.composition import check_values, to_plain
 from registry.config.lr_schedules import lr_factor
-from registry.config.settings import OPTIMIZERS, resolve_precision, upgraded
+from registry.config.settings import OPTIMIZERS, Settings, StageConfig, TrainConfig, checked, resolve_precision
 from registry.distributed import Shard, step_seed
 from registry.engine.assembly import Experiment, build_experiment, check_installed
 from registry.engine.batches import check_batch, first_batch, stream_ended
@@ -114,7 +113,7 @@ class _FiniteWatch:
 class LaddModule(L.LightningModule):
     """Lightning wrapper: one optimisation step of the model's objective on this process's share of the global batch."""
 
-    def __init__(self, model: DiffusionModel, train: dict[str, Any], seed: int) -> None:
+    def __init__(self, model: DiffusionModel, train: TrainConfig, seed: int) -> None:
         super().__init__()
         self.model = model
         self.train_cfg = train
@@ -136,7 +135,7 @@ class LaddModule(L.LightningModule):
             parameter.requires_grad_(True)
 
     def training_step(self, batch: torch.Tensor, batch_idx: int) -> torch.Tensor:
-        if self.train_cfg["compile"]:
+        if self.train_cfg.compile:
             torch.compiler.cudagraph_mark_step_begin()  # under CUDA graphs (reduce-overhead): last step's outputs may be reused
         world = self.trainer.world_size
         shard = Shard(self.global_rank, world, step_seed(self.seed, self.stage, self.global_step)) if world > 1 else None
@@ -148,7 +147,7 @@ class LaddModule(L.LightningModule):
         self.watch.record(names, means, self.global_step)
         # Lightning writes its log at the steps that complete a multiple of log_every; handing it the terms at the
         # others costs about a millisecond a step. No progress bar: it would read every term back at every step.
-        if (self.global_step + 1) % self.train_cfg["log_every"] == 0:
+        if (self.global_step + 1) % self.train_cfg.log_every == 0:
             self.log_dict({f"train/{k}": v for k, v in self.last_terms.items()}, on_step=True)
         return terms["loss"]
 
@@ -158,7 +157,7 @@ class LaddModule(L.LightningModule):
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
         # The host reads the loss only where it logs it (and before any checkpoint or final weights are written),
         # so the device never waits for it; a step past a bad one can have run, but nothing it made is kept.
-        if self.global_step % self.train_cfg["log_every"] == 0:
+        if self.global_step % self.train_cfg.log_every == 0:
             self.watch.check()
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
@@ -170,30 +169,30 @@ class LaddModule(L.LightningModule):
     def configure_gradient_clipping(self, optimizer: torch.optim.Optimizer, gradient_clip_val: Any = None, gradient_clip_algorithm: Any = None) -> None:
         # ladd clips by itself: Lightning refuses to clip for fused optimizers. Under 16-mixed they unscale inside
         # their step, so fused AdamW is not used there and the gradients seen here are unscaled in every case.
-        if self.train_cfg["grad_clip"] > 0:
+        if self.train_cfg.grad_clip > 0:
             params = [p for group in optimizer.param_groups for p in group["params"]]
-            torch.nn.utils.clip_grad_norm_(params, self.train_cfg["grad_clip"])
+            torch.nn.utils.clip_grad_norm_(params, self.train_cfg.grad_clip)
 
     def configure_optimizers(self) -> Any:
         cfg = self.train_cfg
         params = [p for p in self.model.parameters() if p.requires_grad]
-        optimizer = getattr(torch.optim, OPTIMIZERS[cfg["optimizer"]])(
+        optimizer = getattr(torch.optim, OPTIMIZERS[cfg.optimizer])(
             params,
-            lr=cfg["lr"],
-            betas=tuple(cfg["betas"]),
-            weight_decay=cfg["weight_decay"],
-            fused=_fused_adamw(cfg, params[0].device, _precision(cfg["precision"])),
+            lr=cfg.lr,
+            betas=tuple(cfg.betas),
+            weight_decay=cfg.weight_decay,
+            fused=_fused_adamw(cfg, params[0].device, _precision(cfg.precision)),
         )
         # a stage's length is its Trainer's; a module used outside a Trainer (benchmarks) has none, and needs none when constant
         total = self.trainer.max_steps if self._trainer is not None else 0
-        factor = functools.partial(lr_factor, warmup=cfg["warmup_steps"], total=total, schedule=cfg["lr_schedule"], min_ratio=cfg["min_lr_ratio"])
+        factor = functools.partial(lr_factor, warmup=cfg.warmup_steps, total=total, schedule=cfg.lr_schedule, min_ratio=cfg.min_lr_ratio)
         schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 
 
-def _fused_adamw(cfg: dict[str, Any], device: torch.device, precision: str) -> bool:
+def _fused_adamw(cfg: TrainConfig, device: torch.device, precision: str) -> bool:
     """Whether the optimiser (AdamW or Adam) runs fused: ``train.fused_adamw``, or on CUDA when unset; never with 16-mixed's gradient scaler."""
-    wanted = cfg["fused_adamw"]
+    wanted = cfg.fused_adamw
     if precision == "16-mixed":
         if wanted:
             raise InvalidConfigError(
@@ -211,13 +210,13 @@ def _precision(requested: str) -> str:
 class _Hardware:
     """The processes and devices of a run, resolved by Lightning before any process is launched."""
 
-    def __init__(self, train_cfg: dict[str, Any]) -> None:
-        self.name = train_cfg["strategy"]
+    def __init__(self, train_cfg: TrainConfig) -> None:
+        self.name = train_cfg.strategy
         self.arguments = {
-            "accelerator": train_cfg["accelerator"],
-            "devices": train_cfg["devices"],
-            "num_nodes": train_cfg["num_nodes"],
-            "precision": _precision(train_cfg["precision"]),
+            "accelerator": train_cfg.accelerator,
+            "devices": train_cfg.devices,
+            "num_nodes": train_cfg.num_nodes,
+            "precision": _precision(train_cfg.precision),
         }
         # Under SLURM ladd stops on the requeue signal itself (`stopping`), writing its own checkpoint where a
         # rerun looks for it: Lightning neither requeues nor writes or resumes its hpc_ckpt files.
@@ -230,7 +229,7 @@ class _Hardware:
                 )
         except (MisconfigurationException, ValueError) as error:
             raise InvalidConfigError(
-                f"train.accelerator={train_cfg['accelerator']}, devices={train_cfg['devices']}, strategy={self.name}: {first_line(error)}"
+                f"train.accelerator={train_cfg.accelerator}, devices={train_cfg.devices}, strategy={self.name}: {first_line(error)}"
             ) from None
         if not isinstance(probe.strategy, (DDPStrategy, SingleDeviceStrategy)):
             raise InvalidConfigError(
@@ -260,42 +259,44 @@ def _quiet_lightning() -> Iterator[None]:
         logger.setLevel(level)
 
 
-def _stage_steps(cfg: dict[str, Any], stage: dict[str, Any]) -> int:
+def _stage_steps(settings: Settings, stage: StageConfig) -> int:
     """Optimisation steps of one stage: ``trainer.max_steps`` when given, else the stage's own ``steps``."""
-    max_steps = (cfg.get("trainer") or {}).get("max_steps")
-    return stage["steps"] if max_steps is None else max_steps
+    max_steps = settings.trainer.max_steps
+    return stage.steps if max_steps is None else max_steps
 
 
-def train(cfg: Any, run_dir: str | Path, registry: Registry, allow_changes: bool = False) -> Experiment:
+def train(
+    cfg: Settings | Mapping[str, Any], run_dir: str | Path, registry: Registry, allow_changes: bool = False
+) -> Experiment:
     """Train an experiment through all its stages, resuming from run_dir's checkpoints when there are any.
 
     Checks the config and the run folder before writing anything (``runs.RunFolder``; ``allow_changes``
     continues a run in progress with changed settings, recording the change), then writes the resolved
     config, the component origins, ``metrics.csv`` and the final EMA weights. With several processes
     (devices x nodes) every rank runs this function; global rank 0 checks, locks and writes the folder.
+    ``cfg``: settings checked where the command started, or a plain config, checked here.
     """
     run_dir = Path(run_dir)
     quiet_lightning_notices()
-    plain = upgraded(to_plain(cfg) if OmegaConf.is_config(cfg) else cfg)
-    plain["run_dir"] = str(run_dir)  # the saved config names the folder it lives in
-    check_values(plain)
-    hardware = _Hardware(plain["train"])
+    # the saved config names the folder it lives in
+    settings = dataclasses.replace(cfg if isinstance(cfg, Settings) else checked(cfg), run_dir=str(run_dir))
+    hardware = _Hardware(settings.train)
     with stopping_on_signals():
         try:
-            return _train_checked(plain, run_dir, hardware, registry, allow_changes)
+            return _train_checked(settings, run_dir, hardware, registry, allow_changes)
         except Stopped as stop:
-            raise stop.at(_resume_point(run_dir, len(plain["train"]["stages"])), quiet=hardware.rank != 0) from None
+            raise stop.at(_resume_point(run_dir, len(settings.train.stages_to_run())), quiet=hardware.rank != 0) from None
 
 
 def _train_checked(
-    plain: dict[str, Any], run_dir: Path, hardware: _Hardware, registry: Registry, allow_changes: bool
+    settings: Settings, run_dir: Path, hardware: _Hardware, registry: Registry, allow_changes: bool
 ) -> Experiment:
     """:func:`train` once the config is checked: check the folder and the saved state, claim the folder, train."""
-    train_cfg = plain["train"]
+    train_cfg, plain = settings.train, settings.plain()
     world, main = hardware.world, hardware.rank == 0
-    if train_cfg["batch_size"] % world:
+    if train_cfg.batch_size % world:
         raise InvalidConfigError(
-            f"train.batch_size={train_cfg['batch_size']} is the global batch and must split evenly over "
+            f"train.batch_size={train_cfg.batch_size} is the global batch and must split evenly over "
             f"{world} processes (train.devices x train.num_nodes)"
         )
     if world > 1:
@@ -305,28 +306,28 @@ def _train_checked(
     folder = RunFolder(run_dir)
     if main:
         folder.check(plain, allow_changes)
-    L.seed_everything(plain["seed"], workers=True, verbose=False)
-    experiment = build_experiment(plain, registry)
+    L.seed_everything(settings.seed, workers=True, verbose=False)
+    experiment = build_experiment(settings, registry)
     if main:
         # damaged or unfitting saved state, a foreign metrics file, or data that cannot give a first batch:
         # all refused before anything is written
-        _check_saved_state(experiment.model, run_dir, plain)
+        _check_saved_state(experiment.model, run_dir, settings)
         read_metrics(run_dir / METRICS_FILE)
         value_bytes = _VALUE_BYTES.get(hardware.arguments["precision"], 2)
-        check_fits(experiment.model, train_cfg["batch_size"] // world, value_bytes, hardware.device, "train.batch_size")
-        first_batch(experiment.dataset, train_cfg["batch_size"], plain["seed"])  # it allocates: after the size check
+        check_fits(experiment.model, train_cfg.batch_size // world, value_bytes, hardware.device, "train.batch_size")
+        first_batch(experiment.dataset, train_cfg.batch_size, settings.seed)  # it allocates: after the size check
     with folder.claim(plain, allow_changes) if main else nullcontext():
         if main:
             write_text(run_dir / COMPONENTS_FILE, json.dumps(experiment.origins(), indent=2))
-        return _train_stages(experiment, plain, run_dir, hardware, registry)
+        return _train_stages(experiment, settings, run_dir, hardware, registry)
 
 
-def _check_saved_state(model: DiffusionModel, run_dir: Path, plain: dict[str, Any]) -> None:
+def _check_saved_state(model: DiffusionModel, run_dir: Path, settings: Settings) -> None:
     """Every stage's saved weights or checkpoint is intact, fits ``model`` and is within the stage's steps.
 
     Checked before the run writes anything.
     """
-    for index, (name, stage) in enumerate(plain["train"]["stages"].items(), start=1):
+    for index, (name, stage) in enumerate(settings.train.stages_to_run().items(), start=1):
         stage_dir = run_dir / "checkpoints" / f"stage{index}"
         final, last = stage_dir / STAGE_WEIGHTS, stage_dir / LAST_CHECKPOINT
         if final.is_file():
@@ -339,9 +340,9 @@ def _check_saved_state(model: DiffusionModel, run_dir: Path, plain: dict[str, An
             # LaddModule holds the model as its attribute `model`
             state, step = checkpoint["state_dict"], checkpoint["global_step"]
             check_shapes(model, {name.removeprefix("model."): tuple(tensor.shape) for name, tensor in state.items()}, last)
-            steps = _stage_steps(plain, stage)
+            steps = _stage_steps(settings, stage)
             if step > steps:  # Lightning would take the stage for finished and keep weights of more steps
-                overridden = (plain.get("trainer") or {}).get("max_steps") is not None
+                overridden = settings.trainer.max_steps is not None
                 key = "trainer.max_steps" if overridden else f"train.stages.{name}.steps"
                 raise LaddError(
                     f"cannot resume from {last}: it is at step {step}, past the {steps} steps of stage {index} "
@@ -380,43 +381,43 @@ def _resume_point(run_dir: Path, stages: int) -> str:
     return f"at the end of stage {stages}"
 
 
-def _train_stages(experiment: Experiment, plain: dict[str, Any], run_dir: Path, hardware: _Hardware, registry: Registry) -> Experiment:
+def _train_stages(
+    experiment: Experiment, settings: Settings, run_dir: Path, hardware: _Hardware, registry: Registry
+) -> Experiment:
     """Run every stage not finished yet, then save the final EMA weights (global rank 0)."""
-    train_cfg, main = plain["train"], hardware.rank == 0
-    if train_cfg["compile"]:
-        experiment.model.compile_backbones(train_cfg["compile_mode"])
-    module = LaddModule(experiment.model, train_cfg, plain["seed"])
-    for index, stage in enumerate(train_cfg["stages"].values(), start=1):
-        if stage["freeze_encoder"]:
-            experiment.model.freeze_encoder()
-        experiment.model.objective.lambda_latent = stage["lambda_latent"]
+    train_cfg, main = settings.train, hardware.rank == 0
+    if train_cfg.compile:
+        experiment.model.compile_backbones(train_cfg.compile_mode)
+    module = LaddModule(experiment.model, train_cfg, settings.seed)
+    for index, stage in enumerate(train_cfg.stages_to_run().values(), start=1):
+        experiment.model.begin_stage(stage)
         module.stage = index
         stage_dir = run_dir / "checkpoints" / f"stage{index}"
         if (stage_dir / STAGE_WEIGHTS).is_file():
             load_weights(experiment.model, stage_dir / STAGE_WEIGHTS)
             continue
         # Seeding per stage makes a stage's start independent of whether the run was interrupted before it.
-        L.seed_everything(plain["seed"] + index, workers=True, verbose=False)
-        stream = _Stream(experiment.dataset, train_cfg["batch_size"], plain["seed"] + index, hardware.device)
+        L.seed_everything(settings.seed + index, workers=True, verbose=False)
+        stream = _Stream(experiment.dataset, train_cfg.batch_size, settings.seed + index, hardware.device)
         trainer = L.Trainer(
             **hardware.trainer_arguments(),
-            max_steps=_stage_steps(plain, stage),
-            max_time=None if stage.get("max_minutes") is None else timedelta(minutes=stage["max_minutes"]),
+            max_steps=_stage_steps(settings, stage),
+            max_time=None if stage.max_minutes is None else timedelta(minutes=stage.max_minutes),
             callbacks=[
-                EMAWeights(train_cfg["ema_decay"]),
+                EMAWeights(train_cfg.ema_decay),
                 ModelCheckpoint(
-                    dirpath=stage_dir, save_last=True, save_top_k=0, every_n_train_steps=train_cfg["checkpoint_every"],
+                    dirpath=stage_dir, save_last=True, save_top_k=0, every_n_train_steps=train_cfg.checkpoint_every,
                     enable_version_counter=False,  # last.ckpt, also after a resume from one a stop wrote
                 ),
                 _ResumeState(stream, index, experiment.origins(), registry),
-                MetricsFile(run_dir / METRICS_FILE, index, train_cfg["log_every"]),
-                *([progress_bar(index, train_cfg["log_every"])] if train_cfg["progress"] else []),
+                MetricsFile(run_dir / METRICS_FILE, index, train_cfg.log_every),
+                *([progress_bar(index, train_cfg.log_every)] if train_cfg.progress else []),
                 _StopOnSignal(stage_dir / LAST_CHECKPOINT),  # last but the checkpoint: a step's state is whole there
             ],
             logger=CSVLogger(run_dir, name="logs", version=f"stage{index}"),
             default_root_dir=stage_dir,  # where Lightning would look for checkpoints of its own: none are there
-            log_every_n_steps=train_cfg["log_every"],
-            enable_progress_bar=train_cfg["progress"],
+            log_every_n_steps=train_cfg.log_every,
+            enable_progress_bar=train_cfg.progress,
             enable_model_summary=False,
         )
         # A private generator keeps the loader's seed draw off the global RNG, which resuming restores.

@@ -49,7 +49,8 @@ def _tensors(model: nn.Module) -> Iterator[tuple[str, Tensor]]:
 
 
 def _leaves(output: Tensor) -> set[int]:
-    """The ids of the tensors whose gradients ``output.backward()`` would accumulate (the walk DDP makes to find unused ones)."""
+    """The ids of the tensors whose gradients ``output.backward()`` would accumulate (the walk DDP makes to find unused
+    ones)."""
     leaves: set[int] = set()
     seen: set[object] = set()
     pending = [output.grad_fn]

@@ -37,7 +37,8 @@ class BinarySawtooth(Dataset):
         return c.floor + (1 - 2 * c.floor) * (1 - torch.abs(2 * phase - 1))
 
     def sample(self, n: int, generator: torch.Generator, dtype: torch.dtype = torch.float64) -> tuple[Tensor, Tensor]:
-        """``n`` sequences ``LongTensor[n, S]`` and the shifts ``y`` ``[n]`` they were drawn with, on the generator's device."""
+        """``n`` sequences ``LongTensor[n, S]`` and the shifts ``y`` ``[n]`` they were drawn with, on the generator's
+        device."""
         device = generator.device
         y = torch.rand(n, generator=generator, dtype=dtype, device=device)
         positions = torch.arange(1, self.seq_len + 1, dtype=dtype, device=device)

@@ -83,15 +83,16 @@ def _next_word(window: np.ndarray) -> int:
 
 
 def _apply(polynomial: int, window: np.ndarray) -> np.ndarray:
-    """``polynomial(T)`` applied to a window of 624 words, by Horner's rule (the oldest word's low bits are left undefined)."""
+    """``polynomial(T)`` applied to a window of 624 words, by Horner's rule (the oldest word's low bits are left
+    undefined)."""
     words = np.zeros(_N + polynomial.bit_length(), dtype=np.uint32)
     start = 0
     for power in range(polynomial.bit_length() - 1, -1, -1):
-        words[start + _N] = _next_word(words[start:start + _M + 1])
+        words[start + _N] = _next_word(words[start : start + _M + 1])
         start += 1
         if polynomial >> power & 1:
-            words[start:start + _N] ^= window
-    return words[start:start + _N]
+            words[start : start + _N] ^= window
+    return words[start : start + _N]
 
 
 def _power_of_x(exponent: int) -> int:

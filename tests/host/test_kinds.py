@@ -1,0 +1,58 @@
+"""The table of kinds and slots: everything the core knows about a kind comes from one entry."""
+from __future__ import annotations
+
+import inspect
+
+import pytest
+from support import TINY
+
+import registry
+from registry import ComponentSpec, interfaces
+from registry.config.composition import compose
+from registry.conformance.exercises import EXERCISES
+from registry.engine.assembly import build_experiment
+from registry.host.component import Component
+from registry.host.kinds import KIND_SPECS, KINDS, SLOTS, Slot
+
+
+@pytest.fixture(scope="module")
+def reg():
+    return registry.load()
+
+
+def test_every_kind_names_its_interface_and_has_an_exercise_and_every_slot_a_kind():
+    for spec in KIND_SPECS.values():
+        assert inspect.isclass(spec.interface_class()) and spec.interface_class().__module__ == interfaces.__name__
+        assert callable(EXERCISES[spec.name])
+        ComponentSpec(spec.name, "probe", "module:attr")  # a kind of the table is a kind a plugin may declare
+    assert tuple(KIND_SPECS) == KINDS == registry.KINDS
+    assert {slot.kind for slot in SLOTS.values()} == set(KINDS)
+
+
+def test_each_slot_builds_with_exactly_its_kinds_context(reg, monkeypatch):
+    seen: dict[str, set[str]] = {}
+    original = Component.build
+
+    def recording(self, options=None, **context):
+        seen.setdefault(self.kind, set()).update(context)
+        return original(self, options, **context)
+
+    monkeypatch.setattr(Component, "build", recording)
+    build_experiment(compose(["experiment=binsaw/coladd_seq_cpu", *TINY], reg).plain(), reg)
+    assert set(seen) == set(KINDS)
+    assert all(seen[kind] == set(KIND_SPECS[kind].context) for kind in KINDS), seen
+
+
+def test_a_new_slot_is_one_entry_of_the_table(reg, monkeypatch):
+    def second_process(built):
+        return {"schedule": built["schedule"], "vocab_size": built["dataset"].vocab_size}
+
+    monkeypatch.setitem(
+        SLOTS, "second_process", Slot("second_process", "process", optional=True, context=second_process)
+    )
+    assert compose(TINY, reg).plain()["second_process"] is None, "an optional slot starts empty"
+    process = reg.names("process")[0]
+    cfg = compose([*TINY, f"second_process={process}"], reg).plain()
+    assert cfg["second_process"]["name"] == process
+    experiment = build_experiment(cfg, reg)
+    assert experiment.components["second_process"].name == process

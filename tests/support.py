@@ -1,0 +1,66 @@
+"""What the tests share: tiny training overrides, running the ``ladd`` command, fake plugin distributions, paths."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
+FIXTURES = TESTS / "fixtures"
+
+#: Overrides that make any binary-sawtooth preset train in seconds on a CPU.
+TINY = [
+    "dataset.seq_len=16",
+    "train.batch_size=16",
+    "train.warmup_steps=2",
+    "train.progress=false",
+    "train.log_every=1",
+    "eval.num_samples=64",
+    "eval.batch_size=64",
+    "eval.loss_batches=1",
+    "eval.budgets=[1,4]",
+]
+TWO_STAGES = "train.stages=[{steps:3},{steps:3,lambda_latent:1.0,freeze_encoder:true}]"
+
+
+def run_ladd(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """Run the ladd CLI in a fresh interpreter, capturing output."""
+    return subprocess.run(
+        [sys.executable, "-m", "registry.cli", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        cwd=cwd,
+        timeout=600,
+    )
+
+
+def fake_distribution(root: Path, name: str, module_source: str, version: str = "0.0.1") -> str:
+    """A minimal installed distribution (dist-info with an entry point in group ``ladd``) on a fresh path."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / f"{name}.py").write_text(textwrap.dedent(module_source))
+    info = root / f"{name}-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    (info / "entry_points.txt").write_text(f"[ladd]\n{name} = {name}\n")
+    return str(root)
+
+
+def assert_trainable_set_is_exact(model, x0) -> None:
+    """The probe's unreached parameters are exactly those a real backward pass of the loss leaves without gradient."""
+    import torch
+
+    from registry.training.trainable import unreached_parameters
+
+    names = {id(p): name for name, p in model.named_parameters()}
+    unreached = sorted(names[id(p)] for p in unreached_parameters(model))
+    model.train()
+    model.zero_grad(set_to_none=True)
+    with torch.random.fork_rng():
+        model.loss(x0)["loss"].backward()
+    without = sorted(name for name, p in model.named_parameters() if p.requires_grad and p.grad is None)
+    model.zero_grad(set_to_none=True)
+    assert unreached == without
