@@ -153,8 +153,7 @@ def test_every_bad_input_is_refused_in_one_line_before_sampling(runs, files, tmp
         "--like FILE and --latents FILE both give": ("sample", run, "--like", references, "--latents", latents),
         "--interpolate needs two references": ("sample", run, "--interpolate", three),
         "--points sets how many latents --interpolate FILE samples at": ("sample", run, "--points", 3),
-        "sampler 'ancestral' has no guidance option": ("sample", run, "--like", files["ids"], "--sampler", "ancestral",
-                                                       "--guidance", 2),
+        "sampler 'ancestral' has no guidance option": ("sample", mdlm, "--guidance", 2),
     }
     for message, args in cases.items():
         command = [*args, "--out", out] if args[0] == "sample" else list(args)
