@@ -48,9 +48,14 @@ ENCODER_SHAPES = {
 TINY = ["backbone.hidden=32", "backbone.layers=1", "backbone.heads=2", "train.batch_size=4"]
 
 
+#: presets of MDLM's published setting: the import section (bench/import_mdlm.py) measures the imported MDLM
+IMPORT_SECTION = ("owt/mdlm_published", "owt/coladd_16_from_mdlm")
+
+
 def presets(group: str) -> list[str]:
     """The presets of one group (``lm1b``, ``owt``, ``binsaw``) at the paper's size (no ``_cpu`` variants)."""
-    return sorted(f"{group}/{p.stem}" for p in (CONFIGS / group).glob("*.yaml") if not p.stem.endswith("_cpu"))
+    found = (f"{group}/{p.stem}" for p in (CONFIGS / group).glob("*.yaml") if not p.stem.endswith("_cpu"))
+    return sorted(name for name in found if name not in IMPORT_SECTION)
 
 
 def text_assets(folder: Path, rows: int, shape: str) -> dict[str, str]:

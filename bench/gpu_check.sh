@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One command that proves on a GPU what a GPU user relies on, in under 9 minutes on one H100:
+# One command that proves on a GPU what a GPU user relies on, in under 10 minutes on one H100:
 #   - the step's host synchronisations (training and sampling; the goal is none);
 #   - speed.py's headline rows: the output head padded or not, MDLM DiT and LADD-32 MM-DiT training
 #     tokens/s and MFU (compiled) against a matmul rate measured in the same run, MDLM
@@ -7,13 +7,15 @@
 #   - every preset (binsaw/*, lm1b/*, owt/*) at its full size: a few steps of every stage through
 #     `ladd train`'s loop at the per-GPU batch, tokens/s, peak memory, one sampling call; the binsaw
 #     rows are the sawtooth's steps/s at App. E.1 size (S = 128, batch 2048), batches drawn on the GPU,
-#     then again for MDLM and Co-LADD with the backbones compiled into CUDA graphs (reduce-overhead).
+#     then again for MDLM and Co-LADD with the backbones compiled into CUDA graphs (reduce-overhead);
+#   - an MDLM checkpoint of the published OWT size (random weights) imported with `ladd import mdlm`, then
+#     sampled: ms/sample at 128 steps and batch 64, plain against fast (bench/import_mdlm.py).
 #
 #   OUT=/tmp/out bash bench/gpu_check.sh                # on a GPU, the wheels of missing packages in .whl/
 #   OUT=/tmp/out bash bench/gpu_check.sh --size tiny    # anywhere: the same steps with tiny networks
 #
 # Each section runs in its own process under a time limit (LIMIT_SYNCS, LIMIT_SPEED, LIMIT_BINSAW,
-# LIMIT_GRAPHS, LIMIT_LM1B, LIMIT_OWT seconds; 8.7 minutes in all by default), so a failure or a timeout is a row and
+# LIMIT_GRAPHS, LIMIT_LM1B, LIMIT_OWT, LIMIT_IMPORT seconds; 9.7 minutes in all by default), so a failure or a timeout is a row and
 # the next section still runs. Run folders and stand-ins go to SCRATCH (default: a temporary folder on
 # /dev/shm, removed at the end). Rows are printed as measured and kept under OUT
 # (JSON and logs); a run cut short keeps what it measured.
@@ -31,7 +33,7 @@ if [ -z "${SCRATCH:-}" ]; then
 fi
 source bench/checkout_env.sh
 
-ROWS='^(train |sample |output head|host syncs|NVIDIA|cpu,|(binsaw|lm1b|owt)/)|skipping cudagraphs'
+ROWS='^(train |sample |import |output head|host syncs|NVIDIA|cpu,|(binsaw|lm1b|owt)/)|skipping cudagraphs'
 section() {  # section NAME SECONDS COMMAND...: run it, print its rows, report a failure or timeout as a row
   local name=$1 limit=$2 started rc
   shift 2
@@ -70,4 +72,6 @@ for group in lm1b owt; do
   section "presets_$group" "${!limit_name:-$default_limit}" python3 bench/gpu_check.py presets --group "$group" --size "$SIZE" \
     --steps "$steps" --out "$OUT" --scratch "$SCRATCH" $(only "${!group}")
 done
+mdlm_size=$([ "$SIZE" = tiny ] && echo tiny || echo owt)
+section import "${LIMIT_IMPORT:-60}" python3 bench/import_mdlm.py --size "$mdlm_size" --sample --out "$OUT/import" --scratch "$SCRATCH"
 date -u +"end %Y-%m-%dT%H:%M:%SZ"

@@ -37,9 +37,10 @@ SIZES = {  # paper Table model_sizes_and_configs; the vocabulary is Qwen3's with
 }
 
 
-def timed(fn, device: torch.device, repeats: int) -> float:
-    """Seconds per call after one warm-up call."""
-    fn()
+def timed(fn, device: torch.device, repeats: int, warm_up: bool = True) -> float:
+    """Seconds per call, after one warm-up call unless the caller made its own."""
+    if warm_up:
+        fn()
     if device.type == "cuda":
         torch.cuda.synchronize()
     start = time.perf_counter()

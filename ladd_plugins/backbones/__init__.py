@@ -1,11 +1,11 @@
 """Denoising networks: DiT for one channel, MM-DiT for tokens and latent, an MLP latent denoiser, a causal
-transformer."""
+transformer, and a pretrained Hugging Face masked LM."""
 from __future__ import annotations
 
 from registry import ComponentSpec
 from registry.toolkit.options import TransformerConfig
 
-from .config import DiTConfig, MLPDenoiserConfig
+from .config import DiTConfig, HFMaskedLMConfig, MLPDenoiserConfig
 
 #: this subpackage's components, registered by ladd's plugin (``ladd_plugins.ladd_components``)
 SPECS = [
@@ -15,6 +15,8 @@ SPECS = [
                   "MM-DiT over tokens and latent slots with modality-specific weights"),
     ComponentSpec("backbone", "mlp", "ladd_plugins.backbones.mlp:MLPDenoiser", MLPDenoiserConfig,
                   "residual MLP latent denoiser (sequential Co-LADD)"),
+    ComponentSpec("backbone", "hf_masked_lm", "ladd_plugins.backbones.hf_masked_lm:HFMaskedLM", HFMaskedLMConfig,
+                  "a pretrained Hugging Face masked LM (BERT, RoBERTa, ModernBERT, ...) as the untimed token denoiser"),
     ComponentSpec("backbone", "causal", "ladd_plugins.backbones.causal:CausalTransformer", TransformerConfig,
                   "causal transformer (RoPE, no time input): logits at i from tokens < i"),
 ]

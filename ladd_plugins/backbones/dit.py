@@ -14,6 +14,7 @@ from registry.interfaces import Backbone, Channels, Denoised, TransformerShape
 from registry.toolkit.layers import DiTTrunk, FinalLayer, TimestepEmbedder, TokenHead, learned_condition
 
 from .config import DiTConfig
+from .styles import block_style, token_time_embedder
 
 __all__ = ["DiT", "DiTConfig"]
 
@@ -36,10 +37,15 @@ class DiT(Backbone):
             head = channels.latent.output_layer(config.hidden)
         time_conditioned = config.token_time_conditioning or not self.denoises_tokens
         self.token_time_conditioned = time_conditioned
-        self.time_embed = TimestepEmbedder(config.cond_dim) if time_conditioned else None
+        self.time_embed = None
+        if time_conditioned:
+            self.time_embed = token_time_embedder(config) if self.denoises_tokens else TimestepEmbedder(config.cond_dim)
         self.condition = None if time_conditioned else learned_condition(config.cond_dim)
-        self.trunk = DiTTrunk(config.hidden, config.layers, config.heads, config.cond_dim, config.mlp_ratio, config.dropout)
-        self.final = FinalLayer(config.hidden, config.cond_dim, head)
+        style = block_style(config)
+        self.trunk = DiTTrunk(
+            config.hidden, config.layers, config.heads, config.cond_dim, config.mlp_ratio, config.dropout, style=style
+        )
+        self.final = FinalLayer(config.hidden, config.cond_dim, head, style)
         length = channels.seq_len if self.denoises_tokens else channels.latent.length
         head_positions = channels.seq_len if self.denoises_tokens else 0
         self._shape = TransformerShape(config.layers, length, config.hidden, config.mlp_ratio, head_positions, channels.vocab_size)

@@ -7,6 +7,10 @@ for tokens and ``S..S+M-1`` for the latent slots, i.e. the positions of the conc
 
 The conditioning vector embeds ``tau_y``, plus ``tau_x`` when ``token_time_conditioning`` is set (off
 by default, following the paper's token denoiser without explicit timestep conditioning).
+
+A warm start (``train.init_from``) from the single-channel ``dit`` of the same width and depth (an imported
+MDLM) fills the token stream whole under the DiT's names (:meth:`MMDiT.warm_start_names`); the latent stream
+and the latent time embedding, which conditions both streams, start from their initialisation.
 """
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ from registry.interfaces import Backbone, Channels, Denoised, TransformerShape
 from registry.toolkit.layers import DiTBlock, FinalLayer, Rotary, TimestepEmbedder, TokenHead, attention, rotary
 
 from .config import DiTConfig
+from .styles import block_style, token_time_embedder
 
 __all__ = ["MMDiT"]
 
@@ -28,8 +33,8 @@ class MMDiTBlock(nn.Module):
     def __init__(self, config: DiTConfig):
         super().__init__()
         args = (config.hidden, config.heads, config.cond_dim, config.mlp_ratio, config.dropout)
-        self.tokens = DiTBlock(*args)
-        self.latent = DiTBlock(*args)
+        self.tokens = DiTBlock(*args, style=block_style(config))
+        self.latent = DiTBlock(*args, style=block_style(config))
 
     def forward(self, x: Tensor, y: Tensor, c: Tensor, rope_x: Rotary, rope_y: Rotary) -> tuple[Tensor, Tensor]:
         qx, kx, vx, gate_x = self.tokens.pre_attention(x, c, rope_x)
@@ -55,10 +60,11 @@ class MMDiT(Backbone):
         self.embed_x = nn.Embedding(channels.vocab_size + 1, config.hidden)
         self.embed_y = channels.latent.input_layer(config.hidden)
         self.time_embed_y = TimestepEmbedder(config.cond_dim)
-        self.time_embed_x = TimestepEmbedder(config.cond_dim) if config.token_time_conditioning else None
+        self.time_embed_x = token_time_embedder(config) if config.token_time_conditioning else None
         self.blocks = nn.ModuleList(MMDiTBlock(config) for _ in range(config.layers))
-        self.final_x = FinalLayer(config.hidden, config.cond_dim, TokenHead(config.hidden, channels.vocab_size))
-        self.final_y = FinalLayer(config.hidden, config.cond_dim, channels.latent.output_layer(config.hidden))
+        style = block_style(config)
+        self.final_x = FinalLayer(config.hidden, config.cond_dim, TokenHead(config.hidden, channels.vocab_size), style)
+        self.final_y = FinalLayer(config.hidden, config.cond_dim, channels.latent.output_layer(config.hidden), style)
         self._shape = TransformerShape(
             config.layers, channels.seq_len + channels.latent.length, config.hidden, config.mlp_ratio,
             channels.seq_len, channels.vocab_size,
@@ -79,3 +85,12 @@ class MMDiT(Backbone):
 
     def transformer_shape(self) -> TransformerShape:
         return self._shape
+
+    def warm_start_names(self) -> dict[str, str]:
+        """The token stream under the single-channel ``dit``'s names: an MDLM DiT of the same sizes fills it whole
+        (its embedding, every block's token half, its final layer and head, and a timed DiT's time embedding)."""
+        names = {"embed_x.": "embed.", "final_x.": "final."}
+        names.update({f"blocks.{index}.tokens.": f"trunk.blocks.{index}." for index in range(len(self.blocks))})
+        if self.time_embed_x is not None:
+            names["time_embed_x."] = "time_embed."
+        return names

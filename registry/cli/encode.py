@@ -24,7 +24,7 @@ REFERENCES_HELP = (
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the command to the parser."""
     p = sub.add_parser("encode", help="the clean latent of each reference of a file (for `ladd sample --latents`)")
-    p.add_argument("model", metavar="RUN_OR_MODEL", help="a run folder or a folder written by `ladd export`")
+    p.add_argument("model", metavar="RUN_OR_MODEL", help="a run folder or a model folder (ladd export, ladd import)")
     p.add_argument("--input", required=True, metavar="FILE", help=REFERENCES_HELP)
     p.add_argument("--out", required=True, metavar="LATENTS.safetensors", help="the latents, with the model's identity")
     p.add_argument("--batch-size", type=positive, default=1000, help="references encoded at once")
@@ -34,12 +34,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace, registry: Registry) -> None:
     """Encode every reference, checking the output file, the model and the references first."""
     from registry.engine.latents import check_has_latent, encode_rows, save_latents  # torch: only when encoding
-    from registry.engine.loading import load_model
+    from registry.engine.loading import load_trained
     from registry.storage.files import check_target
 
     out = Path(args.out)
     check_target(out)
-    experiment = load_model(args.model, registry)[0]
+    experiment = load_trained(args.model, registry)[0]
     model = experiment.model
     check_has_latent(model, "ladd encode")
     latents = encode_rows(model, references(args.input, experiment.dataset), args.batch_size)

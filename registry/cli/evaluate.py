@@ -16,7 +16,7 @@ _OVERRIDES = ("budgets", "num_samples", "batch_size", "loss_batches", "precision
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the command to the parser."""
     p = sub.add_parser("eval", help="held-out token loss and the metric at several step budgets")
-    p.add_argument("run_dir")
+    p.add_argument("run_dir", help="a finished run or a model folder (ladd export, ladd import)")
     p.add_argument("--budgets", type=budgets, help="comma-separated token step counts, e.g. 1,2,4,8")
     p.add_argument("--num-samples", type=positive)
     p.add_argument("--batch-size", type=positive, help="samples per sampler call (default: eval.batch_size)")
@@ -28,7 +28,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--floor-draws", type=int, help="data-vs-data pairs behind the data floor (default: eval.floor_draws)")
     add_sampler_choice(p, "evaluate")
     p.add_argument("--method", help="label in tables (default: the run's method)")
-    p.add_argument("--out", help="result file (default: RUN_DIR/eval_METHOD.json)")
+    p.add_argument(
+        "--out", help="result file (default: RUN_DIR/eval_METHOD.json; for a model folder, in the current folder)"
+    )
     p.set_defaults(run=run)
 
 
@@ -36,7 +38,7 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
     """Evaluate (every rank its share under torchrun), print the table and write the result."""
     from registry.distributed import connect, is_main  # torch: only when evaluating
     from registry.engine.evaluation import evaluate
-    from registry.engine.loading import load_run
+    from registry.engine.loading import is_model_folder, load_trained
     from registry.engine.sampling_limits import check_sampling_memory
     from registry.paper.report import format_table
     from registry.storage.files import check_name, check_target
@@ -44,13 +46,15 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
 
 
     connect()  # under torchrun or srun, every rank evaluates its share of the batches and samples
-    experiment, settings = load_run(args.run_dir, registry)
+    experiment, settings = load_trained(args.run_dir, registry)
     given = {key: getattr(args, key) for key in _OVERRIDES if getattr(args, key) is not None}
     eval_settings = dataclasses.replace(settings.eval, **given)  # the options given, checked as the config's are
     experiment = chosen_sampler(args, experiment, registry)
     method = args.method or settings.method
     check_name("--method", method, "eval_METHOD.json")
-    out = Path(args.out or Path(args.run_dir) / f"eval_{method}.json")
+    # a model folder is shared: never written to
+    beside = Path() if is_model_folder(args.run_dir) else Path(args.run_dir)
+    out = Path(args.out or beside / f"eval_{method}.json")
     for target in EvalResult.files(out):
         check_target(target)  # before evaluating, not after
     check_sampling_memory(experiment, eval_settings.num_samples, eval_settings.batch_size, "ladd eval")

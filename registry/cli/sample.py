@@ -27,9 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add the command to the parser."""
     p = sub.add_parser("sample", help="sample from a trained run or an exported model")
     p.add_argument(
-        "run_dir", nargs="?", metavar="RUN_OR_MODEL", help="a run folder or a folder written by `ladd export`"
+        "run_dir", nargs="?", metavar="RUN_OR_MODEL", help="a run folder or a model folder (ladd export, ladd import)"
     )
-    p.add_argument("--model", help="a folder written by `ladd export` (or give it as RUN_OR_MODEL)")
+    p.add_argument("--model", help="a folder written by `ladd export` instead of a run folder")
     p.add_argument("--steps", type=positive, default=32)
     p.add_argument(
         "--num", type=positive, default=16, help="samples; with --like, --latents or --interpolate: per latent"
@@ -69,14 +69,17 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace, registry: Registry) -> None:
     """Sample, checking the arguments, the latents, the output file, memory and time first; one line per sample."""
-    from registry.engine.loading import load_model  # torch: only when sampling
+    from registry.engine.loading import load_model_folder, load_trained  # torch: only when sampling
     from registry.engine.prompts import decode, fixed_tokens
     from registry.engine.sampling import sample
     from registry.engine.sampling_limits import check_sampling_memory, check_sampling_time
     from registry.storage.files import check_target, write_text
 
     _check_choices(args)
-    experiment, settings = load_model(args.run_dir or args.model, registry)
+    if args.run_dir:
+        experiment, settings = load_trained(args.run_dir, registry)
+    else:
+        experiment, settings = load_model_folder(Path(args.model), registry)
     experiment = guided(args, chosen_sampler(args, experiment, registry), registry, settings)
     latents, label = _latents(args, experiment)
     rows = None if latents is None else latents.repeat_interleave(args.num, dim=0)
@@ -103,10 +106,8 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
 
 def _check_choices(args: argparse.Namespace) -> None:
     """Refuse flags that contradict each other, before anything loads."""
-    if args.run_dir is not None and args.model is not None:
-        raise LaddError("give the model once: as RUN_OR_MODEL or as --model EXPORTED_FOLDER")
-    if args.run_dir is None and args.model is None:
-        raise LaddError("give a run folder or an exported model folder (RUN_OR_MODEL)")
+    if (args.run_dir is None) == (args.model is None):
+        raise LaddError("give either a run folder or --model EXPORTED_FOLDER")
     if args.like is not None and args.latents is not None:
         raise LaddError("--like FILE and --latents FILE both give the latents to sample like: give one of them")
     if args.interpolate is not None and (args.like is not None or args.latents is not None):

@@ -13,27 +13,29 @@ from .arguments import positive
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the command to the parser."""
     p = sub.add_parser("zero-shot", help="validation perplexity exp(L^x) of a trained run on several corpora, as a table")
-    p.add_argument("run_dir")
+    p.add_argument("run_dir", help="a finished run or a model folder (ladd export, ladd import)")
     p.add_argument("corpora", nargs="+", help="values of the dataset option --field, e.g. ptb wikitext103 lambada")
     p.add_argument("--field", default="source", help="the dataset option that names the corpus (default: source)")
     p.add_argument("--batches", type=positive, help="batches per corpus (default: eval.loss_batches)")
     p.add_argument("--batch-size", type=positive, help="default: eval.batch_size")
-    p.add_argument("--out", help="CSV (default: RUN_DIR/zero_shot.csv)")
+    p.add_argument("--out", help="CSV (default: RUN_DIR/zero_shot.csv; for a model folder, in the current folder)")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace, registry: Registry) -> None:
     """Score every corpus, print the table and write it as CSV."""
-    from registry.engine.loading import load_run  # torch: only when scoring
+    from registry.engine.loading import is_model_folder, load_trained  # torch: only when scoring
     from registry.paper.zeroshot import format_zero_shot, zero_shot
 
-    experiment, settings = load_run(args.run_dir, registry)
+    experiment, settings = load_trained(args.run_dir, registry)
     rows = zero_shot(
         experiment, settings, registry, args.corpora, args.field,
         args.batches or settings.eval.loss_batches, args.batch_size or settings.eval.batch_size, settings.eval.seed,
     )
     print(format_zero_shot(rows))
-    out = Path(args.out or Path(args.run_dir) / "zero_shot.csv")
+    # a model folder is shared: never written to
+    beside = Path() if is_model_folder(args.run_dir) else Path(args.run_dir)
+    out = Path(args.out or beside / "zero_shot.csv")
     columns = ["corpus", "tokens", "token_loss", "perplexity"]
     write_csv(out, columns, [{**vars(r), "perplexity": r.perplexity} for r in rows])
     print(f"wrote {out}")

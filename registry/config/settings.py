@@ -109,6 +109,9 @@ class TrainConfig:
     compile: bool = False  # torch.compile the denoising backbones in place (weights and checkpoints unchanged)
     compile_mode: str | None = None  # torch.compile's mode, e.g. max-autotune
     fused_adamw: bool | None = None  # None: fused on CUDA (not with 16-mixed, whose scaler it cannot serve)
+    # a model folder or finished run: every parameter of equal name and shape starts Stage 1 from it (read once,
+    # when the run begins; a resumed run continues from its checkpoints)
+    init_from: str | None = None
 
     def __post_init__(self) -> None:
         check_range("train.batch_size", self.batch_size, 1)

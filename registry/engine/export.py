@@ -5,6 +5,9 @@ import json
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
+from torch.nn import Module
+
+from registry.config.settings import Settings
 from registry.errors import LaddError
 from registry.host.registry import Registry
 from registry.storage.files import is_abandoned, remove_partials, replacing_all
@@ -20,29 +23,43 @@ EXPORT_FILES = (WEIGHTS_FILE, CONFIG_JSON, CARD)
 
 
 def export(run_dir: str | Path, out_dir: str | Path, registry: Registry, overwrite: bool = False) -> Path:
-    """Write a finished run's EMA weights as safetensors, its config and component origins as JSON.
+    """Write a finished run's EMA weights, its config and component origins as a model folder (:func:`write_model`).
 
-    Absolute local paths in the config are cut to their last part (they name nothing on another machine
-    and tell others about this one). A folder that holds anything is refused unless ``overwrite`` and it
-    is an earlier export. The files are written whole before any replaces its namesake, so a full disk or
-    an error leaves the folder as it was.
+    A folder that holds anything is refused unless ``overwrite`` and it is an earlier export.
     """
     out_dir = Path(out_dir)
-    _check_destination(out_dir, overwrite)
+    check_destination(out_dir, overwrite)
     experiment, settings = load_run(run_dir, registry)
     components = recorded_components(run_dir)
     if components is None:
         raise LaddError(f"{run_dir} has no {COMPONENTS_FILE} (a run of an older ladd); train it again to export it")
+    return write_model(out_dir, experiment.model, settings, components, overwrite)
+
+
+def write_model(
+    out_dir: Path, model: Module, settings: Settings, components: dict[str, Any], overwrite: bool = False,
+    source: dict[str, Any] | None = None,
+) -> Path:
+    """A ladd model folder: ``model``'s weights as safetensors, the config and component origins as JSON, a card.
+
+    ``source``: where the weights came from (an import's checkpoint and its file hash), recorded in the config.
+    Absolute local paths in the config and the source are cut to their last part (they name nothing on another
+    machine and tell others about this one). The files are written whole before any replaces its namesake, so
+    a full disk or an error leaves the folder as it was.
+    """
+    check_destination(out_dir, overwrite)
     cfg = portable(settings.plain())
     document = {"format": FORMAT, "method": settings.method, "config": cfg, "components": components, "tokenizer": None}
+    if source is not None:
+        document["source"] = portable(source)
     created = not out_dir.exists()
     if not created:
         remove_partials(out_dir)  # left by an export killed while writing
     try:
         with replacing_all([out_dir / name for name in EXPORT_FILES]) as (weights, config, card):
-            write_weights(experiment.model, weights)
+            write_weights(model, weights)
             config.write_text(json.dumps(document, indent=2), encoding="utf-8")
-            card.write_text(_card(settings.method, components), encoding="utf-8")
+            card.write_text(_card(settings.method, components, document.get("source")), encoding="utf-8")
     except BaseException:
         if created and out_dir.is_dir() and not any(out_dir.iterdir()):
             out_dir.rmdir()
@@ -50,7 +67,7 @@ def export(run_dir: str | Path, out_dir: str | Path, registry: Registry, overwri
     return out_dir
 
 
-def _check_destination(out_dir: Path, overwrite: bool) -> None:
+def check_destination(out_dir: Path, overwrite: bool) -> None:
     """Refuse a folder that holds anything, unless ``overwrite`` and it holds an earlier export and nothing else."""
     if out_dir.is_symlink() or (out_dir.exists() and not out_dir.is_dir()):
         raise LaddError(f"{out_dir} is not a folder (a file or a link); choose a new folder to export to")
@@ -89,12 +106,13 @@ def _is_absolute(text: str) -> bool:
     return text.startswith(("/", "~")) or bool(PureWindowsPath(text).drive)
 
 
-def _card(method: str, components: dict[str, dict[str, Any]]) -> str:
+def _card(method: str, components: dict[str, dict[str, Any]], source: dict[str, Any] | None = None) -> str:
     rows = "\n".join(
         f"| {slot} | {c['name']} | {c['plugin']} | {c['distribution']} {c['version']} |" for slot, c in components.items()
     )
+    origin = "" if source is None else "Imported from " + ", ".join(f"{k} `{v}`" for k, v in source.items()) + ".\n\n"
     return (
-        f"---\nlibrary_name: ladd\ntags: [ladd, discrete-diffusion]\n---\n\n# {method}\n\n"
+        f"---\nlibrary_name: ladd\ntags: [ladd, discrete-diffusion]\n---\n\n# {method}\n\n{origin}"
         f"A ladd model. Load it with `registry.from_pretrained(folder)` or sample with "
         f"`ladd sample --model folder`.\n\n| slot | component | plugin | distribution |\n| --- | --- | --- | --- |\n{rows}\n"
     )

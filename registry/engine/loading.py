@@ -54,13 +54,12 @@ def load_run(run_dir: str | Path, registry: Registry) -> tuple[Experiment, Setti
 
 
 def from_pretrained(path: str | Path, registry: Registry | None = None) -> Experiment:
-    """Rebuild an exported model (any folder written by :func:`export`), ready to sample."""
-    return load_export(path, registry or load())[0]
+    """Rebuild a model folder (written by ``ladd export`` or ``ladd import``), ready to sample."""
+    return load_model_folder(Path(path), registry or load())[0]
 
 
-def load_export(path: str | Path, registry: Registry) -> tuple[Experiment, Settings]:
-    """An exported model, ready to sample, and the settings it was built from."""
-    path = Path(path)
+def load_model_folder(path: Path, registry: Registry) -> tuple[Experiment, Settings]:
+    """A model folder's experiment (EMA weights, eval mode) and its config, as :func:`load_run` gives a run's."""
     if not (path / CONFIG_JSON).is_file() or not (path / WEIGHTS_FILE).is_file():
         raise LaddError(f"{path} is not an exported ladd model (expected {CONFIG_JSON} and {WEIGHTS_FILE})")
     document = read_document(path / CONFIG_JSON)
@@ -72,17 +71,14 @@ def load_export(path: str | Path, registry: Registry) -> tuple[Experiment, Setti
     return experiment, settings
 
 
-def load_model(path: str | Path, registry: Registry) -> tuple[Experiment, Settings]:
-    """A finished run folder or an exported model folder, whichever ``path`` holds, and its settings."""
-    path = Path(path)
-    if (path / CONFIG_FILE).is_file():
-        return load_run(path, registry)
-    if (path / CONFIG_JSON).is_file():
-        return load_export(path, registry)
-    raise LaddError(
-        f"{path} is neither a run folder ({CONFIG_FILE} and {WEIGHTS_FILE} inside) nor an exported model "
-        f"({CONFIG_JSON} and {WEIGHTS_FILE}); give the folder of a trained run or of `ladd export`"
-    )
+def is_model_folder(path: str | Path) -> bool:
+    """Whether ``path`` is a model folder (written by ``ladd export`` or ``ladd import``) rather than a run."""
+    return (Path(path) / CONFIG_JSON).is_file() and not (Path(path) / CONFIG_FILE).is_file()
+
+
+def load_trained(path: str | Path, registry: Registry) -> tuple[Experiment, Settings]:
+    """A finished run or a model folder, rebuilt with its weights, and its config."""
+    return load_model_folder(Path(path), registry) if is_model_folder(path) else load_run(path, registry)
 
 
 def read_document(path: Path) -> dict[str, Any]:

@@ -29,3 +29,12 @@ def ladd_config_dirs() -> Iterable[str | Path]:
 @hookspec
 def ladd_model_folders() -> Mapping[str, str]:
     """Return model folders this plugin ships, as ``{NAME: "module:function"}``; configs name them ``pkg:NAME``."""
+
+
+@hookspec
+def ladd_importers() -> Mapping[str, str]:
+    """Return checkpoint importers this plugin ships, as ``{NAME: "module:function"}``.
+
+    ``ladd import NAME SRC OUT`` calls ``function(source, out_dir, overrides, registry, overwrite)``, which writes a
+    ladd model folder with
+    ``registry.engine.export.write_model`` and returns its path."""

@@ -1,4 +1,5 @@
-"""Model folders that plugins ship (tokenizers, encoders, teachers), named in configs as ``pkg:NAME``.
+"""Model folders that plugins ship (tokenizers, encoders, teachers), named in configs as ``pkg:NAME``, and the
+checkpoint importers they ship (``ladd import NAME``).
 
 A config is data and never names code: ``pkg:NAME`` resolves only a NAME that an installed, permitted
 plugin declares through its ``ladd_model_folders()`` hook, as ``{NAME: "module:function"}``; the function
@@ -7,14 +8,34 @@ returns the folder. Any other ``pkg:`` value is refused before anything is impor
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 from registry.errors import LaddError, MissingResourceError, did_you_mean
 
-from .component import Origin
+if TYPE_CHECKING:  # annotations only
+    from .component import Origin
+
 
 PREFIX = "pkg:"
+
+
+def plugin_function(locator: str, label: str, origin: Origin) -> Callable[..., Any]:
+    """The function a plugin declares as ``"module:function"`` for ``label``, imported now (missing: one line)."""
+    module_name, _, function = locator.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise MissingResourceError(
+            f"{label} (plugin {origin.plugin!r}) needs the Python package {module_name!r}, which is not installed "
+            f"({error})"
+        ) from None
+    found = getattr(module, function, None)
+    if not callable(found):
+        raise MissingResourceError(f"{label} (plugin {origin.plugin!r}): {locator} is not a function")
+    return cast(Callable[..., Any], found)
 
 
 @dataclass(frozen=True)
@@ -27,21 +48,23 @@ class ModelFolder:
 
     def path(self) -> Path:
         """The folder, checked to exist."""
-        module_name, _, function = self.locator.partition(":")
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as error:
-            raise MissingResourceError(
-                f"model folder {PREFIX}{self.name} (plugin {self.origin.plugin!r}) needs the Python package "
-                f"{module_name!r}, which is not installed ({error})"
-            ) from None
-        locate = getattr(module, function, None)
-        if not callable(locate):
-            raise MissingResourceError(f"model folder {PREFIX}{self.name} (plugin {self.origin.plugin!r}): {self.locator} is not a function")
-        folder = Path(locate())
+        folder = Path(plugin_function(self.locator, f"model folder {PREFIX}{self.name}", self.origin)())
         if not folder.is_dir():
             raise MissingResourceError(f"model folder {PREFIX}{self.name} (plugin {self.origin.plugin!r}) points to {folder}, which is not a folder")
         return folder
+
+
+@dataclass(frozen=True)
+class Importer:
+    """A converter of another library's checkpoints into ladd model folders, shipped by a plugin (``ladd import``)."""
+
+    name: str
+    locator: str
+    origin: Origin
+
+    def function(self) -> Callable[..., Any]:
+        """``function(source, out_dir, overrides, registry, overwrite) -> Path``, imported on first use."""
+        return plugin_function(self.locator, f"importer {self.name!r}", self.origin)
 
 
 def resolve(spec: str, folders: dict[str, ModelFolder]) -> str:

@@ -16,7 +16,7 @@ from registry.host import hookspecs as _hookspecs
 
 from .component import Component, ComponentSpec, Origin
 from .config_types import SUPPORTED, untypable
-from .model_folders import ModelFolder
+from .model_folders import Importer, ModelFolder
 from .plugin_code import FAULTS, PluginCode, describe
 from .switches import switch
 
@@ -106,6 +106,7 @@ class PluginHost:
         self.components: list[Component] = []
         self.config_dirs: dict[Path, str] = {}  # folder -> the plugin contributing it
         self.model_folders: dict[str, ModelFolder] = {}
+        self.importers: dict[str, Importer] = {}
         self.failures: list[PluginFailure] = []
         self.blocked: list[PluginFailure] = []
         self.notes: list[str] = []  # one line each, for the user: what the environment asked that ladd did not do
@@ -134,6 +135,7 @@ class PluginHost:
         self.components.extend(collected[0])
         self.config_dirs.update(dict.fromkeys(collected[1], name))
         self.model_folders.update(collected[2])
+        self.importers.update(collected[3])
 
     def load_entry_points(self) -> None:
         """Load every permitted plugin of entry-point group ``ladd``; third-party failures are recorded, not raised."""
@@ -163,13 +165,21 @@ class PluginHost:
                     continue
             self.register(plugin, entry_point.name, origin, is_own)
 
-    def _collect(self, name: str, origin: Origin) -> tuple[list[Component], list[Path], dict[str, ModelFolder]]:
-        """Plugin ``name``'s components, config folders and model folders, each checked (raises on the first fault)."""
+    def _collect(
+        self, name: str, origin: Origin
+    ) -> tuple[list[Component], list[Path], dict[str, ModelFolder], dict[str, Importer]]:
+        """Plugin ``name``'s components, config folders, model folders and importers, each checked (raises on the
+        first fault)."""
         self._check_hooks(name)
         components = [Component(spec, origin) for spec in self._specs(name)]
         for component in components:
             _check_config(component)
-        return components, self._folders(name), self._model_folders(name, origin)
+        folders = self._named(name, "ladd_model_folders", "model folder", self.model_folders)
+        importers = self._named(name, "ladd_importers", "importer", self.importers)
+        return (
+            components, self._folders(name), {key: ModelFolder(key, value, origin) for key, value in folders.items()},
+            {key: Importer(key, value, origin) for key, value in importers.items()},
+        )
 
     def _hook_names(self) -> list[str]:
         return sorted(n for n, caller in vars(self.manager.hook).items() if not n.startswith("_") and caller.has_spec())
@@ -221,15 +231,21 @@ class PluginHost:
             folders.append(Path(entry))
         return folders
 
-    def _model_folders(self, name: str, origin: Origin) -> dict[str, ModelFolder]:
-        declared: dict[str, ModelFolder] = {}
-        for returned in self._returns(name, "ladd_model_folders"):
-            if not isinstance(returned, dict):
-                raise PluginLoadError(f"ladd_model_folders() returned {returned!r}; it must return a dict of NAME: 'module:function'")
-            for folder, locator in returned.items():
-                if folder in self.model_folders:
-                    raise PluginLoadError(f"model folder {folder!r} is already provided by plugin {self.model_folders[folder].origin.plugin!r}")
-                declared[folder] = ModelFolder(folder, locator, origin)
+    def _named(
+        self, name: str, hook: str, what: str, taken: dict[str, ModelFolder] | dict[str, Importer]
+    ) -> dict[str, str]:
+        """The ``{NAME: "module:function"}`` plugin ``name`` returns from ``hook`` (each a ``what``); a NAME another
+        plugin has is refused."""
+        declared: dict[str, str] = {}
+        for returned in self._returns(name, hook):
+            if not isinstance(returned, dict) or not all(isinstance(v, str) and ":" in v for v in returned.values()):
+                raise PluginLoadError(
+                    f"{hook}() returned {returned!r}; it must return a dict of NAME: 'module:function'"
+                )
+            for key, locator in returned.items():
+                if key in taken:
+                    raise PluginLoadError(f"{what} {key!r} is already provided by plugin {taken[key].origin.plugin!r}")
+                declared[key] = locator
         return declared
 
     def _fail(self, failure: PluginFailure, exc: BaseException, own: bool = False) -> None:

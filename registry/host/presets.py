@@ -3,8 +3,11 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .registry import Registry
+if TYPE_CHECKING:  # annotations only
+    from .registry import Registry
+
 
 CONFIG_MODULE = "ladd_configs"
 

@@ -8,7 +8,7 @@ from typing import Any
 from registry.errors import ComponentClashError, UnknownComponentError, did_you_mean
 
 from .component import KINDS, Component
-from .model_folders import ModelFolder, resolve
+from .model_folders import Importer, ModelFolder, resolve
 from .plugins import BLOCK_ENV, PluginFailure, PluginHost
 
 
@@ -28,6 +28,7 @@ class Registry:
         blocked: Iterable[PluginFailure] = (),
         model_folders: Mapping[str, ModelFolder] | None = None,
         notes: Iterable[str] = (),
+        importers: Mapping[str, Importer] | None = None,
     ):
         self._by_kind: dict[str, dict[str, list[Component]]] = {kind: {} for kind in KINDS}
         for component in components:
@@ -37,11 +38,15 @@ class Registry:
         self.blocked = list(blocked)
         self.model_folders = dict(model_folders or {})
         self.notes = list(notes)
+        self.importers = dict(importers or {})
 
     @classmethod
     def from_host(cls, host: PluginHost) -> Registry:
         """Collect components from an already-loaded plugin host."""
-        return cls(host.components, host.failures, host.config_dirs, host.blocked, host.model_folders, host.notes)
+        return cls(
+            host.components, host.failures, host.config_dirs, host.blocked, host.model_folders, host.notes,
+            host.importers,
+        )
 
     def names(self, kind: str) -> list[str]:
         """Sorted registry names of one kind."""
@@ -85,6 +90,16 @@ class Registry:
     def locate(self, spec: str) -> str:
         """A model given in a config: Hub ids and paths as given, ``pkg:NAME`` as a folder a plugin provides."""
         return resolve(spec, self.model_folders)
+
+    def importer(self, name: str) -> Importer:
+        """The checkpoint importer a plugin ships under ``name``, or an error listing the ones installed."""
+        if name not in self.importers:
+            provided = ", ".join(sorted(self.importers)) or "none"
+            raise UnknownComponentError(
+                f"no installed plugin imports {name!r} checkpoints{did_you_mean(name, self.importers)} "
+                f"(importers: {provided})"
+            )
+        return self.importers[name]
 
     def unavailable(self, plugin: str) -> str | None:
         """Why plugin ``plugin`` contributes nothing here (failed or blocked), or None when nothing is known."""

@@ -122,6 +122,12 @@ def _data_digest(handle: BinaryIO, start: int, digest: Any = None) -> str:
     return digest.hexdigest()
 
 
+def file_sha256(path: str | Path) -> str:
+    """The SHA-256 of a whole file, read in chunks (what records of a file's origin name it by)."""
+    with Path(path).open("rb") as handle:
+        return _data_digest(handle, 0)
+
+
 def verify_weights(path: str | Path) -> dict[str, torch.Tensor]:
     """The tensors of a safetensors file, after checking its header and (when recorded) its checksum."""
     return read_tensors(path)[0]

@@ -7,6 +7,7 @@ zero-initialised vocabulary head and the adaLN-modulated final layer (which appl
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import cast
 
 import torch
@@ -22,6 +23,7 @@ except ImportError:
 
 __all__ = [
     "AdaLN",
+    "BlockStyle",
     "DiTBlock",
     "DiTTrunk",
     "FinalLayer",
@@ -134,17 +136,29 @@ class AdaLN(nn.Module):
         return self.proj(F.silu(c)).unsqueeze(1).chunk(self.n, dim=-1)
 
 
-def _norm(hidden: int) -> nn.LayerNorm:
-    return nn.LayerNorm(hidden, elementwise_affine=False, eps=1e-6)
+@dataclass(frozen=True)
+class BlockStyle:
+    """Variants of the DiT layers found in published networks; the defaults are ladd's own layers."""
+
+    norm_eps: float = 1e-6  # epsilon of every LayerNorm
+    norm_weight: bool = False  # LayerNorms scale by a learned weight (without a bias), as MDLM's do
+    attention_bias: bool = True  # the attention's qkv and output projections have biases
+
+    def norm(self, hidden: int) -> nn.LayerNorm:
+        """A LayerNorm of this style over ``hidden`` features."""
+        return nn.LayerNorm(hidden, eps=self.norm_eps, elementwise_affine=self.norm_weight, bias=False)
+
+
+LADD_STYLE = BlockStyle()
 
 
 class MLPBlock(nn.Module):
     """Pre-norm MLP residual branch with adaLN-Zero shift, scale and gate."""
 
-    def __init__(self, hidden: int, cond_dim: int, mlp_ratio: float, dropout: float):
+    def __init__(self, hidden: int, cond_dim: int, mlp_ratio: float, dropout: float, style: BlockStyle = LADD_STYLE):
         super().__init__()
         inner = int(hidden * mlp_ratio)
-        self.norm = _norm(hidden)
+        self.norm = style.norm(hidden)
         self.mlp = nn.Sequential(nn.Linear(hidden, inner), nn.GELU(approximate="tanh"), nn.Linear(inner, hidden))
         self.adaln = AdaLN(cond_dim, hidden, 3)
         self.dropout = nn.Dropout(dropout)
@@ -157,18 +171,21 @@ class MLPBlock(nn.Module):
 class DiTBlock(nn.Module):
     """A DiT block, split around attention so that MM-DiT can attend jointly across modalities."""
 
-    def __init__(self, hidden: int, heads: int, cond_dim: int, mlp_ratio: float, dropout: float, causal: bool = False):
+    def __init__(
+        self, hidden: int, heads: int, cond_dim: int, mlp_ratio: float, dropout: float, causal: bool = False,
+        style: BlockStyle = LADD_STYLE,
+    ):
         super().__init__()
         self.causal = causal
         if hidden % heads or (hidden // heads) % 2:
             raise ValueError(f"hidden {hidden} must split into {heads} heads of even width (for RoPE)")
         self.heads = heads
-        self.norm = _norm(hidden)
-        self.qkv = nn.Linear(hidden, 3 * hidden)
-        self.proj = nn.Linear(hidden, hidden)
+        self.norm = style.norm(hidden)
+        self.qkv = nn.Linear(hidden, 3 * hidden, bias=style.attention_bias)
+        self.proj = nn.Linear(hidden, hidden, bias=style.attention_bias)
         self.adaln = AdaLN(cond_dim, hidden, 3)
         self.dropout = nn.Dropout(dropout)
-        self.mlp = MLPBlock(hidden, cond_dim, mlp_ratio, dropout)
+        self.mlp = MLPBlock(hidden, cond_dim, mlp_ratio, dropout, style)
 
     def pre_attention(self, x: Tensor, c: Tensor, rope: Rotary) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """Rotated queries and keys, values ``[B, L, H, D]`` and the attention gate."""
@@ -188,10 +205,14 @@ class DiTBlock(nn.Module):
 class DiTTrunk(nn.Module):
     """A stack of DiT blocks over one sequence, with RoPE positions ``0..L-1`` (causal attention when asked)."""
 
-    def __init__(self, hidden: int, layers: int, heads: int, cond_dim: int, mlp_ratio: float, dropout: float, causal: bool = False):
+    def __init__(
+        self, hidden: int, layers: int, heads: int, cond_dim: int, mlp_ratio: float, dropout: float,
+        causal: bool = False, style: BlockStyle = LADD_STYLE,
+    ):
         super().__init__()
         self.head_dim = hidden // heads
-        self.blocks = nn.ModuleList(DiTBlock(hidden, heads, cond_dim, mlp_ratio, dropout, causal) for _ in range(layers))
+        block = (hidden, heads, cond_dim, mlp_ratio, dropout, causal, style)
+        self.blocks = nn.ModuleList(DiTBlock(*block) for _ in range(layers))
 
     def forward(self, x: Tensor, c: Tensor) -> Tensor:
         rope = rotary(torch.arange(x.shape[1], device=x.device), self.head_dim)
@@ -203,9 +224,9 @@ class DiTTrunk(nn.Module):
 class FinalLayer(nn.Module):
     """adaLN-modulated final LayerNorm followed by an output head."""
 
-    def __init__(self, hidden: int, cond_dim: int, head: nn.Module):
+    def __init__(self, hidden: int, cond_dim: int, head: nn.Module, style: BlockStyle = LADD_STYLE):
         super().__init__()
-        self.norm = _norm(hidden)
+        self.norm = style.norm(hidden)
         self.adaln = AdaLN(cond_dim, hidden, 2)
         self.head = head
 

@@ -34,6 +34,7 @@ from registry.engine.batches import check_batch, first_batch, stream_ended
 from registry.engine.memory import check_fits
 from registry.engine.model import DiffusionModel
 from registry.engine.runs import COMPONENTS_FILE, WEIGHTS_FILE, RunFolder
+from registry.engine.warm_start import warm_start
 from registry.errors import InvalidConfigError, LaddError, first_line
 from registry.host.registry import Registry
 from registry.interfaces import Dataset, batches_from, device_batches
@@ -308,6 +309,8 @@ def _train_checked(
         folder.check(plain, allow_changes)
     L.seed_everything(settings.seed, workers=True, verbose=False)
     experiment = build_experiment(settings, registry)
+    if train_cfg.init_from is not None:
+        _warm_start(experiment, train_cfg.init_from, settings, run_dir, registry, main)
     if main:
         # damaged or unfitting saved state, a foreign metrics file, or data that cannot give a first batch:
         # all refused before anything is written
@@ -320,6 +323,22 @@ def _train_checked(
         if main:
             write_text(run_dir / COMPONENTS_FILE, json.dumps(experiment.origins(), indent=2))
         return _train_stages(experiment, settings, run_dir, hardware, registry)
+
+
+def _warm_start(
+    experiment: Experiment, source: str, settings: Settings, run_dir: Path, registry: Registry, main: bool
+) -> None:
+    """``train.init_from`` (``source``) for a run that begins (every process loads it; the main one prints the
+    table); a run with saved state resumes from it instead, without reading the source again."""
+    stages = range(1, len(settings.train.stages_to_run()) + 1)
+    saved = [run_dir / "checkpoints" / f"stage{i}" / name for i in stages for name in (STAGE_WEIGHTS, LAST_CHECKPOINT)]
+    if any(path.is_file() for path in saved):
+        if main:
+            print(f"resuming {run_dir}: train.init_from ({source}) started it and is not read again", flush=True)
+        return
+    report = warm_start(experiment.model, experiment.dataset, source, registry)
+    if main:
+        print(report.table(), flush=True)
 
 
 def _check_saved_state(model: DiffusionModel, run_dir: Path, settings: Settings) -> None:

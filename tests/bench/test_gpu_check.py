@@ -35,3 +35,7 @@ def test_gpu_check_tiny_runs_every_section_on_cpu(tmp_path: Path) -> None:
     assert {r["model"] for r in speed} == {"mdlm", "coladd"}
     head = json.loads((tmp_path / "speed" / "head.json").read_text())["rows"]
     assert head[-1]["max_abs_difference"] == 0.0, "on a CPU the head is never padded"
+    imported = json.loads((tmp_path / "import" / "import_mdlm.json").read_text())
+    assert imported["import"]["seconds"] > 0 and imported["import"]["peak_gib"] > 0
+    assert [(r["fast"], r["steps"]) for r in imported["sampling"]] == [(False, 8), (True, 8)]
+    assert all(r["ms_per_sample"] > 0 for r in imported["sampling"])

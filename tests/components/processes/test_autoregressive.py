@@ -187,8 +187,8 @@ def test_too_few_steps_for_one_token_per_call_is_refused():
 def test_preset_trains_through_the_cli_and_samples(ladd, tmp_path):
     out = ladd("train", "experiment=binsaw/ar_cpu", *TINY, "train.stages=[{steps:2}]", f"run_dir={tmp_path}")
     assert out.returncode == 0, out.stderr
-    experiment, cfg = load_run(tmp_path, registry.load())
-    assert (cfg["process"]["name"], cfg["backbone"]["name"], cfg["sampler"]["name"]) == (
+    experiment, settings = load_run(tmp_path, registry.load())
+    assert tuple(settings.selection(slot)["name"] for slot in ("process", "backbone", "sampler")) == (
         "autoregressive",
         "causal",
         "autoregressive",

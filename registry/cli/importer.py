@@ -1,0 +1,34 @@
+"""``ladd import NAME SRC OUT``: another library's checkpoint as a ladd model folder, by an importer a plugin ships."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from registry.host.registry import Registry
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the command to the parser."""
+    p = sub.add_parser("import", help="convert another library's checkpoint (e.g. mdlm) into a ladd model folder")
+    p.add_argument("name", help="the importer: installed plugins ship them (ladd's own: mdlm)")
+    p.add_argument("source", help="the checkpoint: a folder, or a Hugging Face hub id where the hub is reachable")
+    p.add_argument("out_dir", help="a new or empty folder")
+    p.add_argument(
+        "overrides", nargs="*", metavar="KEY=VALUE",
+        help="settings of the model folder besides its network (e.g. dataset.source=..., metric=..., eval.budgets=...)",
+    )
+    p.add_argument(
+        "--overwrite", action="store_true", help="replace the model files of a folder written by ladd export or import"
+    )
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace, registry: Registry) -> None:
+    """Check the destination, then let the importer check the source and write the folder."""
+    from registry.engine.export import check_destination  # torch: only when importing
+
+    importer = registry.importer(args.name)
+    out_dir = Path(args.out_dir)
+    check_destination(out_dir, args.overwrite)
+    written = importer.function()(args.source, out_dir, list(args.overrides), registry, args.overwrite)
+    print(f"imported {args.source} ({args.name} checkpoint) as a ladd model folder: {written}")

