@@ -16,13 +16,29 @@ from registry.host.registry import load
 from registry.host.switches import debugging
 from registry.training.stopping import Stopped
 
-from . import compare, components, evaluate, export, flops, frontier, importer, plugins, report, sample, train, zero_shot
+from . import (
+    compare,
+    components,
+    encode,
+    evaluate,
+    export,
+    flops,
+    frontier,
+    importer,
+    plugins,
+    report,
+    sample,
+    train,
+    zero_shot,
+)
 from .arguments import Parser
 
 DEBUG_ENV = "LADD_DEBUG"
 _DISK_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
 #: the commands in the order `ladd --help` lists them
-COMMANDS = (components, plugins, train, sample, export, importer, evaluate, zero_shot, report, compare, flops, frontier)
+COMMANDS = (
+    components, plugins, train, sample, encode, export, importer, evaluate, zero_shot, report, compare, flops, frontier,
+)
 
 
 def parser() -> argparse.ArgumentParser:
