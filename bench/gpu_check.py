@@ -86,7 +86,7 @@ def overrides(preset: str, size: str, scratch: Path, steps: int, assets: dict[st
                    f"dataset.cache_dir={scratch / 'token_cache'}", f"train.batch_size={TEXT_BATCH}"]
         if size == "tiny":
             chosen.append("dataset.vocab_size=null")
-        if (compose(chosen, reg).get("encoder") or {}).get("name") == "pretrained":
+        if (compose(chosen, reg).selection("encoder") or {}).get("name") == "pretrained":
             chosen.append(f"encoder.model={assets['encoder']}")
     return chosen + (TINY if size == "tiny" else [])
 
