@@ -54,7 +54,9 @@ class JointSampler(Sampler):
             t, s = times(num_samples, tau_t, device), times(num_samples, tau_s, device)
             if fast:  # the latent needs the network every step; the token head runs at revealed positions only
                 reveal = model.process.reveal(x, t, s, generator)
-                rows, latent_prediction, used = token_logits(model, x, t, y, t, self.config.guidance, null_seed, rows=reveal)
+                rows, latent_prediction, used = token_logits(
+                    model, x, t, y, t, self.config.guidance, null_seed, rows=reveal
+                )
                 x = model.process.fill(x, reveal, rows, generator)
             else:
                 logits, latent_prediction, used = token_logits(model, x, t, y, t, self.config.guidance, null_seed)

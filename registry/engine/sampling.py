@@ -27,7 +27,9 @@ def inference_precision(device: torch.device, precision: str) -> Iterator[None]:
     """Run the networks under bf16 autocast or in full precision (categorical draws stay float64 either way)."""
     if precision not in INFERENCE_PRECISIONS:
         raise InvalidConfigError(f"inference precision {precision!r}; valid: {', '.join(INFERENCE_PRECISIONS)}")
-    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=resolve_precision(precision, device.type) == "bf16-mixed"):
+    with torch.autocast(
+        device.type, dtype=torch.bfloat16, enabled=resolve_precision(precision, device.type) == "bf16-mixed"
+    ):
         yield
 
 
@@ -46,8 +48,8 @@ def sample(
     """``num_samples`` sequences (keeping ``fixed``'s known tokens; given the clean ``latent`` of each row, when given);
     returns them and the network calls per sample.
 
-    Chunk ``k`` of ``batch_size`` samples draws from its own generator (seeded ``seed`` for the first), so the samples do
-    not depend on how many processes share the chunks (each rank draws its share; all are gathered in order).
+    Chunk ``k`` of ``batch_size`` samples draws from its own generator (seeded ``seed`` for the first), so the samples
+    do not depend on how many processes share the chunks (each rank draws its share; all are gathered in order).
     """
     model = experiment.model.eval()
     if latent is not None:

@@ -141,7 +141,8 @@ def read_tensors(path: str | Path) -> tuple[dict[str, torch.Tensor], dict[str, s
             metadata = opened.metadata() or {}
         tensors = load_file(str(path))
     except (SafetensorError, OSError, ValueError) as error:
-        raise CorruptFileError(f"cannot read {path}: corrupt file, or not safetensors; restore it from a copy") from error
+        raise CorruptFileError(f"cannot read {path}: corrupt file, or not safetensors; restore it from a "
+            "copy") from error
     if not _matches_checksum(path, metadata):
         raise CorruptFileError(
             f"{path} is corrupt: its header or tensor data does not match the checksum written with it (bit rot or "
@@ -189,7 +190,7 @@ def _torch_tensors(path: Path) -> dict[str, torch.Tensor]:
     except pickle.UnpicklingError:
         raise LaddError(
             f"refusing to load {path}: it holds objects other than tensors, and unpickling them can run code. "
-            f"If you trust its author, convert it once to safetensors with: python -c \"import torch; "
+            f'If you trust its author, convert it once to safetensors with: python -c "import torch; '
             f"from safetensors.torch import save_file; s = torch.load('{path}', weights_only=False); "
             f"s = s.get('state_dict', s); save_file({{k: v.contiguous() for k, v in s.items()}}, "
             f"'{path.with_suffix('.safetensors')}')\""
@@ -242,14 +243,19 @@ def check_checkpoint(path: str | Path) -> None:
         with zipfile.ZipFile(path) as archive:
             damaged = archive.testzip()
     except (zipfile.BadZipFile, OSError) as error:
-        raise CorruptFileError(f"cannot resume from {path}: the checkpoint is corrupt or not a ladd checkpoint ({error}); {advice}") from None
+        raise CorruptFileError(
+            f"cannot resume from {path}: the checkpoint is corrupt or not a ladd checkpoint ({error}); {advice}"
+        ) from None
     if damaged is not None:
-        raise CorruptFileError(f"cannot resume from {path}: the checkpoint is corrupt (record {damaged} fails its CRC-32 check); {advice}")
+        raise CorruptFileError(
+            f"cannot resume from {path}: the checkpoint is corrupt (record {damaged} fails its CRC-32 check); {advice}"
+        )
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception as error:  # noqa: BLE001 - whatever fails to read, the file is unusable
         raise CorruptFileError(
-            f"cannot resume from {path}: the checkpoint is corrupt or not a ladd checkpoint ({type(error).__name__}); {advice}"
+            f"cannot resume from {path}: the checkpoint is corrupt or not a ladd checkpoint ({type(error).__name__}); "
+            f"{advice}"
         ) from None
     state = checkpoint.get("state_dict") if isinstance(checkpoint, dict) else None
     if not isinstance(state, dict) or not all(isinstance(tensor, torch.Tensor) for tensor in state.values()):

@@ -50,7 +50,9 @@ def known_tokens(model: DenoiserModel, num_samples: int, fixed: Tensor | None, d
         )
     free = mask_id(model.vocab_size)
     if bool(((fixed < 0) | (fixed > free)).any()):
-        raise InvalidConfigError(f"fixed tokens must be ids in [0, {model.vocab_size}) or the mask id {free} at free positions")
+        raise InvalidConfigError(
+            f"fixed tokens must be ids in [0, {model.vocab_size}) or the mask id {free} at free positions"
+        )
     return fixed.to(device)
 
 
