@@ -59,7 +59,8 @@ def presets(group: str) -> list[str]:
 
 
 def text_assets(folder: Path, rows: int, shape: str) -> dict[str, str]:
-    """A word-level tokenizer of ``rows`` ids (EOS and mask last) and a Qwen3 encoder of ``shape`` with random weights sharing it."""
+    """A word-level tokenizer of ``rows`` ids (EOS and mask last) and a Qwen3 encoder of ``shape`` with random
+    weights sharing it."""
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import AutoModel, PreTrainedTokenizerFast, Qwen3Config
 
@@ -68,8 +69,13 @@ def text_assets(folder: Path, rows: int, shape: str) -> dict[str, str]:
         words = {f"w{i}": i for i in range(rows - 2)} | {"<|endoftext|>": rows - 2, "<|mask|>": rows - 1}
         model = Tokenizer(models.WordLevel(words, unk_token="w0"))
         model.pre_tokenizer = pre_tokenizers.Whitespace()
-        tokenizer = PreTrainedTokenizerFast(tokenizer_object=model, unk_token="w0", eos_token="<|endoftext|>",
-                                            pad_token="<|endoftext|>", mask_token="<|mask|>")
+        tokenizer = PreTrainedTokenizerFast(
+            tokenizer_object=model,
+            unk_token="w0",
+            eos_token="<|endoftext|>",
+            pad_token="<|endoftext|>",
+            mask_token="<|mask|>",
+        )
         tokenizer.save_pretrained(tokenizer_dir)
         config = Qwen3Config(vocab_size=rows, max_position_embeddings=4096, **ENCODER_SHAPES[shape])
         AutoModel.from_config(config).save_pretrained(encoder_dir)
@@ -77,22 +83,36 @@ def text_assets(folder: Path, rows: int, shape: str) -> dict[str, str]:
     return {"tokenizer": str(tokenizer_dir), "encoder": str(encoder_dir)}
 
 
-def overrides(preset: str, size: str, scratch: Path, steps: int, assets: dict[str, str] | None, reg: registry.Registry) -> list[str]:
+def overrides(
+    preset: str, size: str, scratch: Path, steps: int, assets: dict[str, str] | None, reg: registry.Registry
+) -> list[str]:
     """The preset as it is, with stand-ins for downloads, ``steps`` steps per stage and the per-GPU batch."""
-    chosen = [f"experiment={preset}", f"run_dir={scratch / 'runs' / preset}", f"trainer.max_steps={steps}",
-              "train.progress=false", f"train.log_every={max(1, steps // 4)}", "train.checkpoint_every=1000000000"]
+    chosen = [
+        f"experiment={preset}",
+        f"run_dir={scratch / 'runs' / preset}",
+        f"trainer.max_steps={steps}",
+        "train.progress=false",
+        f"train.log_every={max(1, steps // 4)}",
+        "train.checkpoint_every=1000000000",
+    ]
     if assets is not None:
-        chosen += ["dataset.source=shakespeare", f"dataset.tokenizer={assets['tokenizer']}", "dataset.progress=false",
-                   f"dataset.cache_dir={scratch / 'token_cache'}", f"train.batch_size={TEXT_BATCH}"]
+        chosen += [
+            "dataset.source=shakespeare",
+            f"dataset.tokenizer={assets['tokenizer']}",
+            "dataset.progress=false",
+            f"dataset.cache_dir={scratch / 'token_cache'}",
+            f"train.batch_size={TEXT_BATCH}",
+        ]
         if size == "tiny":
             chosen.append("dataset.vocab_size=null")
-        if (compose(chosen, reg).get("encoder") or {}).get("name") == "pretrained":
+        if (compose(chosen, reg).selection("encoder") or {}).get("name") == "pretrained":
             chosen.append(f"encoder.model={assets['encoder']}")
     return chosen + (TINY if size == "tiny" else [])
 
 
 def steps_per_second(metrics: Path) -> tuple[int, float | None]:
-    """The last stage and its steps per second between its first and last logged rows (compilation and warm-up excluded)."""
+    """The last stage and its steps per second between its first and last logged rows (compilation and warm-up
+    excluded)."""
     import csv
 
     with metrics.open(newline="") as handle:
@@ -105,8 +125,15 @@ def steps_per_second(metrics: Path) -> tuple[int, float | None]:
     return stage, steps / (float(last[-1]["seconds"]) - float(last[0]["seconds"]))
 
 
-def check_preset(preset: str, size: str, scratch: Path, steps: int, assets: dict[str, str] | None, reg: registry.Registry,
-                 extra: list[str]) -> dict:
+def check_preset(
+    preset: str,
+    size: str,
+    scratch: Path,
+    steps: int,
+    assets: dict[str, str] | None,
+    reg: registry.Registry,
+    extra: list[str],
+) -> dict:
     """Train ``preset`` (with ``extra`` overrides) for a few steps per stage, then draw one batch of samples; the row
     describing it (the run folder is deleted)."""
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -146,9 +173,12 @@ def describe(row: dict) -> str:
     if not row["ok"]:
         return f"{row['preset']:<22} FAILED  {row['error']}"
     fmt = lambda value, spec: "-" if value is None else format(value, spec)  # noqa: E731
-    return (f"{row['preset']:<22} ok  stages {row['stages']}  batch {row['batch']:>4}  {fmt(row['steps_per_s'], '7.1f')} steps/s  "
-            f"{fmt(row['tokens_per_s'], '9.0f')} tok/s  peak {fmt(row['peak_gib'], '5.1f')} GiB  "
-            f"sample {row['sample_ms']:7.0f} ms  compile={row['compile']}  ({row['seconds']:.0f} s)")
+    return (
+        f"{row['preset']:<22} ok  stages {row['stages']}  batch {row['batch']:>4}  {fmt(row['steps_per_s'], '7.1f')} "
+        "steps/s  "
+        f"{fmt(row['tokens_per_s'], '9.0f')} tok/s  peak {fmt(row['peak_gib'], '5.1f')} GiB  "
+        f"sample {row['sample_ms']:7.0f} ms  compile={row['compile']}  ({row['seconds']:.0f} s)"
+    )
 
 
 def count_syncs(fn) -> int:
@@ -175,7 +205,9 @@ def sync_rows(reg: registry.Registry, scratch: Path) -> list[dict]:
     rows = []
     for preset in ("binsaw/mdlm", "binsaw/coladd_joint", "binsaw/diladd_joint", "lm1b/mdlm", "lm1b/coladd_32"):
         text = not preset.startswith("binsaw")
-        cfg = compose([*overrides(preset, "tiny", scratch, 1, assets if text else None, reg), "train.fused_adamw=true"], reg).plain()
+        cfg = compose(
+            [*overrides(preset, "tiny", scratch, 1, assets if text else None, reg), "train.fused_adamw=true"], reg
+        ).plain()
         experiment = build_experiment(cfg, reg)
         model = experiment.model.to(device).train()
         module = LaddModule(model, checked(cfg).train, cfg["seed"])
@@ -195,16 +227,28 @@ def sync_rows(reg: registry.Registry, scratch: Path) -> list[dict]:
             row["train_loop_syncs_per_step"] = loop_syncs(preset, scratch, reg)
         rows.append(row)
         loop = f"  ladd train's loop per step {row['train_loop_syncs_per_step']:.1f}" if not text else ""
-        print(f"host syncs  {preset:<22} training step {row['train_step_syncs']}  one-step sampling call {sampling}{loop}", flush=True)
+        print(
+            f"host syncs  {preset:<22} training step {row['train_step_syncs']}  one-step sampling call "
+            f"{sampling}{loop}",
+            flush=True,
+        )
     return rows
 
 
 def loop_syncs(preset: str, scratch: Path, reg: registry.Registry, short: int = 3, long: int = 11) -> float:
     """Host syncs per step of ``train``'s whole loop (Lightning, batches drawn on the device, EMA, logging between
     log steps), from a short and a long run of the last stage, so that what a run does once cancels out."""
+
     def run(steps: int) -> int:
-        cfg = compose([*overrides(preset, "tiny", scratch, steps, None, reg), "train.log_every=1000",
-                                "train.fused_adamw=true", "dataset.draw_on_device=true"], reg).plain()
+        cfg = compose(
+            [
+                *overrides(preset, "tiny", scratch, steps, None, reg),
+                "train.log_every=1000",
+                "train.fused_adamw=true",
+                "dataset.draw_on_device=true",
+            ],
+            reg,
+        ).plain()
         cfg["train"]["stages"] = dict(list(cfg["train"]["stages"].items())[-1:])
         try:
             return count_syncs(functools.partial(train, cfg, cfg["run_dir"], reg))
@@ -224,8 +268,14 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20, help="training steps of every stage")
     parser.add_argument("--out", default="bench/out", help="rows (JSON)")
     parser.add_argument("--label", default="", help="suffix of the rows' file name, presets_GROUP{LABEL}.jsonl")
-    parser.add_argument("--extra", nargs="*", default=[], help="Hydra overrides added to every preset (e.g. train.compile=true)")
-    parser.add_argument("--scratch", default=None, help="run folders, stand-ins and token caches (default: OUT); a RAM disk saves minutes")
+    parser.add_argument(
+        "--extra", nargs="*", default=[], help="Hydra overrides added to every preset (e.g. train.compile=true)"
+    )
+    parser.add_argument(
+        "--scratch",
+        default=None,
+        help="run folders, stand-ins and token caches (default: OUT); a RAM disk saves minutes",
+    )
     args = parser.parse_args()
     out = Path(args.out).resolve()
     scratch = out if args.scratch is None else Path(args.scratch).resolve()

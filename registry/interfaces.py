@@ -195,6 +195,14 @@ class Latent(nn.Module, ABC):
     def encode(self, features: Tensor) -> LatentCode:
         """Clean latent from encoder features ``[B, M, d_l]``."""
 
+    def mode(self, features: Tensor) -> Tensor:
+        """The most likely clean latent of encoder features: what ``model.encode`` returns and samples are drawn like.
+
+        The default, ``encode(features).y0``, fits a latent whose ``encode`` draws nothing (a quantiser's codes); a
+        latent that draws ``y0`` around a centre (a Gaussian posterior) returns that centre.
+        """
+        return self.encode(features).y0
+
     @abstractmethod
     def null(self, batch: int, device: torch.device) -> Tensor:
         """The null latent used for classifier-free dropout and unconditional predictions."""
@@ -402,11 +410,15 @@ class Sampler(ABC):
         steps: int,
         generator: torch.Generator,
         fixed: Tensor | None = None,
+        latent: Tensor | None = None,
     ) -> SampleOutput:
         """Draw ``num_samples`` sequences with ``steps`` token denoising steps.
 
         ``fixed`` (``[num_samples, S]``) holds tokens kept throughout sampling (a prompt, the context of an
-        infill) and the mask id at the free positions.
+        infill) and the mask id at the free positions. ``latent`` (a sampler of a latent channel; the shape of
+        ``model.latent.null(num_samples, ...)``) is a clean latent ``y0`` per sample to draw tokens given, instead
+        of generating one: the tokens are denoised given it at latent time 0 and it is returned as the output's
+        latent. ladd calls a sampler whose ``sample`` lacks the keyword without it, and refuses to give it one.
         """
 
 

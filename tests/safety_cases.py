@@ -43,7 +43,8 @@ SMALL_EVAL = ["--budgets", "1", "--num-samples", "2", "--batch-size", "2", "--lo
 
 @dataclass
 class Outcome:
-    """What the user sees: the exit code (0 for an API call that returned) and the message (or what happened instead)."""
+    """What the user sees: the exit code (0 for an API call that returned) and the message (or what happened
+    instead)."""
 
     code: int
     message: str
@@ -109,8 +110,12 @@ def ladd_process(
             resource.setrlimit(resource.RLIMIT_AS, (limit_memory, limit_memory))
 
     done = subprocess.run(
-        [sys.executable, "-m", "registry.cli", *args], capture_output=True, text=True, timeout=600,
-        env={**os.environ, **(env or {})}, preexec_fn=limits,
+        [sys.executable, "-m", "registry.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **(env or {})},
+        preexec_fn=limits,
     )
     return Outcome(done.returncode, _ladd_lines(done.stderr))
 
@@ -134,7 +139,9 @@ def snapshot(folder: Path) -> dict[str, bytes]:
     found = {}
     for path in sorted(folder.rglob("*")):
         key = str(path.relative_to(folder))
-        found[key] = os.readlink(path).encode() if path.is_symlink() else path.read_bytes() if path.is_file() else b"<dir>"
+        found[key] = (
+            os.readlink(path).encode() if path.is_symlink() else path.read_bytes() if path.is_file() else b"<dir>"
+        )
     return found
 
 
@@ -150,7 +157,8 @@ _TRAINED: dict[tuple[str, ...], Path] = {}
 
 
 def trained(root: Path, name: str, *overrides: str) -> Path:
-    """A finished tiny run (the default binary sawtooth MDLM unless overridden) copied to ``root/name``; each setup trains once."""
+    """A finished tiny run (the default binary sawtooth MDLM unless overridden) copied to ``root/name``; each setup
+    trains once."""
     if overrides not in _TRAINED:
         reg = registry.load()
         original = root / f".trained{len(_TRAINED)}"
@@ -181,8 +189,14 @@ def text_overrides(root: Path) -> list[str]:
     if not corpus.exists():
         corpus.write_text("the cat sat on the mat\n\nthe dog ate the bone\n\n" * 20)
     return [
-        "~experiment", "dataset=text", "dataset.tokenizer=text8", "dataset.seq_len=16", "dataset.progress=false",
-        f"dataset.cache_dir={root / 'cache'}", f"dataset.source={corpus}", "metric=entropy",
+        "~experiment",
+        "dataset=text",
+        "dataset.tokenizer=text8",
+        "dataset.seq_len=16",
+        "dataset.progress=false",
+        f"dataset.cache_dir={root / 'cache'}",
+        f"dataset.source={corpus}",
+        "metric=entropy",
         "+dataset.split_map={train: 'train', validation: 'train', test: 'train'}",
     ]
 
@@ -216,16 +230,19 @@ def payload(root: Path) -> tuple[str, Path]:
 
 
 def fake_distribution(root: Path, folder_name: str, metadata_name: str, entry_point: str) -> str:
-    """An installed distribution whose entry point ``entry_point`` (group ``ladd``) would replace a built-in component."""
+    """An installed distribution whose entry point ``entry_point`` (group ``ladd``) would replace a built-in
+    component."""
     root.mkdir(parents=True, exist_ok=True)
     module = f"{folder_name}_module"
-    (root / f"{module}.py").write_text(textwrap.dedent("""
+    (root / f"{module}.py").write_text(
+        textwrap.dedent("""
         from registry import ComponentSpec, hookimpl
 
         @hookimpl
         def ladd_components():
             return [ComponentSpec("schedule", "hijacked", "math:sqrt")]
-    """))
+    """)
+    )
     info = root / f"{folder_name}-9.9.dist-info"
     info.mkdir()
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {metadata_name}\nVersion: 9.9\n")
@@ -236,7 +253,9 @@ def fake_distribution(root: Path, folder_name: str, metadata_name: str, entry_po
 # ---------------------------------------------------------------- code execution and file writes from shared material
 
 
-@case("1a", "an exported model's config.json names `pkg:MODULE` as its tokenizer; loaded with `registry.from_pretrained`")
+@case(
+    "1a", "an exported model's config.json names `pkg:MODULE` as its tokenizer; loaded with `registry.from_pretrained`"
+)
 def shared_model_names_a_module(root: Path) -> Outcome:
     module, marker = payload(root)
     model = exported(root, "model")
@@ -247,7 +266,8 @@ def shared_model_names_a_module(root: Path) -> Outcome:
 
 
 def name_a_module(model: Path, tokenizer: str, root: Path) -> None:
-    """Edit an exported model into a text model whose tokenizer is ``tokenizer``, consistently in config and components."""
+    """Edit an exported model into a text model whose tokenizer is ``tokenizer``, consistently in config and
+    components."""
     document = json.loads((model / "config.json").read_text())
     document["config"]["dataset"] = text_dataset(root, tokenizer=tokenizer)
     document["components"]["dataset"]["name"] = "text"
@@ -280,12 +300,18 @@ def shared_run_names_a_module(root: Path) -> Outcome:
 @case("1d", "`ladd train dataset.tokenizer=pkg:MODULE` (a config naming a module to import)")
 def train_names_a_module(root: Path) -> Outcome:
     module, marker = payload(root)
-    outcome = ladd("train", *TINY, ONE_STAGE, *text_overrides(root), f"dataset.tokenizer=pkg:{module}", f"run_dir={root / 'run'}")
+    outcome = ladd(
+        "train", *TINY, ONE_STAGE, *text_overrides(root), f"dataset.tokenizer=pkg:{module}", f"run_dir={root / 'run'}"
+    )
     assert not marker.exists() and not (root / "run").exists()
     return outcome
 
 
-@case("2a", "a shared model folder holds a link `samples_2steps.txt` to a file of the user's; `ladd sample --model` (default output)")
+@case(
+    "2a",
+    "a shared model folder holds a link `samples_2steps.txt` to a file of the user's; `ladd sample --model` (default "
+    "output)",
+)
 def planted_link_default_output(root: Path) -> Outcome:
     model = exported(root, "model")
     victim = root / "victim.txt"
@@ -295,7 +321,11 @@ def planted_link_default_output(root: Path) -> Outcome:
     work.mkdir()
     outcome = ladd("sample", "--model", str(model), "--steps", "2", "--num", "2", cwd=work)
     assert outcome.code == 0 and victim.read_text() == "precious" and (work / "samples_2steps.txt").is_file()
-    return Outcome(0, "samples go to the current folder (or --out); the model folder and the linked file are untouched", refused=False)
+    return Outcome(
+        0,
+        "samples go to the current folder (or --out); the model folder and the linked file are untouched",
+        refused=False,
+    )
 
 
 @case("2b", "`ladd sample --out LINK` where LINK is a symbolic link to a file of the user's")
@@ -315,7 +345,9 @@ def planted_link_in_run(root: Path) -> Outcome:
     victim = root / "victim.txt"
     victim.write_text("precious")
     (run_dir / "eval_mdlm.json").symlink_to(victim)
-    outcome = ladd("eval", str(run_dir), "--budgets", "1", "--num-samples", "4", "--batch-size", "4", "--loss-batches", "1")
+    outcome = ladd(
+        "eval", str(run_dir), "--budgets", "1", "--num-samples", "4", "--batch-size", "4", "--loss-batches", "1"
+    )
     assert victim.read_text() == "precious"
     return outcome
 
@@ -329,7 +361,9 @@ def planted_link_resumed(root: Path) -> Outcome:
     target.unlink()
     target.symlink_to(victim)
     before = snapshot(run_dir)
-    outcome = ladd("train", "experiment=binsaw/mdlm_cpu", *TINY, ONE_STAGE, "train.checkpoint_every=1", f"run_dir={run_dir}")
+    outcome = ladd(
+        "train", "experiment=binsaw/mdlm_cpu", *TINY, ONE_STAGE, "train.checkpoint_every=1", f"run_dir={run_dir}"
+    )
     assert snapshot(run_dir) == before and victim.read_text() == "precious"
     return outcome
 
@@ -340,7 +374,8 @@ def preset_logging_handler(root: Path) -> Outcome:
     victim.write_text("precious")
     presets = root / "presets" / "experiment"
     presets.mkdir(parents=True)
-    (presets / "evil.yaml").write_text(textwrap.dedent(f"""
+    (presets / "evil.yaml").write_text(
+        textwrap.dedent(f"""
         # @package _global_
         defaults:
           - binsaw/mdlm_cpu
@@ -351,22 +386,47 @@ def preset_logging_handler(root: Path) -> Outcome:
               file: {{class: logging.FileHandler, filename: {victim}, mode: w}}
             root: {{handlers: [file], level: INFO}}
           callbacks:
-            evil: {{_target_: os.system, command: "touch {root / 'callback_ran'}"}}
-    """))
-    outcome = ladd("train", f"hydra.searchpath=[file://{root / 'presets'}]", "experiment=evil", *TINY, ONE_STAGE, f"run_dir={root / 'run'}")
+            evil: {{_target_: os.system, command: "touch {root / "callback_ran"}"}}
+    """)
+    )
+    outcome = ladd(
+        "train",
+        f"hydra.searchpath=[file://{root / 'presets'}]",
+        "experiment=evil",
+        *TINY,
+        ONE_STAGE,
+        f"run_dir={root / 'run'}",
+    )
     assert outcome.code == 0, outcome.message
-    assert victim.read_text() == "precious" and not (root / "callback_ran").exists() and not (root / "run" / ".hydra").exists()
-    return Outcome(0, "trains; ladd runs none of Hydra's runtime, so the handler and callback are never created", refused=False)
+    assert (
+        victim.read_text() == "precious"
+        and not (root / "callback_ran").exists()
+        and not (root / "run" / ".hydra").exists()
+    )
+    return Outcome(
+        0, "trains; ladd runs none of Hydra's runtime, so the handler and callback are never created", refused=False
+    )
 
 
-@case("4a", "a preset reads a secret with `${oc.env:SECRET}` (it would be saved into config.yaml, config.json and the card)")
+@case(
+    "4a",
+    "a preset reads a secret with `${oc.env:SECRET}` (it would be saved into config.yaml, config.json and the card)",
+)
 def preset_reads_secret(root: Path) -> Outcome:
     presets = root / "presets" / "experiment"
     presets.mkdir(parents=True)
-    (presets / "leaky.yaml").write_text("# @package _global_\ndefaults:\n  - binsaw/mdlm_cpu\nmethod: ${oc.env:LADD_TEST_SECRET}\n")
+    (presets / "leaky.yaml").write_text(
+        "# @package _global_\ndefaults:\n  - binsaw/mdlm_cpu\nmethod: ${oc.env:LADD_TEST_SECRET}\n"
+    )
     os.environ["LADD_TEST_SECRET"] = "hunter2"
     try:
-        outcome = ladd("train", f"hydra.searchpath=[file://{root / 'presets'}]", "experiment=leaky", *TINY, f"run_dir={root / 'run'}")
+        outcome = ladd(
+            "train",
+            f"hydra.searchpath=[file://{root / 'presets'}]",
+            "experiment=leaky",
+            *TINY,
+            f"run_dir={root / 'run'}",
+        )
     finally:
         del os.environ["LADD_TEST_SECRET"]
     assert not (root / "run").exists() and "hunter2" not in outcome.message
@@ -381,10 +441,17 @@ def export_absolute_paths(root: Path) -> Outcome:
     shared = (root / "model" / "config.json").read_text() + (root / "model" / "README.md").read_text()
     run_dir_field = json.loads((root / "model" / "config.json").read_text())["config"]["run_dir"]
     assert str(root) not in shared and not run_dir_field.startswith("/")
-    return Outcome(0, "exports; absolute local paths are cut to their last part (run_dir keeps only the run folder's name)", refused=False)
+    return Outcome(
+        0,
+        "exports; absolute local paths are cut to their last part (run_dir keeps only the run folder's name)",
+        refused=False,
+    )
 
 
-@case("5a", "a third-party distribution calling itself `ladd` (METADATA `Name: ladd`) with `LADD_DISABLE_PLUGIN_AUTOLOAD=1`")
+@case(
+    "5a",
+    "a third-party distribution calling itself `ladd` (METADATA `Name: ladd`) with `LADD_DISABLE_PLUGIN_AUTOLOAD=1`",
+)
 def fake_ladd_distribution(root: Path) -> Outcome:
     path = fake_distribution(root / "site", "evil_dist", "ladd", "evil")
     env = {**os.environ, "PYTHONPATH": path, "LADD_DISABLE_PLUGIN_AUTOLOAD": "1"}
@@ -398,11 +465,19 @@ def fake_ladd_distribution(root: Path) -> Outcome:
 def entry_point_named_builtin(root: Path) -> Outcome:
     path = fake_distribution(root / "site", "evil_dist", "evil", "builtin")
     env = {**os.environ, "PYTHONPATH": path}
-    allowed = subprocess.run([sys.executable, "-m", "registry.cli", "list-components", "--kind", "schedule"],
-                             capture_output=True, text=True, env={**env, "LADD_PLUGINS_ALLOW": "other"})
+    allowed = subprocess.run(
+        [sys.executable, "-m", "registry.cli", "list-components", "--kind", "schedule"],
+        capture_output=True,
+        text=True,
+        env={**env, "LADD_PLUGINS_ALLOW": "other"},
+    )
     assert "hijacked" not in allowed.stdout and "linear" in allowed.stdout
-    unset = subprocess.run([sys.executable, "-m", "registry.cli", "list-components", "--kind", "schedule"],
-                           capture_output=True, text=True, env=env)
+    unset = subprocess.run(
+        [sys.executable, "-m", "registry.cli", "list-components", "--kind", "schedule"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert "hijacked" not in unset.stdout and "linear" in unset.stdout, "the built-ins were replaced"
     return Outcome(0, f"built-ins stay; reported: `{unset.stderr.strip().splitlines()[-1]}`", refused=False)
 
@@ -415,7 +490,9 @@ def unknown_switch_value(root: Path) -> Outcome:
 @case("6", "a tokenizer folder with its own Python code (`auto_map`), which transformers would offer to run")
 def tokenizer_with_code(root: Path) -> Outcome:
     folder, marker = code_folder(root)
-    outcome = ladd("train", *TINY, ONE_STAGE, *text_overrides(root), f"dataset.tokenizer={folder}", f"run_dir={root / 'run'}")
+    outcome = ladd(
+        "train", *TINY, ONE_STAGE, *text_overrides(root), f"dataset.tokenizer={folder}", f"run_dir={root / 'run'}"
+    )
     assert not marker.exists() and not (root / "run").exists()
     return outcome
 
@@ -424,8 +501,14 @@ def code_folder(root: Path) -> tuple[Path, Path]:
     """A model and tokenizer folder that ships code creating a marker file when run."""
     folder, marker = root / "remote_code", root / "remote_code_ran"
     folder.mkdir()
-    (folder / "tokenizer_config.json").write_text(json.dumps({"auto_map": {"AutoTokenizer": ["payload.Tokenizer", None]}}))
-    (folder / "config.json").write_text(json.dumps({"model_type": "payload", "auto_map": {"AutoModel": "payload.Model", "AutoConfig": "payload.Config"}}))
+    (folder / "tokenizer_config.json").write_text(
+        json.dumps({"auto_map": {"AutoTokenizer": ["payload.Tokenizer", None]}})
+    )
+    (folder / "config.json").write_text(
+        json.dumps(
+            {"model_type": "payload", "auto_map": {"AutoModel": "payload.Model", "AutoConfig": "payload.Config"}}
+        )
+    )
     (folder / "payload.py").write_text(f"import pathlib\npathlib.Path({str(marker)!r}).touch()\n")
     return folder, marker
 
@@ -437,7 +520,9 @@ def code_folder(root: Path) -> tuple[Path, Path]:
 def retrain_finished(root: Path) -> Outcome:
     run_dir = trained(root, "run")
     before = snapshot(run_dir)
-    outcome = ladd("train", "experiment=binsaw/mdlm_cpu", *TINY, ONE_STAGE, "train.lr=3e-3", "seed=7", f"run_dir={run_dir}")
+    outcome = ladd(
+        "train", "experiment=binsaw/mdlm_cpu", *TINY, ONE_STAGE, "train.lr=3e-3", "seed=7", f"run_dir={run_dir}"
+    )
     assert snapshot(run_dir) == before
     return outcome
 
@@ -447,7 +532,9 @@ def retrain_other_architecture(root: Path) -> Outcome:
     run_dir = trained(root, "run")
     before = snapshot(run_dir)
     outcome = ladd("train", "experiment=binsaw/mdlm_cpu", *TINY, ONE_STAGE, "backbone.hidden=32", f"run_dir={run_dir}")
-    assert snapshot(run_dir) == before and ladd("sample", str(run_dir), "--steps", "2", "--num", "2", cwd=root).code == 0
+    assert (
+        snapshot(run_dir) == before and ladd("sample", str(run_dir), "--steps", "2", "--num", "2", cwd=root).code == 0
+    )
     return outcome
 
 
@@ -455,7 +542,14 @@ def retrain_other_architecture(root: Path) -> Outcome:
 def resume_with_changes(root: Path) -> Outcome:
     run_dir = in_progress(root, "run")
     before = snapshot(run_dir)
-    changed = ["experiment=binsaw/mdlm_cpu", *TINY, ONE_STAGE, "train.checkpoint_every=1", "train.lr=3e-3", "train.batch_size=8"]
+    changed = [
+        "experiment=binsaw/mdlm_cpu",
+        *TINY,
+        ONE_STAGE,
+        "train.checkpoint_every=1",
+        "train.lr=3e-3",
+        "train.batch_size=8",
+    ]
     outcome = ladd("train", *changed, f"run_dir={run_dir}")
     assert snapshot(run_dir) == before
     accepted = ladd("train", "--allow-changes", *changed, f"run_dir={run_dir}")
@@ -484,7 +578,9 @@ def train_into_users_folder(root: Path, files: dict[str, str]) -> Outcome:
 def concurrent_trainings(root: Path) -> Outcome:
     run_dir = root / "run"
     args = ["train", "experiment=binsaw/mdlm_cpu", *TINY, "train.stages=[{steps:60}]", f"run_dir={run_dir}"]
-    first = subprocess.Popen([sys.executable, "-m", "registry.cli", *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    first = subprocess.Popen(
+        [sys.executable, "-m", "registry.cli", *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
     deadline = time.monotonic() + 300
     while not (run_dir / "run.json").exists() and first.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -529,7 +625,9 @@ def bit_rot_checkpoint(root: Path) -> Outcome:
     last = run_dir / "checkpoints" / "stage1" / "last.ckpt"
     overwrite_tensor_data(last)
     before = snapshot(run_dir)
-    outcome = ladd("train", "experiment=binsaw/mdlm_cpu", *TINY, ONE_STAGE, "train.checkpoint_every=1", f"run_dir={run_dir}")
+    outcome = ladd(
+        "train", "experiment=binsaw/mdlm_cpu", *TINY, ONE_STAGE, "train.checkpoint_every=1", f"run_dir={run_dir}"
+    )
     assert snapshot(run_dir) == before
     return outcome
 
@@ -558,7 +656,10 @@ def bit_rot_weights(root: Path) -> Outcome:
 @case("8c", "an exported model whose weights were converted to float16")
 def weights_of_another_dtype(root: Path) -> Outcome:
     model = exported(root, "model")
-    tensors = {name: tensor.half() if tensor.is_floating_point() else tensor for name, tensor in load_file(model / "model.safetensors").items()}
+    tensors = {
+        name: tensor.half() if tensor.is_floating_point() else tensor
+        for name, tensor in load_file(model / "model.safetensors").items()
+    }
     save_file(tensors, model / "model.safetensors")
     return api(lambda: registry.from_pretrained(model))
 
@@ -712,8 +813,12 @@ def prompt_with_mask_text(root: Path) -> Outcome:
     prompt = fixed[fixed != experiment.dataset.vocab_size].tolist()
     assert fixed[: len(prompt)].tolist() == prompt, "the mask token's text became a mask"
     assert experiment.dataset.tokenizer.decode(prompt) == "the <|mask|>"
-    return Outcome(0, "the text is read as plain text, as in training data (its tokens decode to the text typed); "
-                      "no position becomes a mask", refused=False)
+    return Outcome(
+        0,
+        "the text is read as plain text, as in training data (its tokens decode to the text typed); "
+        "no position becomes a mask",
+        refused=False,
+    )
 
 
 # ---------------------------------------------------------------- damaged or edited shared files
@@ -757,7 +862,9 @@ def components_contradict_config(root: Path) -> Outcome:
 def foreign_metrics(root: Path) -> Outcome:
     run_dir = in_progress(root, "run")
     (run_dir / "metrics.csv").write_text("epoch,accuracy\n1,0.5\n")
-    return ladd("train", "experiment=binsaw/mdlm_cpu", *TINY, ONE_STAGE, "train.checkpoint_every=1", f"run_dir={run_dir}")
+    return ladd(
+        "train", "experiment=binsaw/mdlm_cpu", *TINY, ONE_STAGE, "train.checkpoint_every=1", f"run_dir={run_dir}"
+    )
 
 
 # ---------------------------------------------------------------- hostile input: shared runs, exports, outputs
@@ -812,8 +919,12 @@ def method_as_path(root: Path) -> Outcome:
 
 @case("13g", "a shared eval result whose `metric` is `../victim/settings`; `ladd report`")
 def metric_as_path(root: Path) -> Outcome:
-    result = {"method": "m", "metric": "../victim/settings", "token_loss": 1.0, "scores": [
-        {"steps": 1, "network_calls": 1, "scores": {"../victim/settings": 0.5}}]}
+    result = {
+        "method": "m",
+        "metric": "../victim/settings",
+        "token_loss": 1.0,
+        "scores": [{"steps": 1, "network_calls": 1, "scores": {"../victim/settings": 0.5}}],
+    }
     (root / "eval_m.json").write_text(json.dumps(result))
     outcome = ladd("report", str(root / "eval_m.json"), "--out", str(root / "out"))
     assert not (root / "victim").exists() and not (root / "out").exists()
@@ -832,8 +943,12 @@ def corpus_and_cache_from_a_shared_config(root: Path) -> Outcome:
     assert outcome.code == 0, outcome.message
     assert not (run_dir / "stolen").exists(), "a cache was written where the shared config chose"
     assert list((root / "user_cache").rglob("tokens.bin")), "the corpus was not tokenised into the user's cache"
-    return Outcome(0, "evaluates; the corpus is tokenised into the user's own cache folder (`LADD_CACHE_DIR`, "
-                      "default ~/.cache/ladd), never at the `cache_dir` a saved config names", refused=False)
+    return Outcome(
+        0,
+        "evaluates; the corpus is tokenised into the user's own cache folder (`LADD_CACHE_DIR`, "
+        "default ~/.cache/ladd), never at the `cache_dir` a saved config names",
+        refused=False,
+    )
 
 
 def _sampled_after(edit: Callable[[Path], None]) -> Callable[[Path], Outcome]:
@@ -876,8 +991,11 @@ def _huge_sequences(run_dir: Path) -> None:
 
 
 for _number, _title, _edit in [
-    ("13i", "a shared run's `components.json` names a missing plugin whose distribution is shell text",
-     _hostile_distribution),
+    (
+        "13i",
+        "a shared run's `components.json` names a missing plugin whose distribution is shell text",
+        _hostile_distribution,
+    ),
     ("13j", "a run's `components.json` is not JSON", lambda run: (run / "components.json").write_text("{not json")),
     ("13k", "a run's `components.json` is a list", _components([1, 2])),
     ("13l", "a run's `components.json` entry without `distribution`", _without_distribution),
@@ -890,8 +1008,17 @@ for _number, _title, _edit in [
 def huge_sequences(root: Path) -> Outcome:
     run_dir = trained(root, "run")
     _huge_sequences(run_dir)
-    return ladd_process("sample", str(run_dir), "--steps", "2", "--num", "2", "--out", str(root / "out.txt"),
-                        limit_memory=BOUNDED_MEMORY)
+    return ladd_process(
+        "sample",
+        str(run_dir),
+        "--steps",
+        "2",
+        "--num",
+        "2",
+        "--out",
+        str(root / "out.txt"),
+        limit_memory=BOUNDED_MEMORY,
+    )
 
 
 @case("13o", "a run in progress whose `run.json` `changes` is not a list; `ladd train --allow-changes`")
@@ -960,12 +1087,21 @@ def swap_offsets(weights: Path) -> tuple[str, str]:
 for _number, _title, _edit in [
     ("13q", "an exported model whose weights hold a NaN", _weights_edited(_nan)),
     ("13r", "an exported model whose weights hold an infinity", _weights_edited(_inf)),
-    ("13s", "an exported model whose header swaps the offsets of two tensors of one shape",
-     lambda model: swap_offsets(model / "model.safetensors")),
-    ("13t", "an exported model whose weights lack a tensor",
-     _weights_edited(lambda tensors: tensors.pop("backbone.embed.weight"))),
-    ("13u", "an exported model whose `config.json` is JSON nested 100,000 deep",
-     lambda model: (model / "config.json").write_text("[" * 10**5 + "]" * 10**5)),
+    (
+        "13s",
+        "an exported model whose header swaps the offsets of two tensors of one shape",
+        lambda model: swap_offsets(model / "model.safetensors"),
+    ),
+    (
+        "13t",
+        "an exported model whose weights lack a tensor",
+        _weights_edited(lambda tensors: tensors.pop("backbone.embed.weight")),
+    ),
+    (
+        "13u",
+        "an exported model whose `config.json` is JSON nested 100,000 deep",
+        lambda model: (model / "config.json").write_text("[" * 10**5 + "]" * 10**5),
+    ),
 ]:
     case(_number, _title)(_sampled_export_after(_edit))
 
@@ -979,14 +1115,19 @@ def nan_weights_from_python(root: Path) -> Outcome:
 
 for _number, _title, _arguments in [
     ("13w", "`ladd sample RUN --steps 1000000000` (runs for months)", ["--steps", "1000000000"]),
-    ("13x", "`ladd sample RUN --num 1000000000` (the samples alone need more memory than there is)",
-     ["--num", "1000000000"]),
+    (
+        "13x",
+        "`ladd sample RUN --num 1000000000` (the samples alone need more memory than there is)",
+        ["--num", "1000000000"],
+    ),
     ("13y", "`ladd sample RUN --seed -1`", ["--seed", "-1"]),
     ("13z", "`ladd sample RUN --seed 2**64`", ["--seed", str(2**64)]),
 ]:
-    case(_number, _title)(lambda root, given=_arguments: ladd_process(
-        "sample", str(trained(root, "run")), *given, "--out", str(root / "out.txt"), limit_memory=BOUNDED_MEMORY
-    ))
+    case(_number, _title)(
+        lambda root, given=_arguments: ladd_process(
+            "sample", str(trained(root, "run")), *given, "--out", str(root / "out.txt"), limit_memory=BOUNDED_MEMORY
+        )
+    )
 
 case("14a", "`train.batch_size=1000000000000` (the first batch alone cannot be allocated)")(
     _refused_value("train.batch_size=1000000000000")
@@ -1028,7 +1169,10 @@ def mdlm_source(root: Path, **changes: object) -> Path:
     return folder
 
 
-@case("15a", "`ladd import mdlm` of a folder whose config asks to run its own code (`auto_map`, as the published one does)")
+@case(
+    "15a",
+    "`ladd import mdlm` of a folder whose config asks to run its own code (`auto_map`, as the published one does)",
+)
 def mdlm_source_with_code(root: Path) -> Outcome:
     marker = root / "ran"
     source = mdlm_source(root, auto_map={"AutoConfig": "payload.Config", "AutoModel": "payload.Model"})
@@ -1036,7 +1180,9 @@ def mdlm_source_with_code(root: Path) -> Outcome:
     outcome = ladd("import", "mdlm", str(source), str(root / "out"))
     assert outcome.code == 0, outcome.message
     assert not marker.exists() and (root / "out" / "model.safetensors").is_file()
-    return Outcome(0, "imports the config's sizes and the tensors; the folder's Python code is never imported", refused=False)
+    return Outcome(
+        0, "imports the config's sizes and the tensors; the folder's Python code is never imported", refused=False
+    )
 
 
 @case("15b", "`ladd import mdlm` of a checkpoint whose `model.safetensors` is cut short")
@@ -1060,7 +1206,9 @@ def mdlm_source_other_sizes(root: Path) -> Outcome:
 def warm_start_other_vocabulary(root: Path) -> Outcome:
     imported = ladd("import", "mdlm", str(mdlm_source(root)), str(root / "model"))
     assert imported.code == 0, imported.message
-    outcome = ladd("train", *TINY, ONE_STAGE, *text_overrides(root), f"train.init_from={root / 'model'}", f"run_dir={root / 'run'}")
+    outcome = ladd(
+        "train", *TINY, ONE_STAGE, *text_overrides(root), f"train.init_from={root / 'model'}", f"run_dir={root / 'run'}"
+    )
     assert not (root / "run").exists()
     return outcome
 
@@ -1068,7 +1216,15 @@ def warm_start_other_vocabulary(root: Path) -> Outcome:
 @case("15e", "`backbone=hf_masked_lm` naming a model folder with its own Python code (`auto_map`)")
 def masked_lm_with_code(root: Path) -> Outcome:
     folder, marker = code_folder(root)
-    outcome = ladd("train", *TINY, ONE_STAGE, *text_overrides(root), "latent=null", "backbone=hf_masked_lm",
-                   f"backbone.model={folder}", f"run_dir={root / 'run'}")
+    outcome = ladd(
+        "train",
+        *TINY,
+        ONE_STAGE,
+        *text_overrides(root),
+        "latent=null",
+        "backbone=hf_masked_lm",
+        f"backbone.model={folder}",
+        f"run_dir={root / 'run'}",
+    )
     assert not marker.exists() and not (root / "run").exists()
     return outcome

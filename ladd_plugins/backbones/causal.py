@@ -51,10 +51,11 @@ class CausalTransformer(Backbone):
         tau_y: Tensor | None,
         rows: Tensor | None = None,
     ) -> Denoised:
-        batch = x_t.shape[0]
+        batch = x_t.shape[0]  # x_t ids [B, S]
+        # position i sees a start vector and the tokens before i: [B, S, D]
         h = torch.cat([self.start.expand(batch, 1, -1), self.embed(x_t[:, :-1])], dim=1)
-        c = self.condition.expand(batch, -1)
-        return Denoised(tokens=self.final(self.trunk(h, c), c, rows))
+        c = self.condition.expand(batch, -1)  # [B, C]: a learned constant, no time input
+        return Denoised(tokens=self.final(self.trunk(h, c), c, rows))  # logits [B, S, K] ([N, K] at the N rows)
 
     def transformer_shape(self) -> TransformerShape:
         return self._shape

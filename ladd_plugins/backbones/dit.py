@@ -48,13 +48,25 @@ class DiT(Backbone):
         self.final = FinalLayer(config.hidden, config.cond_dim, head, style)
         length = channels.seq_len if self.denoises_tokens else channels.latent.length
         head_positions = channels.seq_len if self.denoises_tokens else 0
-        self._shape = TransformerShape(config.layers, length, config.hidden, config.mlp_ratio, head_positions, channels.vocab_size)
+        self._shape = TransformerShape(
+            config.layers, length, config.hidden, config.mlp_ratio, head_positions, channels.vocab_size
+        )
 
-    def forward(self, x_t: Tensor | None, tau_x: Tensor | None, y_t: Tensor | None, tau_y: Tensor | None, rows: Tensor | None = None) -> Denoised:
+    def forward(
+        self,
+        x_t: Tensor | None,
+        tau_x: Tensor | None,
+        y_t: Tensor | None,
+        tau_y: Tensor | None,
+        rows: Tensor | None = None,
+    ) -> Denoised:
+        # one channel, L positions: tokens (L = S, ids [B, S]) or the latent alone (L = M, y_t [B, M, d_l])
         inputs, tau = (x_t, tau_x) if self.denoises_tokens else (y_t, tau_y)
-        h = self.embed(inputs)
+        h = self.embed(inputs)  # [B, L, D]
+        # [B, C]: a learned constant, or the embedded time
         c = self.condition.expand(h.shape[0], -1) if self.time_embed is None else self.time_embed(tau)
-        out = self.final(self.trunk(h, c), c, rows)
+        h = self.trunk(h, c)  # [B, L, D]
+        out = self.final(h, c, rows)  # logits [B, S, K] ([N, K] at the N rows) or the latent head's [B, M, d_l]
         return Denoised(tokens=out) if self.denoises_tokens else Denoised(latent=out)
 
     def transformer_shape(self) -> TransformerShape:

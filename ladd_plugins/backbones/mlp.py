@@ -43,10 +43,10 @@ class MLPDenoiser(Backbone):
         tau_y: Tensor | None,
         rows: Tensor | None = None,
     ) -> Denoised:
-        c = self.time_embed(tau_y)
+        c = self.time_embed(tau_y)  # [B, C]
         # one position holding all M latent vectors, the shape the shared adaLN blocks expect
-        h = self.proj_in(self.embed(y_t).flatten(1)).unsqueeze(1)
+        h = self.proj_in(self.embed(y_t).flatten(1)).unsqueeze(1)  # [B, M, D] -> [B, M * D] -> [B, 1, D]
         for block in self.blocks:
-            h = block(h, c)
-        h = self.final(h, c).unflatten(-1, (self.length, -1)).squeeze(1)
-        return Denoised(latent=self.head(h))
+            h = block(h, c)  # [B, 1, D]
+        h = self.final(h, c).unflatten(-1, (self.length, -1)).squeeze(1)  # [B, 1, M * D] -> [B, M, D]
+        return Denoised(latent=self.head(h))  # [B, M, d_l] (or code logits)

@@ -37,12 +37,13 @@ class MMDiTBlock(nn.Module):
         self.latent = DiTBlock(*args, style=block_style(config))
 
     def forward(self, x: Tensor, y: Tensor, c: Tensor, rope_x: Rotary, rope_y: Rotary) -> tuple[Tensor, Tensor]:
-        qx, kx, vx, gate_x = self.tokens.pre_attention(x, c, rope_x)
-        qy, ky, vy, gate_y = self.latent.pre_attention(y, c, rope_y)
-        attn = attention(torch.cat([qx, qy], 1), torch.cat([kx, ky], 1), torch.cat([vx, vy], 1))
+        # x [B, S, D], y [B, M, D], c [B, C]
+        qx, kx, vx, gate_x = self.tokens.pre_attention(x, c, rope_x)  # q, k, v [B, S, H, D/H]
+        qy, ky, vy, gate_y = self.latent.pre_attention(y, c, rope_y)  # q, k, v [B, M, H, D/H]
+        attn = attention(torch.cat([qx, qy], 1), torch.cat([kx, ky], 1), torch.cat([vx, vy], 1))  # [B, S + M, D]
         seq_len = x.shape[1]
-        x = self.tokens.post_attention(x, attn[:, :seq_len], gate_x, c)
-        y = self.latent.post_attention(y, attn[:, seq_len:], gate_y, c)
+        x = self.tokens.post_attention(x, attn[:, :seq_len], gate_x, c)  # [B, S, D]
+        y = self.latent.post_attention(y, attn[:, seq_len:], gate_y, c)  # [B, M, D]
         return x, y
 
 
@@ -70,17 +71,22 @@ class MMDiT(Backbone):
             channels.seq_len, channels.vocab_size,
         )
 
-    def forward(self, x_t: Tensor | None, tau_x: Tensor | None, y_t: Tensor | None, tau_y: Tensor | None, rows: Tensor | None = None) -> Denoised:
-        x, y = self.embed_x(x_t), self.embed_y(y_t)
-        c = self.time_embed_y(tau_y)
+    def forward(
+        self, x_t: Tensor | None, tau_x: Tensor | None, y_t: Tensor | None, tau_y: Tensor | None,
+        rows: Tensor | None = None,
+    ) -> Denoised:
+        # x_t ids [B, S] (mask id K), y_t [B, M, d_l] (or code ids [B, M]), tau_x and tau_y [B]
+        x, y = self.embed_x(x_t), self.embed_y(y_t)  # [B, S, D], [B, M, D]
+        c = self.time_embed_y(tau_y)  # [B, C]
         if self.time_embed_x is not None:
-            c = c + self.time_embed_x(tau_x)
+            c = c + self.time_embed_x(tau_x)  # [B, C]
         seq_len, length = x.shape[1], y.shape[1]
-        positions = torch.arange(seq_len + length, device=x.device)
+        positions = torch.arange(seq_len + length, device=x.device)  # [S + M]: the joint sequence's positions
         rope_x = rotary(positions[:seq_len], self.head_dim)
         rope_y = rotary(positions[seq_len:], self.head_dim)
         for block in self.blocks:
-            x, y = block(x, y, c, rope_x, rope_y)
+            x, y = block(x, y, c, rope_x, rope_y)  # [B, S, D], [B, M, D]
+        # logits [B, S, K] ([N, K] at the N rows) and the latent head's output [B, M, d_l] (or code logits)
         return Denoised(tokens=self.final_x(x, c, rows), latent=self.final_y(y, c))
 
     def transformer_shape(self) -> TransformerShape:

@@ -26,6 +26,10 @@ class ContinuousLatent(Latent):
     def encode(self, features: Tensor) -> LatentCode:
         return LatentCode(y0=features + self.config.std * torch.randn_like(features))
 
+    def mode(self, features: Tensor) -> Tensor:
+        """The posterior's mean: the features themselves."""
+        return features
+
     def null(self, batch: int, device: torch.device) -> Tensor:
         return torch.zeros(batch, self.length, self.width, device=device)
 

@@ -7,7 +7,9 @@ from torch import Tensor
 from registry.interfaces import DenoiserModel, Needs, SampleOutput, Sampler
 from registry.toolkit.sampling import (
     check_fixed_kept,
+    denoise_tokens,
     guidance_seed,
+    held_latent,
     known_tokens,
     reveals_first,
     reverse_step,
@@ -21,7 +23,11 @@ from .config import JointConfig
 
 
 class JointSampler(Sampler):
-    """One network call per step predicts both channels; each channel takes its own reverse step."""
+    """One network call per step predicts both channels; each channel takes its own reverse step.
+
+    A given clean ``latent`` holds the latent channel at it (time 0) through every step, so only the tokens move:
+    the token chain of :func:`registry.toolkit.sampling.denoise_tokens`, conditioned on that latent.
+    """
 
     needs = Needs(latent=True)
 
@@ -30,9 +36,15 @@ class JointSampler(Sampler):
 
     @torch.no_grad()
     def sample(
-        self, model: DenoiserModel, num_samples: int, steps: int, generator: torch.Generator, fixed: Tensor | None = None
+        self, model: DenoiserModel, num_samples: int, steps: int, generator: torch.Generator,
+        fixed: Tensor | None = None, latent: Tensor | None = None,
     ) -> SampleOutput:
         device = model.device
+        held = held_latent(model, num_samples, latent, device)
+        if held is not None:
+            guidance, fast = self.config.guidance, self.config.fast
+            tokens, calls = denoise_tokens(model, num_samples, steps, generator, device, held, guidance, fast, fixed)
+            return SampleOutput(tokens, held, calls)
         x = start_tokens(model, num_samples, device, generator, fixed)
         known = known_tokens(model, num_samples, fixed, device)
         y = model.latent_prior(num_samples, generator)
@@ -42,7 +54,9 @@ class JointSampler(Sampler):
             t, s = times(num_samples, tau_t, device), times(num_samples, tau_s, device)
             if fast:  # the latent needs the network every step; the token head runs at revealed positions only
                 reveal = model.process.reveal(x, t, s, generator)
-                rows, latent_prediction, used = token_logits(model, x, t, y, t, self.config.guidance, null_seed, rows=reveal)
+                rows, latent_prediction, used = token_logits(
+                    model, x, t, y, t, self.config.guidance, null_seed, rows=reveal
+                )
                 x = model.process.fill(x, reveal, rows, generator)
             else:
                 logits, latent_prediction, used = token_logits(model, x, t, y, t, self.config.guidance, null_seed)

@@ -5,7 +5,7 @@ import torch
 from torch import Tensor
 
 from registry.interfaces import DenoiserModel, Needs, SampleOutput, Sampler
-from registry.toolkit.sampling import denoise_tokens, known_tokens, time_grid, times
+from registry.toolkit.sampling import denoise_tokens, held_latent, known_tokens, time_grid, times
 
 from .config import SequentialConfig
 
@@ -15,6 +15,7 @@ class SequentialSampler(Sampler):
 
     Known tokens (``fixed``) condition the token steps, and the latent steps too when the latent is
     denoised by the token network (Di-LADD's MM-DiT); a separate latent-only denoiser cannot read them.
+    A given clean ``latent`` takes the place of the latent steps: the token steps alone run, conditioned on it.
     """
 
     needs = Needs(latent=True)
@@ -27,15 +28,19 @@ class SequentialSampler(Sampler):
 
     @torch.no_grad()
     def sample(
-        self, model: DenoiserModel, num_samples: int, steps: int, generator: torch.Generator, fixed: Tensor | None = None
+        self, model: DenoiserModel, num_samples: int, steps: int, generator: torch.Generator,
+        fixed: Tensor | None = None, latent: Tensor | None = None,
     ) -> SampleOutput:
         device = model.device
         known = known_tokens(model, num_samples, fixed, device)  # checked before the latent steps read it
-        y = model.latent_prior(num_samples, generator)
-        for tau_t, tau_s in time_grid(self.config.latent_steps):
-            t, s = times(num_samples, tau_t, device), times(num_samples, tau_s, device)
-            y = model.latent_process.step(y, model.predict(known, None, y, t).latent, t, s, generator)
+        y = held_latent(model, num_samples, latent, device)
+        latent_calls = 0 if y is not None else self.config.latent_steps
+        if y is None:
+            y = model.latent_prior(num_samples, generator)
+            for tau_t, tau_s in time_grid(self.config.latent_steps):
+                t, s = times(num_samples, tau_t, device), times(num_samples, tau_s, device)
+                y = model.latent_process.step(y, model.predict(known, None, y, t).latent, t, s, generator)
         tokens, calls = denoise_tokens(
             model, num_samples, steps, generator, device, y, self.config.guidance, self.config.fast, fixed
         )
-        return SampleOutput(tokens, y, calls + self.config.latent_steps)
+        return SampleOutput(tokens, y, calls + latent_calls)

@@ -19,6 +19,7 @@ from registry.training.stopping import Stopped
 from . import (
     compare,
     components,
+    encode,
     evaluate,
     export,
     flops,
@@ -36,7 +37,10 @@ from .arguments import Parser
 DEBUG_ENV = "LADD_DEBUG"
 _DISK_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
 #: the commands in the order `ladd --help` lists them
-COMMANDS = (components, plugins, prepare, train, sample, export, importer, evaluate, zero_shot, report, compare, flops, frontier)
+COMMANDS = (
+    components, plugins, prepare, train, sample, encode, export, importer, evaluate, zero_shot, report, compare, flops,
+    frontier,
+)
 
 
 def parser() -> argparse.ArgumentParser:

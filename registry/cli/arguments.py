@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 from typing import Any, NoReturn
 
 import yaml
 
-from registry.config.settings import MAX_SAMPLING_SEED
+from registry.config.settings import MAX_SAMPLING_SEED, Settings
 from registry.errors import LaddError
 from registry.host.registry import Registry
 
@@ -23,6 +24,13 @@ def positive(text: str) -> int:
     """An argument that must be a whole number >= 1."""
     if not text.strip().isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
+    return int(text)
+
+
+def at_least_two(text: str) -> int:
+    """A count of points that must include two ends: a whole number >= 2."""
+    if not text.strip().isdigit() or int(text) < 2:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 2 (the path's two ends and any between)")
     return int(text)
 
 
@@ -72,6 +80,26 @@ def chosen_sampler(args: argparse.Namespace, experiment: Any, registry: Registry
     if not args.sampler:
         return experiment
     return with_sampler(experiment, registry, args.sampler, _options(args.sampler_option))
+
+
+def guided(args: argparse.Namespace, experiment: Any, registry: Registry, settings: Settings) -> Any:
+    """The experiment with ``--guidance W`` set as the guidance option of ``--sampler`` or, without it, of the model's
+    own sampler (``settings``), the sampler's other options kept; unchanged without ``--guidance``."""
+    from registry.engine.assembly import required_selection, with_sampler
+
+    if args.guidance is None:
+        return experiment
+    if args.sampler:
+        name, options = args.sampler, _options(args.sampler_option)
+    else:
+        name, options = required_selection(settings, "sampler")
+    config = registry.get("sampler", name).spec.config
+    if config is None or "guidance" not in {option.name for option in dataclasses.fields(config)}:
+        raise LaddError(
+            f"--guidance sets a sampler's classifier-free guidance, but sampler {name!r} has no guidance option; "
+            f"choose one that has (e.g. --sampler joint or --sampler sequential)"
+        )
+    return with_sampler(experiment, registry, name, {**options, "guidance": args.guidance})
 
 
 def _options(pairs: list[str]) -> dict[str, Any]:

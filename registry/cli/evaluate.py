@@ -23,9 +23,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--loss-batches", type=positive, help="held-out batches for L^x (default: eval.loss_batches)")
     p.add_argument("--precision", help="the networks' precision: auto, bf16-mixed or 32-true (default: eval.precision)")
     p.add_argument(
-        "--repeats", type=int, help="sample sets per budget, each against its own reference draw (default: eval.repeats)"
+        "--repeats",
+        type=int,
+        help="sample sets per budget, each against its own reference draw (default: eval.repeats)",
     )
-    p.add_argument("--floor-draws", type=int, help="data-vs-data pairs behind the data floor (default: eval.floor_draws)")
+    p.add_argument(
+        "--floor-draws", type=int, help="data-vs-data pairs behind the data floor (default: eval.floor_draws)"
+    )
     add_sampler_choice(p, "evaluate")
     p.add_argument("--method", help="label in tables (default: the run's method)")
     p.add_argument(
@@ -43,7 +47,6 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
     from registry.paper.report import format_table
     from registry.storage.files import check_name, check_target
     from registry.storage.results import PPL_NOTE, EvalResult
-
 
     connect()  # under torchrun or srun, every rank evaluates its share of the batches and samples
     experiment, settings = load_trained(args.run_dir, registry)

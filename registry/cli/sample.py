@@ -1,24 +1,39 @@
-"""``ladd sample``: samples of a trained run or an exported model, as token ids or text."""
+"""``ladd sample``: samples of a trained run or an exported model, as token ids or text; unconditioned, like
+references (given their clean latents), or along an interpolation between two references."""
 from __future__ import annotations
 
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from registry.engine.sampling_limits import DEFAULT_MAX_HOURS, MAX_HOURS_FLAG
 from registry.errors import LaddError
 from registry.host.registry import Registry
 
-from .arguments import add_sampler_choice, chosen_sampler, hours, positive, seed
+from .arguments import add_sampler_choice, at_least_two, chosen_sampler, guided, hours, positive, seed
+from .encode import REFERENCES_HELP
+from .encode import references as read_references
+
+if TYPE_CHECKING:  # torch: only when sampling
+    from torch import Tensor
+
+    from registry.engine.assembly import Experiment
+
+DEFAULT_POINTS = 5
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the command to the parser."""
     p = sub.add_parser("sample", help="sample from a trained run or an exported model")
-    p.add_argument("run_dir", nargs="?", help="a run folder or a model folder (ladd export, ladd import)")
+    p.add_argument(
+        "run_dir", nargs="?", metavar="RUN_OR_MODEL", help="a run folder or a model folder (ladd export, ladd import)"
+    )
     p.add_argument("--model", help="a folder written by `ladd export` instead of a run folder")
     p.add_argument("--steps", type=positive, default=32)
-    p.add_argument("--num", type=positive, default=16)
+    p.add_argument(
+        "--num", type=positive, default=16, help="samples; with --like, --latents or --interpolate: per latent"
+    )
     p.add_argument("--batch-size", type=positive, default=1000)
     p.add_argument("--seed", type=seed, default=0, help="a whole number from 0 to 2**63-1")
     p.add_argument("--prompt", help="text every sample starts with (kept fixed while sampling)")
@@ -27,6 +42,20 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="the networks' precision: auto (bf16-mixed on CUDA, else 32-true), bf16-mixed or 32-true",
     )
     p.add_argument("--suffix", help="text every sample ends with: with --prompt, an infill between the two")
+    p.add_argument(
+        "--like", metavar="FILE", help=f"--num samples given each reference's clean latent; {REFERENCES_HELP}"
+    )
+    p.add_argument("--latents", metavar="LATENTS.safetensors", help="as --like, with the latents `ladd encode` wrote")
+    p.add_argument(
+        "--interpolate", metavar="FILE",
+        help="two references (as for --like): --num samples at each of --points latents from the first's to the "
+        "second's",
+    )
+    p.add_argument(
+        "--points", type=at_least_two,
+        help=f"latents along --interpolate's path, both ends included (default {DEFAULT_POINTS})",
+    )
+    p.add_argument("--guidance", type=float, help="classifier-free guidance scale of the sampler (1: none)")
     p.add_argument(
         "--out", help="default: samples_STEPSsteps.jsonl (text data; ids and text) or .txt (ids) in the current folder"
     )
@@ -39,33 +68,79 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, registry: Registry) -> None:
-    """Sample, checking the output file, memory and time first; write one line per sample."""
+    """Sample, checking the arguments, the latents, the output file, memory and time first; one line per sample."""
     from registry.engine.loading import load_model_folder, load_trained  # torch: only when sampling
     from registry.engine.prompts import decode, fixed_tokens
     from registry.engine.sampling import sample
     from registry.engine.sampling_limits import check_sampling_memory, check_sampling_time
     from registry.storage.files import check_target, write_text
 
-    if (args.run_dir is None) == (args.model is None):
-        raise LaddError("give either a run folder or --model EXPORTED_FOLDER")
+    _check_choices(args)
     if args.run_dir:
-        experiment = load_trained(args.run_dir, registry)[0]
+        experiment, settings = load_trained(args.run_dir, registry)
     else:
-        experiment = load_model_folder(Path(args.model), registry)[0]
-    experiment = chosen_sampler(args, experiment, registry)
+        experiment, settings = load_model_folder(Path(args.model), registry)
+    experiment = guided(args, chosen_sampler(args, experiment, registry), registry, settings)
+    latents, label = _latents(args, experiment)
+    rows = None if latents is None else latents.repeat_interleave(args.num, dim=0)
+    total = args.num if rows is None else len(rows)
     text = experiment.dataset.tokenizer is not None
     out = Path(args.out or f"samples_{args.steps}steps.{'jsonl' if text else 'txt'}")
     check_target(out)  # before sampling, not after
-    check_sampling_memory(experiment, args.num, args.batch_size, "ladd sample")
-    fixed = fixed_tokens(experiment.dataset, args.num, args.prompt, args.suffix) if args.prompt or args.suffix else None
-    check_sampling_time(experiment, args.num, args.steps, args.batch_size, args.max_hours, fixed)
+    check_sampling_memory(experiment, total, args.batch_size, "ladd sample")
+    fixed = fixed_tokens(experiment.dataset, total, args.prompt, args.suffix) if args.prompt or args.suffix else None
+    check_sampling_time(experiment, total, args.steps, args.batch_size, args.max_hours, fixed)
     tokens, calls = sample(
-        experiment, args.num, args.steps, args.batch_size, args.seed, progress=True, fixed=fixed,
-        precision=args.precision,
+        experiment, total, args.steps, args.batch_size, args.seed, progress=True, fixed=fixed,
+        precision=args.precision, latent=rows,
     )
     if text:
-        rows = zip(tokens.tolist(), decode(experiment.dataset, tokens), strict=True)
-        write_text(out, "".join(json.dumps({"ids": ids, "text": line}) + "\n" for ids, line in rows))
+        keys = [{} if label is None else {label: index // args.num} for index in range(total)]
+        rows_out = zip(keys, tokens.tolist(), decode(experiment.dataset, tokens), strict=True)
+        write_text(out, "".join(json.dumps({**key, "ids": ids, "text": line}) + "\n" for key, ids, line in rows_out))
     else:
         write_text(out, "\n".join(" ".join(map(str, row.tolist())) for row in tokens) + "\n")
-    print(f"{args.num} samples, {args.steps} token steps, {calls} network calls each: {out}")
+    per = "" if label is None else f" ({args.num} per {label}, {total // args.num} {label}s)"
+    print(f"{total} samples{per}, {args.steps} token steps, {calls} network calls each: {out}")
+
+
+def _check_choices(args: argparse.Namespace) -> None:
+    """Refuse flags that contradict each other, before anything loads."""
+    if (args.run_dir is None) == (args.model is None):
+        raise LaddError("give either a run folder or --model EXPORTED_FOLDER")
+    if args.like is not None and args.latents is not None:
+        raise LaddError("--like FILE and --latents FILE both give the latents to sample like: give one of them")
+    if args.interpolate is not None and (args.like is not None or args.latents is not None):
+        raise LaddError(
+            "--interpolate FILE takes its two latents from its own references: leave out --like and --latents"
+        )
+    if args.points is not None and args.interpolate is None:
+        raise LaddError("--points sets how many latents --interpolate FILE samples at: give --interpolate too")
+
+
+def _latents(args: argparse.Namespace, experiment: Experiment) -> tuple[Tensor | None, str | None]:
+    """The clean latents to sample at (one per reference or point), and what a text row calls its index; None, None
+    without --like, --latents or --interpolate."""
+    from registry.engine.interpolation import interpolate
+    from registry.engine.latents import check_has_latent, encode_rows, load_latents
+    from registry.engine.sampling import check_takes_latent
+
+    given = {"--like": args.like, "--latents": args.latents, "--interpolate": args.interpolate}
+    chosen = [flag for flag, value in given.items() if value is not None]
+    if not chosen:
+        return None, None
+    model = experiment.model
+    check_has_latent(model, f"ladd sample {chosen[0]}")
+    check_takes_latent(experiment.sampler)
+    if args.latents is not None:
+        return load_latents(args.latents, model), "reference"
+    references = read_references(args.like or args.interpolate, experiment.dataset)
+    if args.like is not None:
+        return encode_rows(model, references, args.batch_size), "reference"
+    if len(references) != 2:
+        raise LaddError(
+            f"--interpolate needs two references, the path's ends, but {args.interpolate} holds {len(references)}: "
+            f"keep two lines"
+        )
+    start, end = encode_rows(model, references, args.batch_size)
+    return interpolate(model.latent_channel()[0], start, end, args.points or DEFAULT_POINTS), "point"

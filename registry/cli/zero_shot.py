@@ -12,7 +12,9 @@ from .arguments import positive
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the command to the parser."""
-    p = sub.add_parser("zero-shot", help="validation perplexity exp(L^x) of a trained run on several corpora, as a table")
+    p = sub.add_parser(
+        "zero-shot", help="validation perplexity exp(L^x) of a trained run on several corpora, as a table"
+    )
     p.add_argument("run_dir", help="a finished run or a model folder (ladd export, ladd import)")
     p.add_argument("corpora", nargs="+", help="values of the dataset option --field, e.g. ptb wikitext103 lambada")
     p.add_argument("--field", default="source", help="the dataset option that names the corpus (default: source)")
@@ -29,8 +31,14 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
 
     experiment, settings = load_trained(args.run_dir, registry)
     rows = zero_shot(
-        experiment, settings, registry, args.corpora, args.field,
-        args.batches or settings.eval.loss_batches, args.batch_size or settings.eval.batch_size, settings.eval.seed,
+        experiment,
+        settings,
+        registry,
+        args.corpora,
+        args.field,
+        args.batches or settings.eval.loss_batches,
+        args.batch_size or settings.eval.batch_size,
+        settings.eval.seed,
     )
     print(format_zero_shot(rows))
     # a model folder is shared: never written to

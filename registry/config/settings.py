@@ -27,7 +27,8 @@ from .safety import check_config
 #: Precisions of training (Lightning's names) and of the networks at inference; "auto" picks per device.
 TRAIN_PRECISIONS = ("auto", "32-true", "bf16-mixed", "16-mixed", "bf16-true", "16-true", "64-true")
 INFERENCE_PRECISIONS = ("auto", "bf16-mixed", "32-true")
-#: optimiser choices: the names of their torch.optim classes (adamw: decoupled weight decay; adam: added to the gradient)
+#: optimiser choices: the names of their torch.optim classes (adamw: decoupled weight decay; adam: weight decay
+#: added to the gradient)
 OPTIMIZERS = {"adamw": "AdamW", "adam": "Adam"}
 #: seeds stay within the 32-bit range Lightning and NumPy accept, with room for the per-stage offsets
 MAX_SEED = 2**31 - 1
@@ -123,7 +124,9 @@ class TrainConfig:
         check_range("train.lr", self.lr, 0, low_open=True)
         check_range("train.weight_decay", self.weight_decay, 0)
         if len(self.betas) != 2:
-            raise InvalidConfigError(f"train.betas={list(self.betas)} is not valid: AdamW takes two betas, e.g. [0.9, 0.999]")
+            raise InvalidConfigError(
+                f"train.betas={list(self.betas)} is not valid: AdamW takes two betas, e.g. [0.9, 0.999]"
+            )
         check_each("train.betas", self.betas, 0, 1, high_open=True)
         check_range("train.warmup_steps", self.warmup_steps, 0)
         check_range("train.ema_decay", self.ema_decay, 0, 1)
@@ -150,7 +153,8 @@ def _check_devices(devices: Any) -> None:
         return
     if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
         raise InvalidConfigError(
-            f"train.devices={devices!r} is not valid: it must be a count >= 1, -1 or auto (all), or a list of device indices"
+            f"train.devices={devices!r} is not valid: it must be a count >= 1, -1 or auto (all), or a list of device "
+            "indices"
         )
 
 
@@ -163,7 +167,9 @@ class EvalConfig:
     budgets: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16, 32, 64, 128])
     loss_batches: int = 8
     seed: int = 1234
-    precision: str = "auto"  # the networks at inference: auto (bf16-mixed on CUDA, 32-true elsewhere), bf16-mixed, 32-true
+    precision: str = (
+        "auto"  # the networks at inference: auto (bf16-mixed on CUDA, 32-true elsewhere), bf16-mixed, 32-true
+    )
     repeats: int = 1  # sample sets per budget, each from its own seeds against its own reference draw: mean and spread
     floor_draws: int = 1  # independent data-vs-data pairs behind the metric's data floor: mean and spread
 
@@ -266,7 +272,8 @@ def checked(cfg: Mapping[str, Any]) -> Settings:
 def _typed(cfg: Mapping[str, Any]) -> Settings:
     """``cfg`` merged into the schema and converted to its dataclasses, which check their values."""
     try:
-        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema()), dict(cfg)))  # type: ignore[return-value]
+        typed = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema()), dict(cfg)))
+        return typed  # type: ignore[return-value]  # an instance of schema(), a subclass of Settings
     except ConfigKeyError as error:
         raise InvalidConfigError(f"{error.full_key}: {UNKNOWN_KEY}") from None
     except OmegaConfBaseException as error:

@@ -14,6 +14,7 @@ import torch
 
 from registry.config.settings import Objective
 from registry.engine.model import DiffusionModel
+from registry.engine.sampling import takes_latent
 from registry.errors import IncompatibleComponentsError, MissingResourceError
 from registry.host.component import Component
 from registry.host.registry import Registry
@@ -300,6 +301,14 @@ def _sample(model: DiffusionModel, label: str, sampler: Sampler) -> None:
     if model.latent is not None:
         null = model.latent.null(BATCH, CPU)
         _expect(out.latent is not None and out.latent.shape == null.shape, f"the sampled latent must have the null latent's shape {tuple(null.shape)}")
+    if model.latent is not None and takes_latent(sampler):
+        with _during(f"encoding with latent {type(model.latent).__name__!r}"):
+            given = model.encode(tokens)
+        with _during(f"sampling with {label} given a clean latent"):
+            held = sampler.sample(model, BATCH, SEQ, _generator(), fixed=fixed, latent=given)
+        returned = held.latent is not None and torch.equal(held.latent, given)
+        _expect(returned, f"{label} given a clean latent must return it as its latent")
+        _expect(bool((held.tokens[:, 0] == 1).all()), "samples given a clean latent do not keep the tokens of `fixed`")
 
 
 def exercise_sampler(component: Component, registry: Registry) -> None:

@@ -108,11 +108,13 @@ def _is_absolute(text: str) -> bool:
 
 def _card(method: str, components: dict[str, dict[str, Any]], source: dict[str, Any] | None = None) -> str:
     rows = "\n".join(
-        f"| {slot} | {c['name']} | {c['plugin']} | {c['distribution']} {c['version']} |" for slot, c in components.items()
+        f"| {slot} | {c['name']} | {c['plugin']} | {c['distribution']} {c['version']} |"
+        for slot, c in components.items()
     )
     origin = "" if source is None else "Imported from " + ", ".join(f"{k} `{v}`" for k, v in source.items()) + ".\n\n"
     return (
         f"---\nlibrary_name: ladd\ntags: [ladd, discrete-diffusion]\n---\n\n# {method}\n\n{origin}"
         f"A ladd model. Load it with `registry.from_pretrained(folder)` or sample with "
-        f"`ladd sample --model folder`.\n\n| slot | component | plugin | distribution |\n| --- | --- | --- | --- |\n{rows}\n"
+        "`ladd sample --model folder`.\n\n| slot | component | plugin | distribution |\n| --- | --- | --- | --- "
+        f"|\n{rows}\n"
     )

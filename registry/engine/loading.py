@@ -112,4 +112,6 @@ def _check_agreement(config: dict[str, Any], components: dict[str, Any], path: P
             )
     unknown = sorted(set(components) - set(SLOTS))
     if unknown:
-        raise LaddError(f"{path}: components records unknown slots {', '.join(unknown)}; the export was edited or damaged")
+        raise LaddError(
+            f"{path}: components records unknown slots {', '.join(unknown)}; the export was edited or damaged"
+        )

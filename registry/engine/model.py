@@ -137,6 +137,22 @@ class DiffusionModel(nn.Module, DenoiserModel):
             x_t = torch.full((y_t.shape[0], self.seq_len), mask_id(self.vocab_size), dtype=torch.long, device=y_t.device)
         return Denoised(latent=self.backbone(x_t, torch.ones_like(tau_y), y_in, tau_y).latent)
 
+    @torch.no_grad()
+    def encode(self, x0: Tensor) -> Tensor:
+        """The clean latent ``y0`` of each sequence of ``x0`` ``[B, S]``: the latent's ``mode`` of encoder features.
+
+        Computed in eval mode (no dropout, no codebook update) whatever mode the model is in, so the same model
+        and sequences give the same latents; a latent that draws anyway draws from a stream of fixed seed.
+        """
+        latent, encoder = self.latent_channel()[0], self._encoder()
+        device, training = self.device, self.training
+        self.eval()
+        try:
+            with own_noise(None, device, torch.Generator(device=device).manual_seed(0)):
+                return latent.mode(encoder(x0.to(device)))
+        finally:
+            self.train(training)
+
     def _encoder(self) -> Encoder:
         """The encoder a latent channel reads the clean tokens with (assembly requires one with every latent)."""
         if self.encoder is None:

@@ -18,7 +18,8 @@ def _tokenizer(dataset: Dataset):
 
 def fixed_tokens(dataset: Dataset, num_samples: int, prefix: str | None = None, suffix: str | None = None) -> Tensor:
     """``[num_samples, S]`` ids: ``prefix`` at the start, ``suffix`` at the end, the mask id in between."""
-    head, tail = _encode(dataset, prefix), _encode(dataset, suffix)
+    head = text_ids(dataset, prefix, f"the prompt {prefix!r}") if prefix else []
+    tail = text_ids(dataset, suffix, f"the prompt {suffix!r}") if suffix else []
     free = dataset.seq_len - len(head) - len(tail)
     if free < 1:
         raise LaddError(
@@ -28,18 +29,19 @@ def fixed_tokens(dataset: Dataset, num_samples: int, prefix: str | None = None, 
     return row.expand(num_samples, -1).clone()
 
 
-def _encode(dataset: Dataset, text: str | None) -> list[int]:
-    """Ids of ``text`` with special-token strings read as plain text, as the data is: a typed mask token is no mask."""
-    if not text:
-        return []
+def text_ids(dataset: Dataset, text: str, what: str) -> list[int]:
+    """Ids of ``text`` with special-token strings read as plain text, as the data is: a typed mask token is no mask.
+
+    ``what`` names the text in a refusal (``the prompt '...'``, ``line 3 of refs.txt``).
+    """
     tokenizer = _tokenizer(dataset)
     ids = tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
     if any(i >= dataset.vocab_size for i in ids):
-        raise LaddError(f"the prompt {text!r} encodes to the mask id {dataset.vocab_size}; remove the mask token's text from it")
+        raise LaddError(f"{what} encodes to the mask id {dataset.vocab_size}; remove the mask token's text from it")
     unknown = _unknown_parts(tokenizer, text, ids)
     if unknown:
         raise LaddError(
-            f"the prompt {text!r} holds text the tokenizer does not know ({', '.join(map(repr, unknown))}), which "
+            f"{what} holds text the tokenizer does not know ({', '.join(map(repr, unknown))}), which "
             f"would become its unknown token {tokenizer.unk_token!r}; remove or replace it"
         )
     return ids

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -10,7 +11,8 @@ from tqdm.auto import tqdm
 
 from registry.config.settings import INFERENCE_PRECISIONS, resolve_precision
 from registry.distributed import gather_rows, share
-from registry.errors import InvalidConfigError
+from registry.errors import InvalidConfigError, LaddError
+from registry.interfaces import Sampler
 
 if TYPE_CHECKING:  # annotations only
     from .assembly import Experiment
@@ -25,7 +27,9 @@ def inference_precision(device: torch.device, precision: str) -> Iterator[None]:
     """Run the networks under bf16 autocast or in full precision (categorical draws stay float64 either way)."""
     if precision not in INFERENCE_PRECISIONS:
         raise InvalidConfigError(f"inference precision {precision!r}; valid: {', '.join(INFERENCE_PRECISIONS)}")
-    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=resolve_precision(precision, device.type) == "bf16-mixed"):
+    with torch.autocast(
+        device.type, dtype=torch.bfloat16, enabled=resolve_precision(precision, device.type) == "bf16-mixed"
+    ):
         yield
 
 
@@ -39,13 +43,17 @@ def sample(
     progress: bool = False,
     fixed: torch.Tensor | None = None,
     precision: str = "auto",
+    latent: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, int]:
-    """``num_samples`` sequences (keeping ``fixed``'s known tokens); returns them and the network calls per sample.
+    """``num_samples`` sequences (keeping ``fixed``'s known tokens; given the clean ``latent`` of each row, when given);
+    returns them and the network calls per sample.
 
-    Chunk ``k`` of ``batch_size`` samples draws from its own generator (seeded ``seed`` for the first), so the samples do
-    not depend on how many processes share the chunks (each rank draws its share; all are gathered in order).
+    Chunk ``k`` of ``batch_size`` samples draws from its own generator (seeded ``seed`` for the first), so the samples
+    do not depend on how many processes share the chunks (each rank draws its share; all are gathered in order).
     """
     model = experiment.model.eval()
+    if latent is not None:
+        check_takes_latent(experiment.sampler)
     starts = range(0, num_samples, batch_size)
     chunks, calls = [], 0
     for k in tqdm(share(len(starts)), desc=f"sampling {steps} steps", disable=not progress, leave=False):
@@ -53,9 +61,25 @@ def sample(
         size = min(batch_size, num_samples - start)
         generator = torch.Generator(device=model.device).manual_seed(seed + k * CHUNK_SEED_STRIDE)
         known = None if fixed is None else fixed[start : start + size].to(model.device)
+        given = {} if latent is None else {"latent": latent[start : start + size].to(model.device)}
         with inference_precision(model.device, precision):
-            out = experiment.sampler.sample(model, size, steps, generator, fixed=known)
+            out = experiment.sampler.sample(model, size, steps, generator, fixed=known, **given)
         chunks.append(out.tokens.cpu())
         calls = out.network_calls
     local = torch.cat(chunks) if chunks else torch.zeros(0, model.seq_len, dtype=torch.long)
     return gather_rows(local), calls
+
+
+def takes_latent(sampler: Sampler) -> bool:
+    """Whether ``sampler.sample`` takes a clean latent (``latent=``); a sampler written before the keyword does not."""
+    parameters = inspect.signature(sampler.sample).parameters.values()
+    return any(p.name == "latent" or p.kind is p.VAR_KEYWORD for p in parameters)
+
+
+def check_takes_latent(sampler: Sampler) -> None:
+    """Refuse a sampler whose ``sample`` takes no clean latent (``latent=``): it could only ignore one."""
+    if not takes_latent(sampler):
+        raise LaddError(
+            f"sampler {type(sampler).__name__} cannot draw samples given a latent (its sample() takes no `latent`); "
+            f"choose one that can, e.g. --sampler sequential or --sampler joint"
+        )

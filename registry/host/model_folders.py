@@ -50,7 +50,10 @@ class ModelFolder:
         """The folder, checked to exist."""
         folder = Path(plugin_function(self.locator, f"model folder {PREFIX}{self.name}", self.origin)())
         if not folder.is_dir():
-            raise MissingResourceError(f"model folder {PREFIX}{self.name} (plugin {self.origin.plugin!r}) points to {folder}, which is not a folder")
+            raise MissingResourceError(
+                f"model folder {PREFIX}{self.name} (plugin {self.origin.plugin!r}) points to {folder}, which is not a "
+                "folder"
+            )
         return folder
 
 

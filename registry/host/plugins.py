@@ -65,7 +65,8 @@ def own_entry_points() -> set[tuple[str, str]]:
 
 
 def blocked_reason(plugin: str, own: bool, autoload: bool = True) -> str | None:
-    """Why the environment keeps this plugin from loading, or None when it may load (``own``: ladd's own entry point)."""
+    """Why the environment keeps this plugin from loading, or None when it may load (``own``: ladd's own entry
+    point)."""
     if own:
         return None
     if plugin in (_names(BLOCK_ENV) or set()):
@@ -113,7 +114,8 @@ class PluginHost:
         self._origins: dict[str, Origin] = {}
 
     def register(self, plugin: ModuleType | Any, name: str, origin: Origin | None = None, own: bool = False) -> None:
-        """Register one plugin object under ``name`` and collect what it contributes (``own``: ladd's own, whose failure is fatal)."""
+        """Register one plugin object under ``name`` and collect what it contributes (``own``: ladd's own, whose
+        failure is fatal)."""
         origin = dataclasses.replace(origin or Origin(plugin=name), own=own)
         if self.manager.has_plugin(name):
             taken = self._origins[name].distribution
@@ -143,10 +145,16 @@ class PluginHost:
         switch(STRICT_ENV)  # a value ladd does not understand is refused now, not at the first failure
         own = own_entry_points()
         # ladd's own entry points first: a third party cannot take their names
-        ordered = sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: ((ep.name, ep.value) not in own, ep.name))
+        ordered = sorted(
+            metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: ((ep.name, ep.value) not in own, ep.name)
+        )
         for entry_point in ordered:
             dist = entry_point.dist
-            origin = Origin(plugin=entry_point.name, distribution=dist.metadata["Name"] if dist else None, version=dist.version if dist else None)
+            origin = Origin(
+                plugin=entry_point.name,
+                distribution=dist.metadata["Name"] if dist else None,
+                version=dist.version if dist else None,
+            )
             is_own = (entry_point.name, entry_point.value) in own
             if is_own and entry_point.name in (_names(BLOCK_ENV) or set()):
                 self.notes.append(f"{BLOCK_ENV} names ladd's own plugin {entry_point.name!r}, which always loads")
@@ -177,7 +185,9 @@ class PluginHost:
         folders = self._named(name, "ladd_model_folders", "model folder", self.model_folders)
         importers = self._named(name, "ladd_importers", "importer", self.importers)
         return (
-            components, self._folders(name), {key: ModelFolder(key, value, origin) for key, value in folders.items()},
+            components,
+            self._folders(name),
+            {key: ModelFolder(key, value, origin) for key, value in folders.items()},
             {key: Importer(key, value, origin) for key, value in importers.items()},
         )
 
@@ -205,7 +215,9 @@ class PluginHost:
 
     def _returns(self, name: str, hook: str) -> list[Any]:
         """What plugin ``name``'s implementations of ``hook`` return (empty when it has none)."""
-        return [impl.function() for impl in getattr(self.manager.hook, hook).get_hookimpls() if impl.plugin_name == name]
+        return [
+            impl.function() for impl in getattr(self.manager.hook, hook).get_hookimpls() if impl.plugin_name == name
+        ]
 
     def _results(self, name: str, hook: str) -> list[Any]:
         """The items of the lists plugin ``name``'s implementations of ``hook`` return."""
@@ -220,7 +232,9 @@ class PluginHost:
         specs = self._results(name, "ladd_components")
         for spec in specs:
             if not isinstance(spec, ComponentSpec):
-                raise PluginLoadError(f"ladd_components() returned {spec!r}; every item must be a registry.ComponentSpec")
+                raise PluginLoadError(
+                    f"ladd_components() returned {spec!r}; every item must be a registry.ComponentSpec"
+                )
         return specs
 
     def _folders(self, name: str) -> list[Path]:

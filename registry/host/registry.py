@@ -125,7 +125,8 @@ class Registry:
         """A note on the plugins that did not load, whose components may be the ones missing."""
         if not self.failures and not self.blocked:
             return ""
-        notes = [f.message for f in self.failures] + [f"plugin {b.plugin!r} is not loaded ({b.error})" for b in self.blocked]
+        notes = [f.message for f in self.failures] + [f"plugin {b.plugin!r} is not loaded "
+            f"({b.error})" for b in self.blocked]
         return "; not searched: " + "; ".join(notes)
 
 

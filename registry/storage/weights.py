@@ -16,12 +16,14 @@ import pickle
 import re
 import struct
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import torch
 from safetensors import SafetensorError, safe_open
-from safetensors.torch import load_file, load_model, save_model
+from safetensors.torch import load_file, load_model, save_file, save_model
 
 from registry.errors import LaddError, first_line
 
@@ -48,15 +50,41 @@ def save_weights(model: torch.nn.Module, path: str | Path) -> Path:
 
 def write_weights(model: torch.nn.Module, path: Path) -> None:
     """The model's state as safetensors with the checksum of the whole file, written in place (to a fresh file)."""
-    try:
+    with _system_errors():
         save_model(model, str(path), metadata={FILE_DIGEST_KEY: _PLACEHOLDER})
-    except SafetensorError as error:  # a full disk surfaces as safetensors' own error: report it as the system's
+    _write_digest(path)
+
+
+def save_tensors(tensors: dict[str, torch.Tensor], path: str | Path, metadata: dict[str, str]) -> Path:
+    """Tensors as safetensors with ``metadata`` and the checksum of the whole file, written atomically."""
+    with replacing(path) as partial:
+        with _system_errors():
+            save_file(tensors, str(partial), metadata={**metadata, FILE_DIGEST_KEY: _PLACEHOLDER})
+        _write_digest(partial)
+    return Path(path)
+
+
+@contextmanager
+def _system_errors() -> Iterator[None]:
+    """A full disk surfaces as safetensors' own error: report it as the system's."""
+    try:
+        yield
+    except SafetensorError as error:
         found = re.search(r"os error (\d+)", str(error))
         if found is None:
             raise
         code = int(found[1])
         raise OSError(code, os.strerror(code)) from error
-    _write_digest(path)
+
+
+def state_digest(module: torch.nn.Module) -> str:
+    """The SHA-256 of a module's state (names, dtypes, shapes, values): equal for equal weights, wherever they live."""
+    digest = hashlib.sha256()
+    for name, tensor in sorted(module.state_dict().items()):
+        value = tensor.detach().cpu()
+        digest.update(f"{name}|{value.dtype}|{tuple(value.shape)}|".encode())
+        digest.update(value.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
 
 
 def _digest_entry(value: str) -> bytes:
@@ -102,19 +130,25 @@ def file_sha256(path: str | Path) -> str:
 
 def verify_weights(path: str | Path) -> dict[str, torch.Tensor]:
     """The tensors of a safetensors file, after checking its header and (when recorded) its checksum."""
+    return read_tensors(path)[0]
+
+
+def read_tensors(path: str | Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """The tensors and metadata of a safetensors file, after checking its header and (when recorded) its checksum."""
     path = Path(path)
     try:
         with safe_open(str(path), "pt") as opened:
             metadata = opened.metadata() or {}
         tensors = load_file(str(path))
     except (SafetensorError, OSError, ValueError) as error:
-        raise CorruptFileError(f"cannot read {path}: corrupt file, or not safetensors; restore it from a copy") from error
+        raise CorruptFileError(f"cannot read {path}: corrupt file, or not safetensors; restore it from a "
+            "copy") from error
     if not _matches_checksum(path, metadata):
         raise CorruptFileError(
             f"{path} is corrupt: its header or tensor data does not match the checksum written with it (bit rot or "
             f"an edited file); restore it from a copy (a stage's weights in a run folder: delete them to train again)"
         )
-    return tensors
+    return tensors, metadata
 
 
 def _matches_checksum(path: Path, metadata: dict[str, str]) -> bool:
@@ -156,7 +190,7 @@ def _torch_tensors(path: Path) -> dict[str, torch.Tensor]:
     except pickle.UnpicklingError:
         raise LaddError(
             f"refusing to load {path}: it holds objects other than tensors, and unpickling them can run code. "
-            f"If you trust its author, convert it once to safetensors with: python -c \"import torch; "
+            f'If you trust its author, convert it once to safetensors with: python -c "import torch; '
             f"from safetensors.torch import save_file; s = torch.load('{path}', weights_only=False); "
             f"s = s.get('state_dict', s); save_file({{k: v.contiguous() for k, v in s.items()}}, "
             f"'{path.with_suffix('.safetensors')}')\""
@@ -209,14 +243,19 @@ def check_checkpoint(path: str | Path) -> None:
         with zipfile.ZipFile(path) as archive:
             damaged = archive.testzip()
     except (zipfile.BadZipFile, OSError) as error:
-        raise CorruptFileError(f"cannot resume from {path}: the checkpoint is corrupt or not a ladd checkpoint ({error}); {advice}") from None
+        raise CorruptFileError(
+            f"cannot resume from {path}: the checkpoint is corrupt or not a ladd checkpoint ({error}); {advice}"
+        ) from None
     if damaged is not None:
-        raise CorruptFileError(f"cannot resume from {path}: the checkpoint is corrupt (record {damaged} fails its CRC-32 check); {advice}")
+        raise CorruptFileError(
+            f"cannot resume from {path}: the checkpoint is corrupt (record {damaged} fails its CRC-32 check); {advice}"
+        )
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception as error:  # noqa: BLE001 - whatever fails to read, the file is unusable
         raise CorruptFileError(
-            f"cannot resume from {path}: the checkpoint is corrupt or not a ladd checkpoint ({type(error).__name__}); {advice}"
+            f"cannot resume from {path}: the checkpoint is corrupt or not a ladd checkpoint ({type(error).__name__}); "
+            f"{advice}"
         ) from None
     state = checkpoint.get("state_dict") if isinstance(checkpoint, dict) else None
     if not isinstance(state, dict) or not all(isinstance(tensor, torch.Tensor) for tensor in state.values()):

@@ -55,7 +55,9 @@ class TimestepEmbedder(nn.Module):
 
     def forward(self, tau: Tensor) -> Tensor:
         half = self.frequency_dim // 2
-        freqs = torch.exp(-math.log(self.max_period) * torch.arange(half, device=tau.device, dtype=torch.float32) / half)
+        freqs = torch.exp(
+            -math.log(self.max_period) * torch.arange(half, device=tau.device, dtype=torch.float32) / half
+        )
         args = (tau.float() * self.scale)[:, None] * freqs
         features = torch.cat([torch.cos(args), torch.sin(args)], dim=-1)
         return self.mlp(features.to(cast(nn.Linear, self.mlp[0]).weight.dtype))
@@ -78,7 +80,8 @@ def apply_rotary(x: Tensor, rope: Rotary) -> Tensor:
 
 
 def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False) -> Tensor:
-    """Multi-head attention of ``[B, L, H, D]`` inputs, returning ``[B, L, H * D]``; ``causal``: position i sees j <= i."""
+    """Multi-head attention of ``[B, L, H, D]`` inputs, returning ``[B, L, H * D]``; ``causal``: position i sees j <=
+    i."""
     if flash_attn_func is not None and q.is_cuda and q.dtype in (torch.float16, torch.bfloat16):
         out = flash_attn_func(q, k, v, causal=causal)
     else:
@@ -172,7 +175,13 @@ class DiTBlock(nn.Module):
     """A DiT block, split around attention so that MM-DiT can attend jointly across modalities."""
 
     def __init__(
-        self, hidden: int, heads: int, cond_dim: int, mlp_ratio: float, dropout: float, causal: bool = False,
+        self,
+        hidden: int,
+        heads: int,
+        cond_dim: int,
+        mlp_ratio: float,
+        dropout: float,
+        causal: bool = False,
         style: BlockStyle = LADD_STYLE,
     ):
         super().__init__()
@@ -206,8 +215,15 @@ class DiTTrunk(nn.Module):
     """A stack of DiT blocks over one sequence, with RoPE positions ``0..L-1`` (causal attention when asked)."""
 
     def __init__(
-        self, hidden: int, layers: int, heads: int, cond_dim: int, mlp_ratio: float, dropout: float,
-        causal: bool = False, style: BlockStyle = LADD_STYLE,
+        self,
+        hidden: int,
+        layers: int,
+        heads: int,
+        cond_dim: int,
+        mlp_ratio: float,
+        dropout: float,
+        causal: bool = False,
+        style: BlockStyle = LADD_STYLE,
     ):
         super().__init__()
         self.head_dim = hidden // heads

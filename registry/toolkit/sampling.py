@@ -1,4 +1,5 @@
-"""Sampler helpers: the reverse time grid, known tokens, guided token predictions and the token denoising chain."""
+"""Sampler helpers: the reverse time grid, known tokens, a given clean latent, guided token predictions and the token
+denoising chain."""
 from __future__ import annotations
 
 import functools
@@ -14,6 +15,7 @@ __all__ = [
     "check_fixed_kept",
     "denoise_tokens",
     "guidance_seed",
+    "held_latent",
     "known_tokens",
     "reveals_first",
     "reverse_step",
@@ -48,8 +50,31 @@ def known_tokens(model: DenoiserModel, num_samples: int, fixed: Tensor | None, d
         )
     free = mask_id(model.vocab_size)
     if bool(((fixed < 0) | (fixed > free)).any()):
-        raise InvalidConfigError(f"fixed tokens must be ids in [0, {model.vocab_size}) or the mask id {free} at free positions")
+        raise InvalidConfigError(
+            f"fixed tokens must be ids in [0, {model.vocab_size}) or the mask id {free} at free positions"
+        )
     return fixed.to(device)
+
+
+def held_latent(model: DenoiserModel, num_samples: int, latent: Tensor | None, device: torch.device) -> Tensor | None:
+    """A given clean latent checked against the model's (the null latent's shape and kind of dtype; real ids, or finite
+    values) and moved to ``device`` in the null latent's dtype; None when none is given."""
+    if latent is None:
+        return None
+    channel = model.latent_channel()[0]
+    null = channel.null(num_samples, device)
+    if latent.shape != null.shape or latent.is_floating_point() != null.is_floating_point():
+        kind = "floats" if null.is_floating_point() else "ids"
+        raise InvalidConfigError(
+            f"a clean latent for {num_samples} samples must hold {kind} of shape {tuple(null.shape)}, as this model's "
+            f"latent does, got {latent.dtype} of shape {tuple(latent.shape)}"
+        )
+    if null.is_floating_point():
+        if not bool(torch.isfinite(latent).all()):
+            raise InvalidConfigError("a clean latent must be finite, but this one holds NaN or infinity")
+    elif channel.values is not None and bool(((latent < 0) | (latent >= channel.values)).any()):
+        raise InvalidConfigError(f"a clean latent's ids must be real codes, in [0, {channel.values}) (no mask id)")
+    return latent.to(device=device, dtype=null.dtype)
 
 
 def start_tokens(

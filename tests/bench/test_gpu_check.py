@@ -17,11 +17,23 @@ pytestmark = pytest.mark.slow  # runs the GPU check script on CPU in a subproces
 @pytest.mark.slow
 def test_gpu_check_tiny_runs_every_section_on_cpu(tmp_path: Path) -> None:
     env = {**os.environ, "OUT": str(tmp_path), "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    done = subprocess.run(["bash", "bench/gpu_check.sh", "--size", "tiny"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        ["bash", "bench/gpu_check.sh", "--size", "tiny"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "FAILED" not in done.stdout, done.stdout
-    rows = [json.loads(line) for group in ("binsaw", "lm1b", "owt") for line in (tmp_path / f"presets_{group}.jsonl").read_text().splitlines()]
-    assert [r["preset"] for r in rows] == ["binsaw/coladd_seq", "binsaw/diladd_joint", "lm1b/coladd_32", "lm1b/diladd_32_seq", "owt/mdlm"]
+    rows = [
+        json.loads(line)
+        for group in ("binsaw", "lm1b", "owt")
+        for line in (tmp_path / f"presets_{group}.jsonl").read_text().splitlines()
+    ]
+    assert [r["preset"] for r in rows] == [
+        "binsaw/coladd_seq",
+        "binsaw/diladd_joint",
+        "lm1b/coladd_32",
+        "lm1b/diladd_32_seq",
+        "owt/mdlm",
+    ]
     assert all(r["ok"] and r["steps_per_s"] > 0 and r["sample_ms"] > 0 for r in rows), rows
     assert [r["stages"] for r in rows[:2]] == [2, 2], "the two-stage sawtooth presets reach Stage 2"
     graphs = [json.loads(line) for line in (tmp_path / "presets_binsaw_graphs.jsonl").read_text().splitlines()]

@@ -123,10 +123,10 @@ def test_a_run_folder_saved_with_list_stages_loads_and_resumes(reg, tmp_path):
         saved["train"]["stages"] = list(saved["train"]["stages"].values())  # as ladd wrote them before stages had names
     (run / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     (run / RECORD_FILE).write_text(json.dumps(record))
-    experiment, plain = load_run(run, reg)
-    assert list(plain["train"]["stages"]) == ["stage1", "stage2"]
-    assert RunFolder(run).check(plain) == [], "the same settings, whichever form recorded them"
-    train(plain, run, reg)  # the finished run, trained again into its folder: accepted, nothing retrained
+    experiment, settings = load_run(run, reg)
+    assert list(settings.train.stages_to_run()) == ["stage1", "stage2"]
+    assert RunFolder(run).check(settings.plain()) == [], "the same settings, whichever form recorded them"
+    train(settings, run, reg)  # the finished run, trained again into its folder: accepted, nothing retrained
 
 
 @pytest.mark.slow

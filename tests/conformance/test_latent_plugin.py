@@ -78,6 +78,29 @@ def test_trained_jointly_on_the_diladd_preset_then_sampled(plugin_env, tmp_path)
     assert len(rows) == 8 and all(len(row) == 16 and set(row) <= {0, 1} for row in rows)
 
 
+def test_the_plugin_latent_gets_encode_like_and_interpolation(plugin_env, tmp_path):
+    run = tmp_path / "run"
+    out = run_ladd(
+        "train", "experiment=binsaw/diladd_joint_cpu", "latent=rounding", "latent.levels=4", *TINY, TWO_STAGES,
+        f"run_dir={run}", env=plugin_env,
+    )
+    assert out.returncode == 0, out.stderr
+    references = tmp_path / "refs.txt"
+    references.write_text("0 1 1 0 1 0 0 1 1 1 0 0 1 0 1 1\n1 1 1 1 0 0 0 0 1 1 1 1 0 0 0 0\n")
+    latents, like, given, path = (tmp_path / name for name in ("lat.safetensors", "like.txt", "given.txt", "path.txt"))
+    steps = ["--num", "3", "--steps", "4"]
+    for args in (
+        ("encode", str(run), "--input", str(references), "--out", str(latents)),
+        ("sample", str(run), "--like", str(references), *steps, "--out", str(like)),
+        ("sample", str(run), "--latents", str(latents), *steps, "--out", str(given)),
+        ("sample", str(run), "--interpolate", str(references), "--points", "3", *steps, "--out", str(path)),
+    ):
+        out = run_ladd(*args, env=plugin_env)
+        assert out.returncode == 0, out.stderr
+    assert like.read_text() == given.read_text() and len(like.read_text().splitlines()) == 6
+    assert len(path.read_text().splitlines()) == 9
+
+
 def test_trained_for_sequential_sampling_and_evaluated(plugin_env, tmp_path):
     run = tmp_path / "seq"
     out = run_ladd(

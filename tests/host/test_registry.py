@@ -86,7 +86,12 @@ def test_host_records_origin_from_the_distribution_and_builds_with_config_and_co
     registry = Registry.from_host(host)
     component = registry.get("schedule", "s1")
     assert component.as_dict() == {
-        "kind": "schedule", "name": "s1", "plugin": "mine", "distribution": "mine", "version": "1.2", "description": "doc",
+        "kind": "schedule",
+        "name": "s1",
+        "plugin": "mine",
+        "distribution": "mine",
+        "version": "1.2",
+        "description": "doc",
     }
     assert registry.build("schedule", "s1", {"width": 7}, extra=1).built == (7, {"extra": 1})
     assert "builtin" in {c.origin.plugin for c in registry}
@@ -116,7 +121,9 @@ def test_options_from_python_are_type_checked_and_converted_as_in_a_config():
     component = Component(ComponentSpec("schedule", "s1", _make, _Options), Origin("p"))
     with pytest.raises(InvalidConfigError) as info:
         component.build({"width": "wide"})
-    assert str(info.value).startswith("invalid option 'width' of schedule 's1': Value 'wide' of type 'str' could not be converted to Integer")
+    assert str(info.value).startswith(
+        "invalid option 'width' of schedule 's1': Value 'wide' of type 'str' could not be converted to Integer"
+    )
     assert component.build({"width": "7"}).built == (7, {})
 
 
@@ -214,7 +221,9 @@ def test_factory_that_fails_to_import_or_build_names_component_plugin_and_except
         raise RuntimeError("out of coffee")
 
     failing = Component(ComponentSpec("schedule", "brew", explode, _Options), origin)
-    with pytest.raises(ComponentError, match="^schedule 'brew' of plugin 'fancy' .* failed to build: RuntimeError: out of coffee;") as info:
+    with pytest.raises(
+        ComponentError, match="^schedule 'brew' of plugin 'fancy' .* failed to build: RuntimeError: out of coffee;"
+    ) as info:
         failing.build()
     assert isinstance(info.value.__cause__, RuntimeError)
 

@@ -85,7 +85,7 @@ class _Broken:
     ],
 )
 def test_bad_dataset_streams_are_refused(reg, tmp_path, monkeypatch, mode, message):
-    from registry.training.loop import loop as training
+    from registry.training import loop as training
 
     real = training.build_experiment
 

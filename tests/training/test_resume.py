@@ -117,7 +117,7 @@ class _BatchesOnly:
 def test_a_dataset_without_batches_from_resumes_by_replay(tmp_path, monkeypatch):
     import registry
     from registry.config.composition import compose
-    from registry.training.loop import loop as training
+    from registry.training import loop as training
 
     reg = registry.load()
     cfg = compose(["experiment=binsaw/mdlm_cpu", *TINY, "train.stages=[{steps:6}]", "train.checkpoint_every=1"], reg)

@@ -47,7 +47,9 @@ def assets(tmp_path_factory) -> dict[str, str]:
     ).save_pretrained(encoder)
     tokenizer.save_pretrained(encoder)
     teacher = root / "teacher"
-    GPT2LMHeadModel(GPT2Config(vocab_size=rows, n_layer=1, n_embd=32, n_head=2, n_positions=1024)).save_pretrained(teacher)
+    GPT2LMHeadModel(GPT2Config(vocab_size=rows, n_layer=1, n_embd=32, n_head=2, n_positions=1024)).save_pretrained(
+        teacher
+    )
     tokenizer.save_pretrained(teacher)
     return {"encoder": str(encoder), "teacher": str(teacher), "cache": str(root / "cache")}
 
@@ -99,7 +101,11 @@ def test_the_paper_presets_keep_the_paper_sizes(reg):
         "lm1b/ccdd": (128, 768, 12, 128),
     }.items():
         cfg = compose([f"experiment={preset}"], reg).plain()
-        assert (cfg["dataset"]["seq_len"], cfg["backbone"]["hidden"], cfg["backbone"]["layers"]) == (seq_len, hidden, layers)
+        assert (cfg["dataset"]["seq_len"], cfg["backbone"]["hidden"], cfg["backbone"]["layers"]) == (
+            seq_len,
+            hidden,
+            layers,
+        )
         assert cfg["dataset"]["vocab_size"] + 1 == 151_670, "Qwen3 tokens plus the mask"
         assert (cfg["latent"].get("length", 0) if latent else 0) == latent
         assert cfg["train"]["lr"] == 3e-4 and cfg["train"]["ema_decay"] == 0.9999 and cfg["train"]["batch_size"] == 512
@@ -111,7 +117,13 @@ def test_text_path_end_to_end_offline(assets, reg, tmp_path):
     """MDLM and Co-LADD: train, sample, Gen PPL + both entropies, validation PPL, zero-shot table, prompts."""
     other = tmp_path / "other.txt"
     other.write_text("an entirely different text.\n\nwith two paragraphs of it, here and there. " * 40)
-    small = ["dataset.seq_len=64", "eval.num_samples=4", "eval.batch_size=4", "eval.loss_batches=1", "eval.budgets=[2,8]"]
+    small = [
+        "dataset.seq_len=64",
+        "eval.num_samples=4",
+        "eval.batch_size=4",
+        "eval.loss_batches=1",
+        "eval.budgets=[2,8]",
+    ]
     latent = ["latent.length=8", "encoder.length=8"]
     for preset, extra in (("lm1b/mdlm", []), ("lm1b/coladd_32", latent)):
         settings = compose([*offline_overrides(assets, preset), *small, *extra], reg)
@@ -129,7 +141,9 @@ def test_text_path_end_to_end_offline(assets, reg, tmp_path):
         fixed = fixed_tokens(experiment.dataset, 3, "to be", "the end")
         tokens, _ = sample(experiment, 3, 4, 3, seed=1, fixed=fixed)
         known = fixed != mask_id(experiment.dataset.vocab_size)
-        assert torch.equal(tokens[known], fixed[known]) and not bool((tokens == mask_id(experiment.dataset.vocab_size)).any())
+        assert torch.equal(tokens[known], fixed[known]) and not bool(
+            (tokens == mask_id(experiment.dataset.vocab_size)).any()
+        )
 
         table = zero_shot(experiment, settings, reg, ["shakespeare", str(other)], "source", 1, 2, 0)
         assert [row.corpus for row in table] == ["shakespeare", str(other)]
