@@ -149,11 +149,17 @@ class RevealingProcess(Process):
 
     @abstractmethod
     def fill(self, x_t: Tensor, reveal: Tensor, prediction: Tensor, generator: torch.Generator | None = None) -> Tensor:
-        """``x_s``: ``x_t`` with new values drawn at ``reveal`` from ``prediction`` (``[N, K]``, one row per revealed position)."""
+        """``x_s``: ``x_t`` with new values drawn at ``reveal`` from ``prediction`` (``[N, K]``, one row per revealed
+        position)."""
 
     def step(
-        self, x_t: Tensor, prediction: Tensor, tau_t: Tensor, tau_s: Tensor,
-        generator: torch.Generator | None = None, fixed: Tensor | None = None,
+        self,
+        x_t: Tensor,
+        prediction: Tensor,
+        tau_t: Tensor,
+        tau_s: Tensor,
+        generator: torch.Generator | None = None,
+        fixed: Tensor | None = None,
     ) -> Tensor:
         """``fill`` at the positions ``reveal`` picks; known tokens stay, as ``reveal`` only picks masked positions."""
         reveal = self.reveal(x_t, tau_t, tau_s, generator)
@@ -274,7 +280,12 @@ class Backbone(nn.Module, ABC):
 
     @abstractmethod
     def forward(
-        self, x_t: Tensor | None, tau_x: Tensor | None, y_t: Tensor | None, tau_y: Tensor | None, rows: Tensor | None = None
+        self,
+        x_t: Tensor | None,
+        tau_x: Tensor | None,
+        y_t: Tensor | None,
+        tau_y: Tensor | None,
+        rows: Tensor | None = None,
     ) -> Denoised:
         """Predict clean tokens and/or latents from the noisy channels at their times.
 
@@ -310,7 +321,12 @@ class DenoiserModel(ABC):
 
     @abstractmethod
     def predict(
-        self, x_t: Tensor | None, tau_x: Tensor | None, y_t: Tensor | None, tau_y: Tensor | None, rows: Tensor | None = None
+        self,
+        x_t: Tensor | None,
+        tau_x: Tensor | None,
+        y_t: Tensor | None,
+        tau_y: Tensor | None,
+        rows: Tensor | None = None,
     ) -> Denoised:
         """Predictions of the denoiser, with token logits only at ``rows`` when given (as ``Backbone.forward``).
 
@@ -322,7 +338,9 @@ class DenoiserModel(ABC):
     def latent_channel(self) -> tuple[Latent, Process]:
         """The latent and its process; an ``IncompatibleComponentsError`` for a model without a latent channel."""
         if self.latent is None or self.latent_process is None:
-            raise IncompatibleComponentsError("this model has no latent channel (latent=null): no latent to draw, noise or condition on")
+            raise IncompatibleComponentsError(
+                "this model has no latent channel (latent=null): no latent to draw, noise or condition on"
+            )
         return self.latent, self.latent_process
 
     def latent_prior(self, batch: int, generator: torch.Generator | None = None) -> Tensor:
@@ -456,7 +474,7 @@ class Dataset(ABC):
         return islice(self.batches(batch_size, seed, split), start, None)
 
     def device_batches(self, start: int, batch_size: int, seed: int, device: torch.device) -> Iterator[Tensor] | None:
-        """The training stream drawn directly on ``device`` from batch ``start`` on, or None to draw on the CPU (the default).
+        """The training stream drawn on ``device`` from batch ``start`` on, or None to draw on the CPU (the default).
 
         Training uses it when it is given: no batch crosses from the host and none is read back to be checked
         (only the first), so a step never waits for the host. It need not equal ``batches_from``'s stream (device
@@ -490,7 +508,9 @@ class Dataset(ABC):
         return None
 
 
-def device_batches(dataset: Dataset, start: int, batch_size: int, seed: int, device: torch.device) -> Iterator[Tensor] | None:
+def device_batches(
+    dataset: Dataset, start: int, batch_size: int, seed: int, device: torch.device
+) -> Iterator[Tensor] | None:
     """``dataset.device_batches(...)``, or None for a dataset written without the ``Dataset`` base."""
     return dataset.device_batches(start, batch_size, seed, device) if isinstance(dataset, Dataset) else None
 

@@ -58,7 +58,7 @@ class AutoregressiveProcess(RevealingProcess):
         return cross_entropy(prediction.flatten(0, -2), x0.flatten()).view(x0.shape[0], -1).float()
 
     def reveal(self, x_t: Tensor, tau_t: Tensor, tau_s: Tensor, generator: torch.Generator | None = None) -> Tensor:
-        """The leftmost ``ceil(m (tau_t - tau_s) / tau_t)`` of a row's ``m`` masked positions (all of them at tau_s = 0).
+        """The leftmost ``ceil(m (tau_t - tau_s) / tau_t)`` of a row's ``m`` masked positions (all at tau_s = 0).
 
         With ``S`` equal steps from all-mask this is one position per step; positions that are not masked
         (prompt tokens) are skipped, so a prompt only shortens the chain.

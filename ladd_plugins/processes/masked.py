@@ -46,7 +46,8 @@ class MaskedProcess(RevealingProcess):
         return (self.horizon * (self._gbar(previous) - gbar) / denominator).to(tau.dtype)
 
     def loss(self, prediction: Tensor, x0: Tensor, x_t: Tensor, tau: Tensor) -> Tensor:
-        """Weighted cross-entropy at the masked positions of real-token logits ``[B, S, K]``, or ``[N, K]`` at those positions only."""
+        """Weighted cross-entropy at the masked positions of real-token logits ``[B, S, K]``, or ``[N, K]`` at those
+        positions only."""
         return self._cross_entropy(prediction, x0, x_t).mean(dim=1) * self.weight(tau).float()
 
     def position_loss(self, prediction: Tensor, x0: Tensor, x_t: Tensor, tau: Tensor) -> Tensor:
@@ -68,14 +69,16 @@ class MaskedProcess(RevealingProcess):
         return x_t == self.mask
 
     def reveal_probability(self, tau_t: Tensor, tau_s: Tensor) -> Tensor:
-        """Probability that a position masked at ``tau_t`` is revealed at ``tau_s``: ``(gbar_s - gbar_t) / (1 - gbar_t)``."""
+        """Probability that a position masked at ``tau_t`` is revealed at ``tau_s``: ``(gbar_s - gbar_t) / (1 -
+        gbar_t)``."""
         gbar_t, gbar_s = self._gbar(tau_t), self._gbar(tau_s)
         bridge = (gbar_s - gbar_t) / (1.0 - gbar_t).clamp(min=torch.finfo(torch.float64).tiny)
         # the final step removes all remaining noise, even where gbar(0) < 1
         return torch.where(tau_s <= 0, 1.0, bridge.clamp(0.0, 1.0))
 
     def reveal(self, x_t: Tensor, tau_t: Tensor, tau_s: Tensor, generator: torch.Generator | None = None) -> Tensor:
-        """Masked positions that the exact bridge reveals between ``tau_t`` and ``tau_s`` (independent of the prediction)."""
+        """Masked positions that the exact bridge reveals between ``tau_t`` and ``tau_s`` (independent of the
+        prediction)."""
         draw = torch.rand(x_t.shape, generator=generator, device=x_t.device, dtype=torch.float64)
         return (x_t == self.mask) & (draw < per_sample(self.reveal_probability(tau_t, tau_s), x_t))
 

@@ -60,8 +60,11 @@ def _generator() -> torch.Generator:
     return torch.Generator().manual_seed(0)
 
 
-def _built(registry: Registry, kind: str, accept: Callable[[Any], bool] = lambda _: True, **context: Any) -> list[tuple[str, Any]]:
-    """(``kind 'name'``, default instance) of every registered component of ``kind`` that builds and passes ``accept``."""
+def _built(
+    registry: Registry, kind: str, accept: Callable[[Any], bool] = lambda _: True, **context: Any
+) -> list[tuple[str, Any]]:
+    """(``kind 'name'``, default instance) of every registered component of ``kind`` that builds and passes
+    ``accept``."""
     found = []
     for name in registry.names(kind):
         try:
@@ -71,7 +74,9 @@ def _built(registry: Registry, kind: str, accept: Callable[[Any], bool] = lambda
         if accept(instance):
             found.append((f"{kind} {name!r}", instance))
     if not found:
-        raise MissingResourceError(f"no registered {kind} fits with its default options here, so this use cannot be made")
+        raise MissingResourceError(
+            f"no registered {kind} fits with its default options here, so this use cannot be made"
+        )
     return found
 
 
@@ -93,12 +98,20 @@ def _schedule(registry: Registry) -> Any:
 
 def _token_processes(registry: Registry, schedule: Any) -> list[tuple[str, Any]]:
     """Every registered process that diffuses token ids, built for the probe vocabulary."""
-    return _built(registry, "process", lambda process: process.diffuses in TOKEN_STATES, schedule=schedule, vocab_size=VOCAB)
+    return _built(
+        registry, "process", lambda process: process.diffuses in TOKEN_STATES, schedule=schedule, vocab_size=VOCAB
+    )
 
 
 def _latent_processes(registry: Registry, latent: Latent, schedule: Any) -> list[tuple[str, Any]]:
     """Every registered process that diffuses what ``latent`` produces."""
-    return _built(registry, "process", lambda process: process.diffuses == latent.produces, schedule=schedule, vocab_size=latent.values)
+    return _built(
+        registry,
+        "process",
+        lambda process: process.diffuses == latent.produces,
+        schedule=schedule,
+        vocab_size=latent.values,
+    )
 
 
 def exercise_schedule(component: Component, registry: Registry) -> None:
@@ -107,7 +120,9 @@ def exercise_schedule(component: Component, registry: Registry) -> None:
     tau = torch.linspace(0.0, 1.0, 9)
     with _during("signal(tau)"):
         signal = schedule.signal(tau)
-    _expect(signal.shape == tau.shape, f"signal(tau) has shape {tuple(signal.shape)} for tau of shape {tuple(tau.shape)}")
+    _expect(
+        signal.shape == tau.shape, f"signal(tau) has shape {tuple(signal.shape)} for tau of shape {tuple(tau.shape)}"
+    )
     _expect(bool(((signal >= 0) & (signal <= 1)).all()), f"signal(tau) leaves [0, 1]: {signal.tolist()}")
     _expect(bool((signal.diff() <= 1e-6).all()), f"signal(tau) must not rise with tau: {signal.tolist()}")
     _with_a_partner(_token_processes(registry, schedule), _token_round)
@@ -149,21 +164,36 @@ def _token_round(process: Any) -> None:
         _expect(bool(torch.isfinite(loss).all()), f"loss is not finite: {loss.tolist()}")
         loss.mean().backward()
     gradient = network.token_head.weight.grad
-    _expect(gradient is not None and bool(gradient.abs().sum() > 0), "the loss does not depend on the prediction (no gradient reaches it)")
+    _expect(
+        gradient is not None and bool(gradient.abs().sum() > 0),
+        "the loss does not depend on the prediction (no gradient reaches it)",
+    )
     if type(process).position_loss is not Process.position_loss:
         with _during("position_loss"), torch.no_grad():
             positions = process.position_loss(logits, x0, x_t, tau)
-        _expect(positions.shape == x0.shape, f"position_loss must be per position, shape {tuple(x0.shape)}, got {tuple(positions.shape)}")
-        _expect(torch.allclose(positions.mean(dim=1), loss, atol=1e-5),
-                f"position_loss averaged over positions differs from loss: {positions.mean(dim=1).tolist()} vs {loss.tolist()}")
+        _expect(
+            positions.shape == x0.shape,
+            f"position_loss must be per position, shape {tuple(x0.shape)}, got {tuple(positions.shape)}",
+        )
+        _expect(
+            torch.allclose(positions.mean(dim=1), loss, atol=1e-5),
+            f"position_loss averaged over positions differs from loss: {positions.mean(dim=1).tolist()} vs "
+            f"{loss.tolist()}",
+        )
     rows = process.loss_rows(x_t)
     if rows is not None:
         with _during("loss at loss_rows only"):
             on_rows = process.loss(logits[rows], x0, x_t, tau)
-        _expect(torch.allclose(on_rows, loss, atol=1e-5), f"loss at loss_rows differs from the full loss: {on_rows.tolist()} vs {loss.tolist()}")
+        _expect(
+            torch.allclose(on_rows, loss, atol=1e-5),
+            f"loss at loss_rows differs from the full loss: {on_rows.tolist()} vs {loss.tolist()}",
+        )
     with _during("the reverse chain from the prior"), torch.no_grad():
         *_, (_, x) = _reverse_chain(process, network, process.prior((BATCH, SEQ), CPU, generator), generator)
-    _expect(x.dtype == torch.long and bool(((x >= 0) & (x < VOCAB)).all()), f"the reverse chain ends in {x.tolist()}, not in token ids 0..{VOCAB - 1}")
+    _expect(
+        x.dtype == torch.long and bool(((x >= 0) & (x < VOCAB)).all()),
+        f"the reverse chain ends in {x.tolist()}, not in token ids 0..{VOCAB - 1}",
+    )
     if takes_fixed(process):
         _check_fixed_kept(process, network)
     if isinstance(process, RevealingProcess):
@@ -202,7 +232,10 @@ def _check_reveal_matches_step(process: RevealingProcess, network: ProbeBackbone
         generator = _generator()
         reveal = process.reveal(x, t, s, generator)
         filled = process.fill(x, reveal, logits[reveal], generator)
-    _expect(torch.equal(stepped, filled), "step differs from fill at the positions reveal picks, under the same random stream")
+    _expect(
+        torch.equal(stepped, filled),
+        "step differs from fill at the positions reveal picks, under the same random stream",
+    )
 
 
 def exercise_latent(component: Component, registry: Registry) -> None:
@@ -232,15 +265,28 @@ def exercise_latent(component: Component, registry: Registry) -> None:
 
 def _latent_round(latent: Latent, latent_process: Process, process: Any, registry: Registry) -> None:
     joint = DiffusionModel(
-        process, latent, ProbeBackbone(Channels(VOCAB, SEQ, latent)), VOCAB, SEQ,
-        Objective(lambda_latent=1.0), ProbeEncoder(VOCAB, latent.length, latent.width), latent_process=latent_process,
+        process,
+        latent,
+        ProbeBackbone(Channels(VOCAB, SEQ, latent)),
+        VOCAB,
+        SEQ,
+        Objective(lambda_latent=1.0),
+        ProbeEncoder(VOCAB, latent.length, latent.width),
+        latent_process=latent_process,
         schedule=_schedule(registry),
     )
     _train_step(joint, "a training step of a joint model")
     sequential = DiffusionModel(
-        process, latent, ProbeBackbone(Channels(VOCAB, SEQ, latent)), VOCAB, SEQ,
-        Objective(lambda_latent=1.0, latent_time="clean"), ProbeEncoder(VOCAB, latent.length, latent.width),
-        ProbeBackbone(Channels(0, 0, latent)), latent_process, _schedule(registry),
+        process,
+        latent,
+        ProbeBackbone(Channels(VOCAB, SEQ, latent)),
+        VOCAB,
+        SEQ,
+        Objective(lambda_latent=1.0, latent_time="clean"),
+        ProbeEncoder(VOCAB, latent.length, latent.width),
+        ProbeBackbone(Channels(0, 0, latent)),
+        latent_process,
+        _schedule(registry),
     )
     _train_step(sequential, "a training step of a sequential model (separate latent denoiser)")
     _check_stage2(joint)  # last: the frozen encoder is shared with the sequential model
@@ -253,12 +299,16 @@ def _check_codes(latent: Latent) -> torch.Tensor:
     features = ProbeEncoder(VOCAB, latent.length, latent.width)(torch.randint(VOCAB, (BATCH, SEQ)))
     with _during("encode"):
         y0 = latent.encode(features).y0
-    _expect(y0.is_floating_point() or y0.dtype == torch.long, f"encode gives codes of dtype {y0.dtype}; discrete codes must be torch.long (int64)")
+    _expect(
+        y0.is_floating_point() or y0.dtype == torch.long,
+        f"encode gives codes of dtype {y0.dtype}; discrete codes must be torch.long (int64)",
+    )
     with _during("null"):
         null = latent.null(BATCH, CPU)
     _expect(
         null.shape == y0.shape and null.dtype == y0.dtype,
-        f"null gives {null.dtype} of shape {tuple(null.shape)} but encode gives {y0.dtype} of shape {tuple(y0.shape)}; they must match",
+        f"null gives {null.dtype} of shape {tuple(null.shape)} but encode gives {y0.dtype} of shape {tuple(y0.shape)}; "
+        "they must match",
     )
     return y0
 
@@ -274,7 +324,8 @@ def _train_step(model: DiffusionModel, what: str) -> None:
 
 
 def _check_stage2(model: DiffusionModel) -> None:
-    """A Stage 2 training step (``freeze_encoder``: the encoder frozen, the latent still learning) runs with finite loss terms."""
+    """A Stage 2 training step (``freeze_encoder``: the encoder frozen, the latent still learning) runs with finite
+    loss terms."""
     model.freeze_encoder()
     _train_step(model, "a Stage 2 training step (encoder frozen)")
 
@@ -295,12 +346,20 @@ def _sample(model: DiffusionModel, label: str, sampler: Sampler) -> None:
     with _during(f"sampling with {label}"):
         out = sampler.sample(model.eval(), BATCH, SEQ, _generator(), fixed=fixed)
     tokens = out.tokens
-    _expect(tokens.shape == (BATCH, SEQ) and tokens.dtype == torch.long, f"{label} gives samples of {tokens.dtype}, shape {tuple(tokens.shape)}")
-    _expect(bool(((tokens >= 0) & (tokens < VOCAB)).all()), f"samples hold ids outside 0..{VOCAB - 1}: {tokens.tolist()}")
+    _expect(
+        tokens.shape == (BATCH, SEQ) and tokens.dtype == torch.long,
+        f"{label} gives samples of {tokens.dtype}, shape {tuple(tokens.shape)}",
+    )
+    _expect(
+        bool(((tokens >= 0) & (tokens < VOCAB)).all()), f"samples hold ids outside 0..{VOCAB - 1}: {tokens.tolist()}"
+    )
     _expect(bool((tokens[:, 0] == 1).all()), "samples do not keep the tokens given in `fixed`")
     if model.latent is not None:
         null = model.latent.null(BATCH, CPU)
-        _expect(out.latent is not None and out.latent.shape == null.shape, f"the sampled latent must have the null latent's shape {tuple(null.shape)}")
+        _expect(
+            out.latent is not None and out.latent.shape == null.shape,
+            f"the sampled latent must have the null latent's shape {tuple(null.shape)}",
+        )
     if model.latent is not None and takes_latent(sampler):
         with _during(f"encoding with latent {type(model.latent).__name__!r}"):
             given = model.encode(tokens)
@@ -338,8 +397,15 @@ def exercise_sampler(component: Component, registry: Registry) -> None:
     def use(pair: tuple[Any, tuple[Latent, Process]]) -> None:
         process, (latent, latent_process) = pair
         model = DiffusionModel(
-            process, latent, ProbeBackbone(Channels(VOCAB, SEQ, latent)), VOCAB, SEQ, Objective(),
-            ProbeEncoder(VOCAB, latent.length, latent.width), latent_process=latent_process, schedule=schedule,
+            process,
+            latent,
+            ProbeBackbone(Channels(VOCAB, SEQ, latent)),
+            VOCAB,
+            SEQ,
+            Objective(),
+            ProbeEncoder(VOCAB, latent.length, latent.width),
+            latent_process=latent_process,
+            schedule=schedule,
         )
         _sample(model, f"sampler {component.name!r}", sampler)
 
@@ -354,10 +420,16 @@ def exercise_encoder(component: Component, registry: Registry) -> None:
     with _during("forward"):
         features = encoder(tokens, tokens == VOCAB)
     expected = (BATCH, encoder.length, encoder.width)
-    _expect(tuple(features.shape) == expected, f"features of shape {tuple(features.shape)}, expected (batch, length, width) = {expected}")
+    _expect(
+        tuple(features.shape) == expected,
+        f"features of shape {tuple(features.shape)}, expected (batch, length, width) = {expected}",
+    )
     if encoder.trainable and any(p.requires_grad for p in encoder.parameters()):
         features.sum().backward()
-        _expect(any(p.grad is not None for p in encoder.parameters()), "a trainable encoder's features do not reach its parameters")
+        _expect(
+            any(p.grad is not None for p in encoder.parameters()),
+            "a trainable encoder's features do not reach its parameters",
+        )
 
 
 def exercise_backbone(component: Component, registry: Registry) -> None:
@@ -388,21 +460,32 @@ def _backbone_round(backbone: Any, channels: Channels) -> None:
     if channels.latent is not None:
         latent = channels.latent
         with torch.no_grad():
-            y0 = latent.encode(ProbeEncoder(VOCAB, latent.length, latent.width)(torch.randint(VOCAB, (BATCH, SEQ), generator=generator))).y0
+            y0 = latent.encode(
+                ProbeEncoder(VOCAB, latent.length, latent.width)(
+                    torch.randint(VOCAB, (BATCH, SEQ), generator=generator)
+                )
+            ).y0
         y = latent.backbone_input(y0)
     tau_x, tau_y = (tau if x is not None else None), (tau if y is not None else None)
-    given = " + ".join(name for name, value in (("tokens", x), (type(channels.latent).__name__, y)) if value is not None)
+    given = " + ".join(
+        name for name, value in (("tokens", x), (type(channels.latent).__name__, y)) if value is not None
+    )
     backbone.eval()
     with _during(f"forward with {given}"), torch.no_grad():
         out = backbone(x, tau_x, y, tau_y)
     if x is not None:
         expected = (BATCH, SEQ, VOCAB)
-        _expect(out.tokens is not None and out.tokens.shape == expected, f"forward with {given}: token logits must be (batch, S, K) = {expected}")
+        _expect(
+            out.tokens is not None and out.tokens.shape == expected,
+            f"forward with {given}: token logits must be (batch, S, K) = {expected}",
+        )
         rows = x == VOCAB
         with _during(f"forward with {given} at rows"), torch.no_grad():
             on_rows = backbone(x, tau_x, y, tau_y, rows).tokens
         _expect(
-            on_rows is not None and on_rows.shape == out.tokens[rows].shape and torch.allclose(on_rows, out.tokens[rows], atol=1e-4),
+            on_rows is not None
+            and on_rows.shape == out.tokens[rows].shape
+            and torch.allclose(on_rows, out.tokens[rows], atol=1e-4),
             f"forward with {given} at rows differs from forward at every position, taken at the same rows",
         )
     if y is not None:
@@ -414,7 +497,7 @@ def _backbone_round(backbone: Any, channels: Channels) -> None:
 
 
 def exercise_dataset(component: Component, registry: Registry) -> None:
-    """Batches of token ids ``[B, seq_len]`` inside the vocabulary; the same seed gives the same stream, also resumed at batch 2.
+    """Token ids ``[B, seq_len]`` inside the vocabulary; the same seed gives the same stream, also resumed at batch 2.
 
     A dataset that draws on the training device (``device_batches``) is checked the same way, on the CPU.
     """
@@ -429,7 +512,10 @@ def exercise_dataset(component: Component, registry: Registry) -> None:
         on_device = [device_batches(dataset, start, BATCH, 0, cpu) for start in (0, 0, 2)]
     if on_device[0] is None:
         return
-    _expect(all(stream is not None for stream in on_device), "device_batches returns a stream for some starts and None for others")
+    _expect(
+        all(stream is not None for stream in on_device),
+        "device_batches returns a stream for some starts and None for others",
+    )
     with _during("device_batches"):
         resumed = next(cast(Iterator[torch.Tensor], on_device[2]))
     _check_stream(dataset, on_device[:2], resumed, "device_batches: ", "device_batches(2, ...)")
@@ -439,11 +525,20 @@ def _check_stream(dataset: Any, streams: list[Any], resumed: torch.Tensor, prefi
     """Two streams of one seed agree, hold ``[B, seq_len]`` token ids, and their third batch is ``resumed``."""
     with _during(prefix.rstrip(": ") or "batches"):
         batch, again = next(streams[0]), [next(streams[1]) for _ in range(3)]
-    _expect(tuple(batch.shape) == (BATCH, dataset.seq_len), f"{prefix}batch of shape {tuple(batch.shape)}, expected {(BATCH, dataset.seq_len)}")
+    _expect(
+        tuple(batch.shape) == (BATCH, dataset.seq_len),
+        f"{prefix}batch of shape {tuple(batch.shape)}, expected {(BATCH, dataset.seq_len)}",
+    )
     _expect(batch.dtype == torch.long, f"{prefix}batch of dtype {batch.dtype}, expected torch.int64")
-    _expect(bool(((batch >= 0) & (batch < dataset.vocab_size)).all()), f"{prefix}batch holds ids outside 0..{dataset.vocab_size - 1}")
+    _expect(
+        bool(((batch >= 0) & (batch < dataset.vocab_size)).all()),
+        f"{prefix}batch holds ids outside 0..{dataset.vocab_size - 1}",
+    )
     _expect(torch.equal(batch, again[0]), f"{prefix}the same seed and split give different batches")
-    _expect(torch.equal(resumed, again[2]), f"{resumed_name} is not the stream's third batch: resuming would train on other data")
+    _expect(
+        torch.equal(resumed, again[2]),
+        f"{resumed_name} is not the stream's third batch: resuming would train on other data",
+    )
 
 
 def exercise_metric(component: Component, registry: Registry) -> None:
@@ -451,7 +546,10 @@ def exercise_metric(component: Component, registry: Registry) -> None:
     metric = _without_text(component)
     with _during("scoring two sample sets"):
         scores = metric(torch.randint(2, (16, SEQ)), torch.randint(2, (16, SEQ)))
-    _expect(isinstance(scores, dict) and metric.primary in scores, f"scores {scores} lack the primary score {metric.primary!r}")
+    _expect(
+        isinstance(scores, dict) and metric.primary in scores,
+        f"scores {scores} lack the primary score {metric.primary!r}",
+    )
     _expect(all(isinstance(v, float) for v in scores.values()), f"scores must be floats: {scores}")
 
 
@@ -460,7 +558,9 @@ def _without_text(component: Component, **context: Any) -> Any:
     try:
         return component.build(tokenizer=None, **context)
     except IncompatibleComponentsError as error:
-        raise MissingResourceError(f"needs a text dataset's tokenizer, which a tiny check cannot supply ({error})") from None
+        raise MissingResourceError(
+            f"needs a text dataset's tokenizer, which a tiny check cannot supply ({error})"
+        ) from None
 
 
 #: Kind -> its exercise: one tiny real use of a component of that kind, run by ``ladd plugins check``.

@@ -59,7 +59,12 @@ def evaluate(experiment: Experiment, method: str, settings: EvalConfig, progress
     data floor compares ``eval.floor_draws`` further data draws with the references of those seeds, so
     the floor and the scores come with their spread over independent draws.
     """
-    n, precision, repeats, floor_draws = settings.num_samples, settings.precision, settings.repeats, settings.floor_draws
+    n, precision, repeats, floor_draws = (
+        settings.num_samples,
+        settings.precision,
+        settings.repeats,
+        settings.floor_draws,
+    )
     seeds = [settings.seed + r * _REPEAT_SEED_STRIDE for r in range(max(repeats, floor_draws))]
     result = EvalResult(
         method,
@@ -79,7 +84,9 @@ def evaluate(experiment: Experiment, method: str, settings: EvalConfig, progress
     for steps in tqdm(settings.budgets, desc=f"evaluating {method}", disable=not progress):
         draws, calls = [], 0
         for seed, reference in zip(seeds[:repeats], references, strict=False):
-            samples, calls = sample(experiment, n, int(steps), settings.batch_size, seed + int(steps), precision=precision)
+            samples, calls = sample(
+                experiment, n, int(steps), settings.batch_size, seed + int(steps), precision=precision
+            )
             draws.append(experiment.metric(samples, reference))
         scores, spread = mean_and_spread(draws)
         result.scores.append(BudgetScore(int(steps), calls, scores, spread))

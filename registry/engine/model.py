@@ -30,7 +30,8 @@ def _where_batch(condition: Tensor, a: Tensor, b: Tensor) -> Tensor:
 def kept_row_weights(dropped: Tensor) -> Tensor:
     """Row weights whose mean over the batch is the mean over the rows not ``dropped`` (all zero if every row is).
 
-    Computed on the global batch, so that ranks averaging their own rows' weighted means still average over all kept rows.
+    Computed on the global batch, so that ranks averaging their own rows' weighted means still average over all
+    kept rows.
     """
     kept = (~dropped).float()
     return kept * (kept.numel() / kept.sum().clamp(min=1.0))
@@ -101,7 +102,7 @@ class DiffusionModel(nn.Module, DenoiserModel):
             self.freeze_encoder()
 
     def freeze_encoder(self) -> None:
-        """Stage 2: the encoder stops learning; the latent's own state keeps training (e.g. a VQ's codebook and mask vector).
+        """Stage 2: the encoder stops learning; the latent's own state keeps training (a VQ's codebook, mask vector).
 
         The paper freezes the encoder and optimises the full objective, quantiser loss included; the authors'
         code freezes the encoder module alone and keeps the quantiser (EMA codebook, learned mask vector) training.
@@ -112,7 +113,8 @@ class DiffusionModel(nn.Module, DenoiserModel):
             self.encoder.eval()
 
     def compile_backbones(self, mode: str | None = None) -> None:
-        """``torch.compile`` the denoising backbones in place: parameter names, the EMA and checkpoints are unchanged."""
+        """``torch.compile`` the denoising backbones in place: parameter names, the EMA and checkpoints are
+        unchanged."""
         for backbone in (self.backbone, self.latent_backbone):
             if backbone is not None:
                 backbone.compile(mode=mode)
@@ -124,7 +126,12 @@ class DiffusionModel(nn.Module, DenoiserModel):
         return self
 
     def predict(
-        self, x_t: Tensor | None, tau_x: Tensor | None, y_t: Tensor | None, tau_y: Tensor | None, rows: Tensor | None = None
+        self,
+        x_t: Tensor | None,
+        tau_x: Tensor | None,
+        y_t: Tensor | None,
+        tau_y: Tensor | None,
+        rows: Tensor | None = None,
     ) -> Denoised:
         y_in = None if y_t is None else self.latent_channel()[0].backbone_input(y_t)
         if tau_x is not None:
@@ -132,9 +139,13 @@ class DiffusionModel(nn.Module, DenoiserModel):
         if self.latent_backbone is not None:
             return Denoised(latent=self.latent_backbone(None, None, y_in, tau_y).latent)
         if y_t is None or tau_y is None:
-            raise ValueError("a prediction of the latent alone (tau_x None) needs the noisy latent y_t and its time tau_y")
+            raise ValueError(
+                "a prediction of the latent alone (tau_x None) needs the noisy latent y_t and its time tau_y"
+            )
         if x_t is None:
-            x_t = torch.full((y_t.shape[0], self.seq_len), mask_id(self.vocab_size), dtype=torch.long, device=y_t.device)
+            x_t = torch.full(
+                (y_t.shape[0], self.seq_len), mask_id(self.vocab_size), dtype=torch.long, device=y_t.device
+            )
         return Denoised(latent=self.backbone(x_t, torch.ones_like(tau_y), y_in, tau_y).latent)
 
     @torch.no_grad()
@@ -160,7 +171,10 @@ class DiffusionModel(nn.Module, DenoiserModel):
         return self.encoder
 
     def loss(
-        self, x0: Tensor, generator: torch.Generator | None = None, shard: Shard | None = None,
+        self,
+        x0: Tensor,
+        generator: torch.Generator | None = None,
+        shard: Shard | None = None,
         padding: Tensor | None = None,
     ) -> dict[str, Tensor]:
         """The training objective and its terms (batch means).
@@ -237,7 +251,12 @@ class DiffusionModel(nn.Module, DenoiserModel):
             return self._token_loss(x0, x_t, tau_x, y_in, tau_y, positions)[0]
 
     def _token_loss(
-        self, x0: Tensor, x_t: Tensor, tau_x: Tensor, y_in: Tensor | None, tau_y: Tensor | None,
+        self,
+        x0: Tensor,
+        x_t: Tensor,
+        tau_x: Tensor,
+        y_in: Tensor | None,
+        tau_y: Tensor | None,
         positions: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """Per-sample token loss and the backbone's latent prediction (the head applied at the loss rows only if asked).
@@ -250,7 +269,9 @@ class DiffusionModel(nn.Module, DenoiserModel):
             return self.process.loss(out.tokens, x0, x_t, tau_x), out.latent
         return (self.process.position_loss(out.tokens, x0, x_t, tau_x) * positions).mean(dim=1), out.latent
 
-    def _token_side_latent(self, y0: Tensor, tau_all: Tensor, generator: torch.Generator | None, shard: Shard | None) -> tuple[Tensor, Tensor]:
+    def _token_side_latent(
+        self, y0: Tensor, tau_all: Tensor, generator: torch.Generator | None, shard: Shard | None
+    ) -> tuple[Tensor, Tensor]:
         mode = self.objective.latent_time
         if mode == "clean":
             return take(shard, torch.zeros_like(tau_all)), y0
@@ -279,7 +300,9 @@ class DiffusionModel(nn.Module, DenoiserModel):
         latent, latent_process = self.latent_channel()
         if self.latent_backbone is None:
             if prediction is None:
-                raise IncompatibleComponentsError(f"backbone {type(self.backbone).__name__} predicts no latent and there is no latent_backbone")
+                raise IncompatibleComponentsError(
+                    f"backbone {type(self.backbone).__name__} predicts no latent and there is no latent_backbone"
+                )
             return _weighted_mean(latent_process.loss(prediction, y0, y_t, tau_y), weights)
         repeats = self.objective.latent_repeats
         y0 = y0.repeat_interleave(repeats, dim=0)

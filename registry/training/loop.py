@@ -144,13 +144,15 @@ class LaddModule(L.LightningModule):
 
     def training_step(self, batch: torch.Tensor, batch_idx: int) -> torch.Tensor:
         if self.train_cfg.compile:
-            torch.compiler.cudagraph_mark_step_begin()  # under CUDA graphs (reduce-overhead): last step's outputs may be reused
+            # under CUDA graphs (reduce-overhead) the last step's outputs may be reused
+            torch.compiler.cudagraph_mark_step_begin()
         world = self.trainer.world_size
-        shard = Shard(self.global_rank, world, step_seed(self.seed, self.stage, self.global_step)) if world > 1 else None
+        shard = (
+            Shard(self.global_rank, world, step_seed(self.seed, self.stage, self.global_step)) if world > 1 else None
+        )
         padding = None if self.dataset is None else padding_of(self.dataset, batch)
-        keep_out = {} if padding is None else {"padding": padding}
-        terms = self.model.loss(batch, shard=shard, **keep_out)
-        # Every rank holds an equal share, so the mean over ranks is the global batch's mean (and a NaN anywhere stops all).
+        terms = self.model.loss(batch, shard=shard, padding=padding)
+        # Every rank holds an equal share, so the mean over ranks is the global batch's mean (a NaN anywhere stops all).
         names = list(terms)
         means = self.trainer.strategy.reduce(torch.stack([terms[k].detach() for k in names]), reduce_op="mean")
         self.last_terms = dict(zip(names, means, strict=True))
@@ -176,7 +178,9 @@ class LaddModule(L.LightningModule):
     def on_train_end(self) -> None:
         self.watch.check()
 
-    def configure_gradient_clipping(self, optimizer: torch.optim.Optimizer, gradient_clip_val: Any = None, gradient_clip_algorithm: Any = None) -> None:
+    def configure_gradient_clipping(
+        self, optimizer: torch.optim.Optimizer, gradient_clip_val: Any = None, gradient_clip_algorithm: Any = None
+    ) -> None:
         # ladd clips by itself: Lightning refuses to clip for fused optimizers. Under 16-mixed they unscale inside
         # their step, so fused AdamW is not used there and the gradients seen here are unscaled in every case.
         if self.train_cfg.grad_clip > 0:
@@ -193,15 +197,19 @@ class LaddModule(L.LightningModule):
             weight_decay=cfg.weight_decay,
             fused=_fused_adamw(cfg, params[0].device, _precision(cfg.precision)),
         )
-        # a stage's length is its Trainer's; a module used outside a Trainer (benchmarks) has none, and needs none when constant
+        # a stage's length is its Trainer's; a module used outside a Trainer (benchmarks) has none, and needs none when
+        # constant
         total = self.trainer.max_steps if self._trainer is not None else 0
-        factor = functools.partial(lr_factor, warmup=cfg.warmup_steps, total=total, schedule=cfg.lr_schedule, min_ratio=cfg.min_lr_ratio)
+        factor = functools.partial(
+            lr_factor, warmup=cfg.warmup_steps, total=total, schedule=cfg.lr_schedule, min_ratio=cfg.min_lr_ratio
+        )
         schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 
 
 def _fused_adamw(cfg: TrainConfig, device: torch.device, precision: str) -> bool:
-    """Whether the optimiser (AdamW or Adam) runs fused: ``train.fused_adamw``, or on CUDA when unset; never with 16-mixed's gradient scaler."""
+    """Whether the optimiser (AdamW or Adam) runs fused: ``train.fused_adamw``, or on CUDA when unset; never with
+    16-mixed's gradient scaler."""
     wanted = cfg.fused_adamw
     if precision == "16-mixed":
         if wanted:
@@ -234,12 +242,17 @@ class _Hardware:
         try:
             with _quiet_lightning():
                 probe = L.Trainer(
-                    **self.arguments, strategy=self.name, plugins=self.cluster, logger=False,
-                    enable_checkpointing=False, enable_progress_bar=False,
+                    **self.arguments,
+                    strategy=self.name,
+                    plugins=self.cluster,
+                    logger=False,
+                    enable_checkpointing=False,
+                    enable_progress_bar=False,
                 )
         except (MisconfigurationException, ValueError) as error:
             raise InvalidConfigError(
-                f"train.accelerator={train_cfg.accelerator}, devices={train_cfg.devices}, strategy={self.name}: {first_line(error)}"
+                f"train.accelerator={train_cfg.accelerator}, devices={train_cfg.devices}, strategy={self.name}: "
+                f"{first_line(error)}"
             ) from None
         if not isinstance(probe.strategy, (DDPStrategy, SingleDeviceStrategy)):
             raise InvalidConfigError(
@@ -295,7 +308,9 @@ def train(
         try:
             return _train_checked(settings, run_dir, hardware, registry, allow_changes)
         except Stopped as stop:
-            raise stop.at(_resume_point(run_dir, len(settings.train.stages_to_run())), quiet=hardware.rank != 0) from None
+            raise stop.at(
+                _resume_point(run_dir, len(settings.train.stages_to_run())), quiet=hardware.rank != 0
+            ) from None
 
 
 def _train_checked(
@@ -370,7 +385,9 @@ def _check_saved_state(model: DiffusionModel, run_dir: Path, settings: Settings)
             checkpoint = _read_checkpoint(last)
             # LaddModule holds the model as its attribute `model`
             state, step = checkpoint["state_dict"], checkpoint["global_step"]
-            check_shapes(model, {name.removeprefix("model."): tuple(tensor.shape) for name, tensor in state.items()}, last)
+            check_shapes(
+                model, {name.removeprefix("model."): tuple(tensor.shape) for name, tensor in state.items()}, last
+            )
             steps = _stage_steps(settings, stage)
             if step > steps:  # Lightning would take the stage for finished and keep weights of more steps
                 overridden = settings.trainer.max_steps is not None
@@ -437,7 +454,10 @@ def _train_stages(
             callbacks=[
                 EMAWeights(train_cfg.ema_decay),
                 ModelCheckpoint(
-                    dirpath=stage_dir, save_last=True, save_top_k=0, every_n_train_steps=train_cfg.checkpoint_every,
+                    dirpath=stage_dir,
+                    save_last=True,
+                    save_top_k=0,
+                    every_n_train_steps=train_cfg.checkpoint_every,
                     enable_version_counter=False,  # last.ckpt, also after a resume from one a stop wrote
                 ),
                 _ResumeState(stream, index, experiment.origins(), registry),
@@ -458,7 +478,9 @@ def _train_stages(
             # Lightning warns about modules left in eval mode: that is the frozen encoder, on purpose.
             warnings.filterwarnings("ignore", message=r"Found \d+ module\(s\) in eval mode")
             # Lightning's own use of a torch API that torch deprecates; nothing a user can act on.
-            warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated", category=FutureWarning)
+            warnings.filterwarnings(
+                "ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated", category=FutureWarning
+            )
             trainer.fit(module, loader, ckpt_path=last if last.is_file() else None, weights_only=True)
         experiment.model.cpu()
         if main:
@@ -527,7 +549,10 @@ class _ResumeState(Callback):
     def on_load_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]) -> None:
         state = checkpoint.get("ladd")
         if state is None or state["stage"] != self.stage:
-            raise LaddError(f"checkpoint of stage {None if state is None else state['stage']} found where stage {self.stage} was expected")
+            raise LaddError(
+                f"checkpoint of stage {None if state is None else state['stage']} found where stage {self.stage} was "
+                "expected"
+            )
         check_installed(state["components"], self.registry, f"checkpoint of stage {self.stage}")
         torch.set_rng_state(state["rng_cpu"])
         if state["rng_cuda"]:

@@ -11,7 +11,6 @@ from support import ROOT
 pytestmark = pytest.mark.slow  # each check runs as a subprocess over the whole code base
 
 
-
 def _run(tool: str, *args: str) -> subprocess.CompletedProcess[str]:
     if importlib.util.find_spec(tool) is None:
         pytest.skip(f"{tool} is not installed in this environment (pip install -e '.[dev]' installs it)")

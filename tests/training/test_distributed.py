@@ -74,11 +74,29 @@ def two_process_runs(tmp_path_factory):
     through Lightning's launcher, MDLM through torchrun."""
     root = tmp_path_factory.mktemp("ddp")
     commands = {
-        "diladd": [sys.executable, "-m", "registry.cli", "train", *COMMON, *DILADD, "train.devices=2", "train.strategy=ddp"],
+        "diladd": [
+            sys.executable,
+            "-m",
+            "registry.cli",
+            "train",
+            *COMMON,
+            *DILADD,
+            "train.devices=2",
+            "train.strategy=ddp",
+        ],
         "coladd_seq": [sys.executable, "-m", "registry.cli", "train", *COMMON, *COLADD_SEQ, "train.devices=2"],
         "mdlm": [
-            sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-            "-m", "registry.cli", "train", *COMMON, *MDLM, "train.devices=2",
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node=2",
+            "-m",
+            "registry.cli",
+            "train",
+            *COMMON,
+            *MDLM,
+            "train.devices=2",
         ],
     }
     # One thread per rank: the ranks share the machine's cores.
@@ -86,7 +104,9 @@ def two_process_runs(tmp_path_factory):
     runs = {}
     for name, command in commands.items():
         with (root / f"{name}.log").open("w") as log:
-            process = subprocess.Popen([*command, f"run_dir={root / name}"], stdout=log, stderr=subprocess.STDOUT, env=env)
+            process = subprocess.Popen(
+                [*command, f"run_dir={root / name}"], stdout=log, stderr=subprocess.STDOUT, env=env
+            )
         runs[name] = (process, root / name, root / f"{name}.log")
     yield runs
     for process, _, _ in runs.values():
@@ -105,7 +125,9 @@ def _assert_trained_alike(runs, name, one):
     process, two, log = runs[name]
     assert process.wait(timeout=300) == 0, log.read_text()[-4000:]
     rows_one, rows_two = _rows(one), _rows(two)
-    assert [(r["stage"], r["step"]) for r in rows_two] == [(r["stage"], r["step"]) for r in rows_one], "rank 0 alone writes"
+    assert [(r["stage"], r["step"]) for r in rows_two] == [(r["stage"], r["step"]) for r in rows_one], (
+        "rank 0 alone writes"
+    )
     for a, b in zip(rows_one, rows_two, strict=True):
         for column in ("loss", "token", "latent", "aux"):
             assert (a[column] == "") == (b[column] == ""), column
@@ -131,7 +153,9 @@ def test_two_ddp_processes_train_diladd_as_one_process(two_process_runs, reg, tm
 
 
 @pytest.mark.slow
-def test_two_ddp_processes_train_sequential_coladd_as_one_process(two_process_runs, reg, tmp_path, one_thread, monkeypatch):
+def test_two_ddp_processes_train_sequential_coladd_as_one_process(
+    two_process_runs, reg, tmp_path, one_thread, monkeypatch
+):
     """Stage 1 leaves the latent denoiser without gradient, both stages the token network's latent outputs.
 
     Co-LADD's posterior draw is per-rank noise: scaled by ``latent.std = 0`` here, but drawn all the same,
@@ -139,7 +163,13 @@ def test_two_ddp_processes_train_sequential_coladd_as_one_process(two_process_ru
     through the sharded objective with one shard, as the reference of the sharded-objective test does.
     """
     whole = DiffusionModel.loss
-    monkeypatch.setattr(DiffusionModel, "loss", lambda self, x0, generator=None, shard=None: whole(self, x0, generator, shard or Shard(0, 1, seed=0)))
+    monkeypatch.setattr(
+        DiffusionModel,
+        "loss",
+        lambda self, x0, generator=None, shard=None, padding=None: whole(
+            self, x0, generator, shard or Shard(0, 1, seed=0), padding
+        ),
+    )
     train(compose([*COMMON, *COLADD_SEQ], reg), tmp_path, reg)
     _assert_trained_alike(two_process_runs, "coladd_seq", tmp_path)
 
@@ -185,8 +215,13 @@ OBJECTIVES = {
     # so the reference is one rank holding the whole batch.
     "coladd": (
         [
-            "experiment=binsaw/coladd_seq_cpu", "backbone.dropout=0", "encoder.dropout=0", "latent.std=0",
-            "objective.latent_time=independent", "objective.p_cfg=0.5", "objective.latent_repeats=3",
+            "experiment=binsaw/coladd_seq_cpu",
+            "backbone.dropout=0",
+            "encoder.dropout=0",
+            "latent.std=0",
+            "objective.latent_time=independent",
+            "objective.p_cfg=0.5",
+            "objective.latent_repeats=3",
         ],
         Shard(0, 1, seed=11),
     ),
@@ -241,7 +276,9 @@ def test_each_rank_draws_its_own_network_noise_and_leaves_the_shared_stream_alon
     (a0, a1), (b0, _) = draw(0), draw(1)
     assert torch.equal(torch.get_rng_state(), shared)
     assert not torch.equal(a0, b0) and not torch.equal(a0, a1), "ranks and successive calls differ"
-    assert torch.equal(draw(0)[0], a0) and not torch.equal(draw(0, step_seed=6)[0], a0), "a function of step seed, rank and call"
+    assert torch.equal(draw(0)[0], a0) and not torch.equal(draw(0, step_seed=6)[0], a0), (
+        "a function of step seed, rank and call"
+    )
 
 
 def test_global_batch_must_split_over_the_processes(reg, tmp_path):
@@ -251,7 +288,9 @@ def test_global_batch_must_split_over_the_processes(reg, tmp_path):
 
 
 def _gather_worker(rank, store_path):
-    torch.distributed.init_process_group("gloo", store=torch.distributed.FileStore(store_path, 2), rank=rank, world_size=2)
+    torch.distributed.init_process_group(
+        "gloo", store=torch.distributed.FileStore(store_path, 2), rank=rank, world_size=2
+    )
     mine = share(5)
     assert list(mine) == ([0, 1] if rank == 0 else [2, 3, 4])
     gathered = gather_rows(torch.tensor([[i, 10 * i] for i in mine]))
@@ -260,7 +299,9 @@ def _gather_worker(rank, store_path):
 
 
 def test_gather_rows_collects_uneven_shares_in_order(tmp_path):
-    torch.multiprocessing.start_processes(_gather_worker, args=(str(tmp_path / "store"),), nprocs=2, start_method="fork")
+    torch.multiprocessing.start_processes(
+        _gather_worker, args=(str(tmp_path / "store"),), nprocs=2, start_method="fork"
+    )
     assert list(share(5)) == list(range(5)) and torch.equal(gather_rows(torch.ones(2)), torch.ones(2)), "one process"
 
 
@@ -274,13 +315,29 @@ def test_ladd_eval_under_torchrun_shards_and_gathers_the_one_process_result(two_
     one = tmp_path / "one.json"
     subprocess.run(
         [sys.executable, "-m", "registry.cli", "eval", str(run_dir), *options, "--out", str(one)],
-        check=True, capture_output=True, env=overrides_env,
+        check=True,
+        capture_output=True,
+        env=overrides_env,
     )
     two = tmp_path / "two.json"
     done = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-         "-m", "registry.cli", "eval", str(run_dir), *options, "--out", str(two)],
-        capture_output=True, text=True, env=overrides_env,
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node=2",
+            "-m",
+            "registry.cli",
+            "eval",
+            str(run_dir),
+            *options,
+            "--out",
+            str(two),
+        ],
+        capture_output=True,
+        text=True,
+        env=overrides_env,
     )
     assert done.returncode == 0, done.stderr[-4000:]
     a, b = json.loads(one.read_text()), json.loads(two.read_text())
@@ -299,10 +356,22 @@ def test_training_starts_when_preparing_the_data_outlasts_the_process_group_time
 
     script = TESTS / "slow_preparation.py"
     command = [
-        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(script), "12",
-        *COMMON, ONE_STAGE, *text_overrides(tmp_path), "train.devices=2", f"run_dir={tmp_path / 'run'}",
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        str(script),
+        "12",
+        *COMMON,
+        ONE_STAGE,
+        *text_overrides(tmp_path),
+        "train.devices=2",
+        f"run_dir={tmp_path / 'run'}",
     ]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    done = subprocess.run(
+        command, capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"}
+    )
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-4000:]
     assert output.count("prepares") == 1 and "rank 0 prepares" in output, output[-4000:]

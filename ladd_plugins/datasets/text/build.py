@@ -140,7 +140,8 @@ def _tokenise(work: Path, parts: list[Part], todo: list[int], workers: Workers, 
         except WorkerDied as died:
             finished = sum(1 for _ in work.glob("[0-9]*.json"))
             raise WorkerDied(
-                f"{died}; the {finished} shards finished are kept in {work}: run the same command again to go on from them"
+                f"{died}; the {finished} shards finished are kept in {work}: run the same command again to go on from "
+                "them"
             ) from None
 
 
@@ -225,8 +226,11 @@ def _hold(work: Path, ready: Callable[[], bool], what: str) -> int | None:
         except OSError as error:
             if error.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
                 raise
-            print(f"ladd: warning: {work} does not support file locks: only one process may prepare {what} at a time",
-                  file=sys.stderr, flush=True)
+            print(
+                f"ladd: warning: {work} does not support file locks: only one process may prepare {what} at a time",
+                file=sys.stderr,
+                flush=True,
+            )
         try:
             if os.fstat(descriptor).st_ino != os.stat(path).st_ino:  # the lock of a build that finished and went
                 os.close(descriptor)

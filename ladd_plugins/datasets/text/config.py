@@ -28,7 +28,9 @@ class TextDatasetConfig:
 
     source: str = "shakespeare"  # a known corpus, a Hugging Face dataset id, hf:PATH, or local files
     subset: str | None = None  # the Hugging Face configuration (e.g. wikitext-103-raw-v1); known sources set theirs
-    revision: str | None = None  # Hugging Face sources: a commit, tag or branch; pin it so the token cache follows the data
+    revision: str | None = (
+        None  # Hugging Face sources: a commit, tag or branch; pin it so the token cache follows the data
+    )
     split_map: dict[str, str] = field(default_factory=dict)  # overrides the source's defaults, key by key
     text_field: str | None = None  # None: the known source's field, else "text"
     tokenizer: str = "gpt2-bpe"  # "gpt2-bpe" (offline GPT-2 BPE), "text8" (characters), or a HF name or folder
@@ -49,7 +51,9 @@ class TextDatasetConfig:
         if self.packing not in PACKINGS:
             raise ValueError(f"text packing must be one of {', '.join(PACKINGS)}, got {self.packing!r}")
         if self.txt_documents not in TXT_DOCUMENTS:
-            raise ValueError(f"text txt_documents must be one of {', '.join(TXT_DOCUMENTS)}, got {self.txt_documents!r}")
+            raise ValueError(
+                f"text txt_documents must be one of {', '.join(TXT_DOCUMENTS)}, got {self.txt_documents!r}"
+            )
         detokenizers = ("auto", "none", *DETOKENIZERS)
         if self.detokenizer not in detokenizers:
             raise ValueError(f"text detokenizer must be one of {', '.join(detokenizers)}, got {self.detokenizer!r}")

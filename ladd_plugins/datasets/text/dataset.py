@@ -152,14 +152,18 @@ class TextDataset(Dataset):
         return self.batches_from(0, batch_size, seed, split)
 
     def batches_from(self, start: int, batch_size: int, seed: int, split: str = "train") -> Iterator[Tensor]:
-        """The stream from batch ``start`` on, started there directly (a streamed split skips what it can: ``streaming``)."""
+        """The stream from batch ``start`` on, started there directly (a streamed split skips what it can:
+        ``streaming``)."""
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if self.config.streaming:
             return self._stream(split, seed).batches(start, batch_size)
         generator = torch.Generator().manual_seed(stream_seed("text", seed, split))
         table = self.rows(split)
-        return (torch.from_numpy(table[i.numpy()].astype(np.int64)) for i in shuffled_indices(len(table), batch_size, generator, start))
+        return (
+            torch.from_numpy(table[i.numpy()].astype(np.int64))
+            for i in shuffled_indices(len(table), batch_size, generator, start)
+        )
 
     def rank_batches(self, start: int, batch_size: int, seed: int, rank: int, world: int) -> Iterator[Tensor] | None:
         """A streamed split packed with ``wrap``: each process makes only the lanes its rows come from.

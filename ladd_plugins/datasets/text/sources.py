@@ -60,7 +60,9 @@ KNOWN: dict[str, KnownSource] = {
     "wikitext103": KnownSource("Salesforce/wikitext", "wikitext-103-raw-v1", detokenizer="wikitext"),
     "wikitext2": KnownSource("Salesforce/wikitext", "wikitext-2-raw-v1", detokenizer="wikitext"),
     "lambada": KnownSource(
-        "EleutherAI/lambada_openai", detokenizer="lambada", splits={"train": "test", "validation": "test", "test": "test"}
+        "EleutherAI/lambada_openai",
+        detokenizer="lambada",
+        splits={"train": "test", "validation": "test", "test": "test"},
     ),
     "ag_news": KnownSource("fancyzhx/ag_news", splits=_TEST_AS_VALIDATION),
     "pubmed": KnownSource("armanc/scientific_papers", "pubmed", "article", "scientific_papers"),
@@ -86,7 +88,8 @@ class SplitSpec:
         match = _SPLIT.fullmatch(text.strip())
         if match is None:
             raise InvalidConfigError(
-                f"split {text!r} is not NAME or NAME[START:STOP] (START/STOP: row indices or percentages, e.g. train[90%:])"
+                f"split {text!r} is not NAME or NAME[START:STOP] (START/STOP: row indices or percentages, e.g. "
+                "train[90%:])"
             )
         return cls(match["name"], match["start"], match["stop"])
 
@@ -217,7 +220,7 @@ def _selected(part: Part, source: Source) -> int:
 
 
 class LocalFiles(Source):
-    """``.txt`` (documents are paragraphs, lines or whole files), ``.jsonl`` and ``.parquet`` files, one split ``train``.
+    """``.txt`` (documents: paragraphs, lines or whole files), ``.jsonl`` and ``.parquet`` files, one split ``train``.
 
     Text files are cut into parts of about ``PART_BYTES`` at document boundaries (after a line end, or after
     a blank line for paragraphs), parquet files into their row groups.
@@ -231,14 +234,18 @@ class LocalFiles(Source):
         if name != "train":
             raise InvalidConfigError(
                 f"local files form one split called 'train', not {name!r}; select parts of it with "
-                "slices in dataset.split_map, e.g. {train: 'train[:90%]', validation: 'train[90%:95%]', test: 'train[95%:]'}"
+                "slices in dataset.split_map, e.g. {train: 'train[:90%]', validation: 'train[90%:95%]', test: "
+                "'train[95%:]'}"
             )
         return [part for path in self.paths for part in self._file_parts(path)]
 
     def _file_parts(self, path: Path) -> list[Part]:
         if path.suffix == ".parquet":
             groups = self._parquet(path).metadata
-            return [Part(str(path), i, i + 1, groups.row_group(i).num_rows, unit="row group") for i in range(groups.num_row_groups)]
+            return [
+                Part(str(path), i, i + 1, groups.row_group(i).num_rows, unit="row group")
+                for i in range(groups.num_row_groups)
+            ]
         size = path.stat().st_size
         if path.suffix == ".txt" and self.txt_documents == "file":
             return [Part(str(path), 0, size)]
@@ -270,11 +277,13 @@ class LocalFiles(Source):
                 record = json.loads(line)
             except json.JSONDecodeError as error:
                 raise LaddError(
-                    f"{path}:{_line_at(path, at)} is not valid JSON ({error.msg} at column {error.colno}); fix or remove that line"
+                    f"{path}:{_line_at(path, at)} is not valid JSON ({error.msg} at column {error.colno}); fix or "
+                    "remove that line"
                 ) from None
             if not isinstance(record, dict):
                 raise LaddError(
-                    f"{path}:{_line_at(path, at)} is not a JSON object; each line of a .jsonl file must be one, e.g. {{\"text\": \"...\"}}"
+                    f'{path}:{_line_at(path, at)} is not a JSON object; each line of a .jsonl file must be one, e.g. '
+                    f'{{"text": "..."}}'
                 )
             if self.text_field not in record:
                 raise LaddError(
@@ -291,20 +300,28 @@ class LocalFiles(Source):
         try:
             handle = pq.ParquetFile(path)
         except (pyarrow.ArrowException, OSError) as error:
-            raise LaddError(f"{path} is not a readable parquet file; replace it or remove it from dataset.source") from error
+            raise LaddError(
+                f"{path} is not a readable parquet file; replace it or remove it from dataset.source"
+            ) from error
         names = handle.schema_arrow.names
         if self.text_field not in names:
-            raise LaddError(f"{path} has no column {self.text_field!r} (it has {', '.join(names)}); set dataset.text_field")
+            raise LaddError(
+                f"{path} has no column {self.text_field!r} (it has {', '.join(names)}); set dataset.text_field"
+            )
         return handle
 
     def _parquet_rows(self, path: Path, group: int) -> Iterator[str]:
         import pyarrow
 
         try:
-            for batch in self._parquet(path).iter_batches(batch_size=_PARQUET_BATCH, row_groups=[group], columns=[self.text_field]):
+            for batch in self._parquet(path).iter_batches(
+                batch_size=_PARQUET_BATCH, row_groups=[group], columns=[self.text_field]
+            ):
                 yield from batch.column(0).to_pylist()
         except (pyarrow.ArrowException, OSError) as error:
-            raise LaddError(f"{path} is not a readable parquet file; replace it or remove it from dataset.source") from error
+            raise LaddError(
+                f"{path} is not a readable parquet file; replace it or remove it from dataset.source"
+            ) from error
 
     def fingerprint(self, split: SplitSpec) -> dict[str, Any]:
         files = [[str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns] for p in self.paths]
@@ -318,7 +335,7 @@ def _read_range(path: Path, start: int, stop: int) -> bytes:
 
 
 def _cuts(path: Path, paragraphs: bool) -> list[int]:
-    """Offsets cutting ``path`` into parts of about ``PART_BYTES``, each just after a line end (a blank line's for paragraphs).
+    """Offsets cutting ``path`` into parts of about ``PART_BYTES``, each after a line end (a blank line's: paragraphs).
 
     ``split_text`` gives the same documents for the parts as for the whole: a cut after a blank line separates
     two paragraphs, and only whitespace, which ``split_text`` strips, lies around it.
@@ -365,7 +382,8 @@ def _utf8(path: Path, data: bytes, offset: int = 0) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
         raise LaddError(
-            f"{path}:{_line_at(path, offset + error.start)} is not UTF-8 text (byte {data[error.start]:#04x}); convert the file, "
+            f"{path}:{_line_at(path, offset + error.start)} is not UTF-8 text (byte {data[error.start]:#04x}); convert "
+            "the file, "
             f"e.g. iconv -f latin1 -t utf-8"
         ) from None
 
@@ -387,7 +405,13 @@ class HubDataset(Source):
     streams = True
 
     def __init__(
-        self, path: str, subset: str | None, text_field: str, label: str, known: KnownSource | None = None, revision: str | None = None
+        self,
+        path: str,
+        subset: str | None,
+        text_field: str,
+        label: str,
+        known: KnownSource | None = None,
+        revision: str | None = None,
     ) -> None:
         self.path, self.subset, self.text_field, self.label, self.revision = path, subset, text_field, label, revision
         self.splits = dict(known.splits) if known else dict(_STANDARD)
@@ -403,11 +427,18 @@ class HubDataset(Source):
         try:
             # older versions of datasets could run a loading script shipped with the data: never
             return datasets.load_dataset(
-                self.path, self.subset, split=split, streaming=streaming, revision=self.revision, trust_remote_code=False
+                self.path,
+                self.subset,
+                split=split,
+                streaming=streaming,
+                revision=self.revision,
+                trust_remote_code=False,
             )
         except OSError as error:  # ConnectionError when offline or unreachable, FileNotFoundError when unknown
             checked = f"{hub_cache()} and {datasets.config.HF_DATASETS_CACHE}"
-            raise unavailable("dataset", self._name(), error, "dataset.source (a .txt, .jsonl or .parquet path)", checked) from None
+            raise unavailable(
+                "dataset", self._name(), error, "dataset.source (a .txt, .jsonl or .parquet path)", checked
+            ) from None
         except ValueError as error:  # e.g. an unknown split, listed by datasets
             raise LaddError(f"cannot read split {split!r} of dataset {self._name()!r}: {error}") from None
 
@@ -426,14 +457,18 @@ class HubDataset(Source):
         names = list(names)
         if self.text_field not in names:
             raise LaddError(
-                f"dataset {self._name()!r} has no field {self.text_field!r} (it has {', '.join(names)}); set dataset.text_field"
+                f"dataset {self._name()!r} has no field {self.text_field!r} (it has {', '.join(names)}); set "
+                "dataset.text_field"
             )
 
     def whole_parts(self, name: str) -> list[Part]:
         table = self._table(name)
         total = len(table)
         size = max(1, int(PART_BYTES * total / max(table.data.nbytes, 1)))  # rows of about PART_BYTES
-        return [Part(name, start, min(start + size, total), min(size, total - start), unit="rows") for start in range(0, total, size)]
+        return [
+            Part(name, start, min(start + size, total), min(size, total - start), unit="rows")
+            for start in range(0, total, size)
+        ]
 
     def documents_of(self, part: Part) -> Iterator[str]:
         return self._rows(part.where, part.start, part.stop)
@@ -482,7 +517,13 @@ class HubDataset(Source):
         return info.num_examples
 
     def fingerprint(self, split: SplitSpec) -> dict[str, Any]:
-        return {"dataset": self.path, "subset": self.subset, "revision": self.revision, "text_field": self.text_field, "split": str(split)}
+        return {
+            "dataset": self.path,
+            "subset": self.subset,
+            "revision": self.revision,
+            "text_field": self.text_field,
+            "split": str(split),
+        }
 
 
 def open_source(config: TextDatasetConfig) -> Source:
@@ -491,7 +532,14 @@ def open_source(config: TextDatasetConfig) -> Source:
     field_ = config.text_field or "text"
     if spec in KNOWN:
         known = KNOWN[spec]
-        return HubDataset(known.path, config.subset or known.subset, config.text_field or known.text_field, spec, known, config.revision)
+        return HubDataset(
+            known.path,
+            config.subset or known.subset,
+            config.text_field or known.text_field,
+            spec,
+            known,
+            config.revision,
+        )
     if spec in SHIPPED:
         return LocalFiles([SHIPPED[spec]], field_, config.txt_documents, spec)
     if spec.startswith("hf:"):
@@ -515,12 +563,16 @@ def local_paths(spec: str) -> list[Path] | None:
         return None
     usable = [p for p in paths if p.suffix in LOCAL_SUFFIXES]
     if not usable:
-        raise LaddError(f"dataset source {spec!r} names no {'/'.join(LOCAL_SUFFIXES)} file (found {len(paths)} other file(s))")
+        raise LaddError(
+            f"dataset source {spec!r} names no {'/'.join(LOCAL_SUFFIXES)} file (found {len(paths)} other file(s))"
+        )
     for p in usable:
         if not p.exists():
             raise LaddError(f"dataset source file {p} does not exist")
         if not p.is_file():
-            raise LaddError(f"dataset source {p} is not a regular file (a device, pipe or folder); ladd reads only regular files")
+            raise LaddError(
+                f"dataset source {p} is not a regular file (a device, pipe or folder); ladd reads only regular files"
+            )
     return usable
 
 

@@ -192,7 +192,9 @@ def _wrapper_ids(tokenizer: Any, texts: list[str]) -> list[list[int]]:
     return tokenizer(texts, add_special_tokens=False, split_special_tokens=True)["input_ids"]
 
 
-def encode(tokenizer: Any, texts: Iterable[str], total: int | None = None, progress: bool = True) -> Iterator[list[int]]:
+def encode(
+    tokenizer: Any, texts: Iterable[str], total: int | None = None, progress: bool = True
+) -> Iterator[list[int]]:
     """The ids of each text (no special tokens added; special-token strings in the text are plain text)."""
     batch: list[str] = []
     with tqdm(total=total, desc="tokenising", unit="doc", disable=not progress, mininterval=1.0) as bar:

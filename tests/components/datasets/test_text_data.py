@@ -52,7 +52,9 @@ def make_dataset(tmp_path: Path, text: str = "a b\n\nc d e\n\na", **options) -> 
         corpus.write_text(text)
     tokenizer = options.pop("tokenizer", None) or word_tokenizer(tmp_path / "words")
     options = {"split_map": {"train": "train"}, "seq_len": 3, "progress": False, **options}
-    return TextDataset(TextDatasetConfig(source=str(corpus), tokenizer=tokenizer, cache_dir=str(tmp_path / "cache"), **options))
+    return TextDataset(
+        TextDatasetConfig(source=str(corpus), tokenizer=tokenizer, cache_dir=str(tmp_path / "cache"), **options)
+    )
 
 
 # ---------------------------------------------------------------- packing
@@ -79,10 +81,18 @@ def test_pad_truncates_to_one_row_ending_in_eos():
 @pytest.mark.parametrize(
     ("detokenize", "raw", "clean"),
     [
-        (lm1b, "I 'm here , he said : \" it is ( really ) fine . \"", 'I\'m here, he said: "it is (really) fine."'),
+        (lm1b, 'I \'m here , he said : " it is ( really ) fine . "', 'I\'m here, he said: "it is (really) fine."'),
         (lm1b, "Costs $ 5 ? See http : / / x.com / a .", "Costs $5? See http://x.com/a."),
-        (ptb, "the company 's N shares rose $ N \\/ share ; they do n't <unk>", "the company's 1 shares rose $1 / share ; they don't ?"),
-        (wikitext, " = = Early life = = \n The 1 @,@ 000 @-@ year ( born 1900 ) era . It", " == Early life ==\nThe 1,000-year (born 1900) era. It"),
+        (
+            ptb,
+            "the company 's N shares rose $ N \\/ share ; they do n't <unk>",
+            "the company's 1 shares rose $1 / share ; they don't ?",
+        ),
+        (
+            wikitext,
+            " = = Early life = = \n The 1 @,@ 000 @-@ year ( born 1900 ) era . It",
+            " == Early life ==\nThe 1,000-year (born 1900) era. It",
+        ),
         (wikitext, "3 @.@ 5 m and the players ' union", "3.5 m and the players' union"),
         (lambada, "  \u201cHi,\u201d she said. ", '\n"Hi," she said.'),
         (scientific_papers, "the value 1 @,@ 000 ( see [ 3 ] ) , as shown .", "the value 1,000 (see [3]), as shown."),
@@ -161,7 +171,9 @@ def test_jsonl_parquet_and_globs_are_read_in_file_order(tmp_path):
     import pyarrow.parquet as pq
 
     (tmp_path / "data").mkdir()
-    (tmp_path / "data" / "1.jsonl").write_text("\n".join(json.dumps({"body": t, "id": i}) for i, t in enumerate(["a b", "c"])))
+    (tmp_path / "data" / "1.jsonl").write_text(
+        "\n".join(json.dumps({"body": t, "id": i}) for i, t in enumerate(["a b", "c"]))
+    )
     pq.write_table(pa.table({"body": ["d e", "a"]}), tmp_path / "data" / "2.parquet")
     for source in (str(tmp_path / "data"), str(tmp_path / "data" / "*")):
         texts, count = open_source(TextDatasetConfig(source=source, text_field="body")).documents(SplitSpec("train"))
@@ -315,9 +327,18 @@ def test_the_registry_builds_the_text_dataset(tmp_path):
     dataset = reg.build("dataset", "text", options)
     assert dataset.config.source == "shakespeare" and SHIPPED["shakespeare"].stat().st_size > 100_000
     assert next(dataset.batches(2, 0, "test")).shape == (2, 16)
-    overrides = ["~experiment", "dataset=text", f"dataset.cache_dir={tmp_path}", "dataset.seq_len=16",
-                 "dataset.progress=false", "+dataset.split_map={train: 'train[:80%]'}",
-                 "backbone.hidden=16", "backbone.layers=1", "backbone.heads=2", "backbone.cond_dim=16"]
+    overrides = [
+        "~experiment",
+        "dataset=text",
+        f"dataset.cache_dir={tmp_path}",
+        "dataset.seq_len=16",
+        "dataset.progress=false",
+        "+dataset.split_map={train: 'train[:80%]'}",
+        "backbone.hidden=16",
+        "backbone.layers=1",
+        "backbone.heads=2",
+        "backbone.cond_dim=16",
+    ]
     experiment = build_experiment(compose(overrides, reg).plain(), reg)
     assert experiment.dataset.vocab_size == 50257 and str(experiment.dataset.split("train")) == "train[:80%]"
     loss = experiment.model.loss(next(experiment.dataset.batches(2, 0)))["loss"]
@@ -341,7 +362,7 @@ def test_offline_errors_and_local_hugging_face_folders(tmp_path):
         from ladd_plugins.datasets.text.dataset import TextDataset
         from registry.errors import LaddError
         out = {{}}
-        common = dict(cache_dir={str(tmp_path / 'cache')!r}, seq_len=3, progress=False)
+        common = dict(cache_dir={str(tmp_path / "cache")!r}, seq_len=3, progress=False)
         try:
             TextDataset(TextDatasetConfig(source="someone/missing-corpus", **common)).batches(2, 0)
         except LaddError as error:
@@ -352,10 +373,12 @@ def test_offline_errors_and_local_hugging_face_folders(tmp_path):
             out["tokenizer"] = str(error)
         words = {word_tokenizer(tmp_path / "words")!r}
         for streaming in (False, True):
-            data = TextDataset(TextDatasetConfig(source="hf:{folder.parent}", tokenizer=words, streaming=streaming, **common))
+            config = TextDatasetConfig(source="hf:{folder.parent}", tokenizer=words, streaming=streaming, **common)
+            data = TextDataset(config)
             out[f"rows_{{streaming}}"] = [next(data.batches(3, 0, "test")).tolist(), next(data.batches(2, 1)).shape[0]]
             stream, resumed = data.batches(2, 1), data.batches_from(3, 2, 1)
-            out[f"resumed_{{streaming}}"] = [[next(stream).tolist() for _ in range(5)][3:], [next(resumed).tolist() for _ in range(2)]]
+            later, again = [next(stream).tolist() for _ in range(5)][3:], [next(resumed).tolist() for _ in range(2)]
+            out[f"resumed_{{streaming}}"] = [later, again]
         print(json.dumps(out))
         """
     )
@@ -363,7 +386,9 @@ def test_offline_errors_and_local_hugging_face_folders(tmp_path):
     hidden = ("HF_HUB_CACHE", "HF_DATASETS_CACHE")  # so that the caches in use are the empty HF_HOME's
     env = {k: v for k, v in os.environ.items() if k not in hidden}
     env.update(HF_HOME=str(hf_home), HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
-    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout.strip().splitlines()[-1])
     for what, name in (("dataset", "someone/missing-corpus"), ("tokenizer", "someone/missing-model")):

@@ -355,8 +355,15 @@ def test_ladd_prepare_builds_the_caches_and_prints_them(tmp_path):
     from support import run_ladd
 
     corpus = write_corpus(tmp_path / "corpus.jsonl", 200)
-    overrides = ["~experiment", "dataset=text", "dataset.tokenizer=text8", "dataset.seq_len=16", f"dataset.source={corpus}",
-                 f"dataset.cache_dir={tmp_path / 'cache'}", "dataset.num_proc=2"]
+    overrides = [
+        "~experiment",
+        "dataset=text",
+        "dataset.tokenizer=text8",
+        "dataset.seq_len=16",
+        f"dataset.source={corpus}",
+        f"dataset.cache_dir={tmp_path / 'cache'}",
+        "dataset.num_proc=2",
+    ]
     done = run_ladd("prepare", *overrides)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
@@ -364,7 +371,9 @@ def test_ladd_prepare_builds_the_caches_and_prints_them(tmp_path):
     dataset = text_dataset(tmp_path, corpus, split_map={})
     for split, line in zip(("train", "validation", "test"), lines[1:4], strict=True):
         rows = len(dataset.rows(split))
-        assert line.split()[:3] == [split, f"{rows:,}", f"{rows * 16:,}"] and line.endswith(str(dataset.cache_entry(split)))
+        assert line.split()[:3] == [split, f"{rows:,}", f"{rows * 16:,}"] and line.endswith(
+            str(dataset.cache_entry(split))
+        )
     assert "tokenising split 'train'" in done.stderr and "documents" in done.stderr, "the progress bar"
     again = run_ladd("prepare", *overrides, "--splits", "train")
     assert again.returncode == 0 and again.stdout.splitlines()[1].split() == lines[1].split()
