@@ -49,6 +49,17 @@ def fake_distribution(root: Path, name: str, module_source: str, version: str = 
     return str(root)
 
 
+def install_plugin(project: Path, target: Path) -> str:
+    """Install a plugin project (no dependencies) into the folder ``target``, for PYTHONPATH; returns it."""
+    options = ["--quiet", "--no-deps", "--no-build-isolation", "--target", str(target)]
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", *options, str(project)],
+        check=True,
+        timeout=300,
+    )
+    return str(target)
+
+
 def assert_trainable_set_is_exact(model, x0) -> None:
     """The probe's unreached parameters are exactly those a real backward pass of the loss leaves without gradient."""
     import torch

@@ -4,36 +4,17 @@ presets."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 import yaml
-from support import FIXTURES, TINY, TWO_STAGES, fake_distribution, run_ladd
+from support import FIXTURES, TINY, TWO_STAGES, fake_distribution, install_plugin, run_ladd
 
 ROUNDING = FIXTURES / "plugins" / "rounding"
 
 
 @pytest.fixture(scope="module")
 def plugin_env(tmp_path_factory) -> dict[str, str]:
-    target = tmp_path_factory.mktemp("site")
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--no-deps",
-            "--no-build-isolation",
-            "--target",
-            str(target),
-            str(ROUNDING),
-        ],
-        check=True,
-        timeout=300,
-    )
-    return {"PYTHONPATH": str(target)}
+    return {"PYTHONPATH": install_plugin(ROUNDING, tmp_path_factory.mktemp("site"))}
 
 
 def test_the_plugin_imports_nothing_of_ladd_but_its_public_registry():

@@ -2,13 +2,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from support import FIXTURES, TINY, fake_distribution, run_ladd
+from support import FIXTURES, TINY, fake_distribution, install_plugin, run_ladd
 
 pytestmark = pytest.mark.slow  # pip installs a plugin package and runs the ladd command in subprocesses
 
@@ -17,24 +15,7 @@ EXAMPLE = FIXTURES / "plugins" / "example"
 
 @pytest.fixture(scope="module")
 def plugin_path(tmp_path_factory) -> str:
-    target = tmp_path_factory.mktemp("site")
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--no-deps",
-            "--no-build-isolation",
-            "--target",
-            str(target),
-            str(EXAMPLE),
-        ],
-        check=True,
-        timeout=300,
-    )
-    return str(target)
+    return install_plugin(EXAMPLE, tmp_path_factory.mktemp("site"))
 
 
 def test_installed_plugin_is_listed_with_its_origin(plugin_path):
