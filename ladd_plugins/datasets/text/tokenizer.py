@@ -119,7 +119,10 @@ def fingerprint(tokenizer: Any) -> str:
     """A hash of everything that decides the ids: the full serialised tokenizer (vocab, merges, added mask)."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is not None:
-        content = backend.to_str()
+        # truncation and padding are call settings (``transformers`` rewrites them on each call) and ladd's
+        # encoding uses neither, so they are left out: the key must not change once the tokenizer has been used
+        settings = {k: v for k, v in json.loads(backend.to_str()).items() if k not in ("truncation", "padding")}
+        content = json.dumps(settings, sort_keys=True)
     else:
         content = json.dumps(sorted(tokenizer.get_vocab().items()))
     content += f"|{type(tokenizer).__name__}|eos={tokenizer.eos_token_id}|mask={tokenizer.mask_token_id}"

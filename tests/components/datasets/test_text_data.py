@@ -57,6 +57,14 @@ def make_dataset(tmp_path: Path, text: str = "a b\n\nc d e\n\na", **options) -> 
     )
 
 
+def test_the_cache_key_stays_the_same_after_the_tokenizer_is_called_with_truncation_and_padding(tmp_path):
+    dataset = make_dataset(tmp_path)
+    key = dataset.fingerprint("train")
+    dataset.tokenizer.pad_token = "[UNK]"
+    dataset.tokenizer(["a b c d e"], truncation=True, max_length=2, padding="max_length")
+    assert dataset.fingerprint("train") == key
+
+
 # ---------------------------------------------------------------- packing
 
 
