@@ -111,8 +111,14 @@ def test_the_users_ctrl_c_while_a_plugin_loads_still_ends_ladd(tmp_path):
     """,
     )
     command = [sys.executable, "-m", "registry.cli", "plugins"]
+    # a terminal's SIGINT disposition, also when the tests themselves run in the background (which ignores it)
     process = subprocess.Popen(
-        command, env={**os.environ, "PYTHONPATH": slow}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        command,
+        env={**os.environ, "PYTHONPATH": slow},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 120
     while not started.exists() and time.monotonic() < deadline:
