@@ -77,6 +77,7 @@ def _errors(run: Path, tmp_path: Path) -> dict[str, float]:
 
 
 @pytest.mark.slow
+@pytest.mark.bench
 def test_coladd_samples_like_a_reference_keep_its_shift(runs, tmp_path):
     errors = _errors(runs["coladd_seq_cpu"], tmp_path)
     assert errors["like"] <= 2 * errors["exact"], errors
@@ -84,6 +85,7 @@ def test_coladd_samples_like_a_reference_keep_its_shift(runs, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.bench
 def test_diladd_samples_like_a_reference_are_nearer_its_shift_than_unconditioned_ones(runs, tmp_path):
     errors = _errors(runs["diladd_seq_cpu"], tmp_path)
     assert errors["like"] < errors["unconditioned"], errors
