@@ -43,6 +43,8 @@ DILADD = [
     "trainer.max_steps=3",
 ]
 MDLM = ["experiment=binsaw/mdlm_cpu", "backbone.dropout=0", "trainer.max_steps=6"]
+#: two processes on this machine under torchrun, each given its rank and the rendezvous by the environment
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
 # Co-LADD's posterior noise is per-rank noise too: off here.
 COLADD_SEQ = [
     "experiment=binsaw/coladd_seq_cpu",
@@ -86,11 +88,7 @@ def two_process_runs(tmp_path_factory):
         ],
         "coladd_seq": [sys.executable, "-m", "registry.cli", "train", *COMMON, *COLADD_SEQ, "train.devices=2"],
         "mdlm": [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc_per_node=2",
+            *TORCHRUN,
             "-m",
             "registry.cli",
             "train",
@@ -322,11 +320,7 @@ def test_ladd_eval_under_torchrun_shards_and_gathers_the_one_process_result(two_
     two = tmp_path / "two.json"
     done = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc_per_node=2",
+            *TORCHRUN,
             "-m",
             "registry.cli",
             "eval",
@@ -356,11 +350,7 @@ def test_training_starts_when_preparing_the_data_outlasts_the_process_group_time
 
     script = TESTS / "slow_preparation.py"
     command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc_per_node=2",
+        *TORCHRUN,
         str(script),
         "12",
         *COMMON,
