@@ -14,6 +14,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -89,6 +90,17 @@ def test_rows_are_identical_for_one_two_and_three_workers(tmp_path, monkeypatch)
             built[workers] = entry_bytes(dataset)
         assert len(dataset.source.whole_parts("train")) > 6
         assert built[1] == built[2] == built[3] and len(built[1]) > 0, packing_
+
+
+def test_processes_read_the_one_cache_file_through_a_read_only_map(tmp_path):
+    corpus = write_corpus(tmp_path / "corpus.jsonl")
+    first, second = (text_dataset(tmp_path, corpus, num_proc=1) for _ in range(2))  # two ranks' datasets
+    rows = [first.rows("train"), second.rows("train")]
+    tokens = first.cache_entry("train") / cache.TOKENS
+    for table in rows:
+        assert isinstance(table, np.memmap) and Path(table.filename) == tokens and table.mode == "r"
+        assert not table.flags.writeable
+    assert tokens.stat().st_size == rows[0].nbytes and np.array_equal(rows[0], rows[1])
 
 
 # ---------------------------------------------------------------- interrupted builds
