@@ -152,10 +152,21 @@ def step_seed(seed: int, stage: int, step: int) -> int:
     return _mix(seed, stage, step)
 
 
-def connect() -> None:
-    """Join the process group that ``torchrun`` or SLURM describe (WORLD_SIZE > 1), for sharded evaluation."""
+@contextmanager
+def connected() -> Iterator[None]:
+    """Within the block, be one rank of the process group that ``torchrun`` or SLURM describe (WORLD_SIZE > 1).
+
+    On leaving, the ranks meet and the group is taken down: a rank that simply exits while its gloo threads still
+    run is aborted by the C++ runtime ("terminate called without an active exception", exit -6).
+    """
     if world_size() == 1 or not dist.is_available() or dist.is_initialized():
+        yield
         return
     if torch.cuda.is_available():
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", os.environ.get("SLURM_LOCALID", "0"))))
     dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    try:
+        yield
+        dist.barrier()  # no rank takes the group down while another still gathers through it
+    finally:
+        dist.destroy_process_group()

@@ -40,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace, registry: Registry) -> None:
     """Evaluate (every rank its share under torchrun), print the table and write the result."""
-    from registry.distributed import connect, is_main  # torch: only when evaluating
+    from registry.distributed import connected, is_main  # torch: only when evaluating
     from registry.engine.evaluation import evaluate
     from registry.engine.loading import is_model_folder, load_trained
     from registry.engine.sampling_limits import check_sampling_memory
@@ -48,20 +48,20 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
     from registry.storage.files import check_name, check_target
     from registry.storage.results import PPL_NOTE, EvalResult
 
-    connect()  # under torchrun or srun, every rank evaluates its share of the batches and samples
-    experiment, settings = load_trained(args.run_dir, registry)
-    given = {key: getattr(args, key) for key in _OVERRIDES if getattr(args, key) is not None}
-    eval_settings = dataclasses.replace(settings.eval, **given)  # the options given, checked as the config's are
-    experiment = chosen_sampler(args, experiment, registry)
-    method = args.method or settings.method
-    check_name("--method", method, "eval_METHOD.json")
-    # a model folder is shared: never written to
-    beside = Path() if is_model_folder(args.run_dir) else Path(args.run_dir)
-    out = Path(args.out or beside / f"eval_{method}.json")
-    for target in EvalResult.files(out):
-        check_target(target)  # before evaluating, not after
-    check_sampling_memory(experiment, eval_settings.num_samples, eval_settings.batch_size, "ladd eval")
-    result = evaluate(experiment, method, eval_settings, progress=is_main())
+    with connected():  # under torchrun or srun, every rank evaluates its share of the batches and samples
+        experiment, settings = load_trained(args.run_dir, registry)
+        given = {key: getattr(args, key) for key in _OVERRIDES if getattr(args, key) is not None}
+        eval_settings = dataclasses.replace(settings.eval, **given)  # the options given, checked as the config's are
+        experiment = chosen_sampler(args, experiment, registry)
+        method = args.method or settings.method
+        check_name("--method", method, "eval_METHOD.json")
+        # a model folder is shared: never written to
+        beside = Path() if is_model_folder(args.run_dir) else Path(args.run_dir)
+        out = Path(args.out or beside / f"eval_{method}.json")
+        for target in EvalResult.files(out):
+            check_target(target)  # before evaluating, not after
+        check_sampling_memory(experiment, eval_settings.num_samples, eval_settings.batch_size, "ladd eval")
+        result = evaluate(experiment, method, eval_settings, progress=is_main())
     if not is_main():
         return
     path = result.save(out)

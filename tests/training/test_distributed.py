@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import socket
 import subprocess
 import sys
 
@@ -25,7 +26,7 @@ from support import TESTS, TINY
 
 import registry
 from registry.config.composition import compose
-from registry.distributed import Shard, gather_rows, share
+from registry.distributed import Shard, connected, gather_rows, share
 from registry.engine.assembly import build_experiment
 from registry.engine.model import DiffusionModel
 from registry.errors import InvalidConfigError
@@ -302,6 +303,27 @@ def test_gather_rows_collects_uneven_shares_in_order(tmp_path):
     )
     assert list(share(5)) == list(range(5)) and torch.equal(gather_rows(torch.ones(2)), torch.ones(2)), "one process"
 
+
+
+def _connected_worker(rank, port, done):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE="2")
+    with connected():
+        joined = torch.distributed.is_initialized() and torch.distributed.get_world_size() == 2
+        gathered = gather_rows(torch.tensor([rank]))
+    (done / str(rank)).write_text(f"{joined} {gathered.tolist()} {torch.distributed.is_initialized()}")
+
+
+def test_connected_joins_the_group_for_the_block_and_takes_it_down_after(tmp_path):
+    """Each rank leaves with no group left (a live gloo group at exit aborts the process)."""
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    torch.multiprocessing.start_processes(
+        _connected_worker, args=(port, tmp_path), nprocs=2, start_method="fork"
+    )
+    assert [(tmp_path / str(r)).read_text() for r in (0, 1)] == ["True [0, 1] False"] * 2
+    with connected():
+        assert not torch.distributed.is_initialized(), "one process joins no group"
 
 @pytest.mark.slow
 def test_ladd_eval_under_torchrun_shards_and_gathers_the_one_process_result(two_process_runs, tmp_path):
