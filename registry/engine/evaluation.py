@@ -4,7 +4,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import torch
-from tqdm.auto import tqdm
 
 from registry.config.settings import EvalConfig
 from registry.distributed import gather_rows, share
@@ -12,6 +11,7 @@ from registry.interfaces import padding_of
 from registry.storage.results import BudgetScore, EvalResult, mean_and_spread
 
 from .batches import checked_batches
+from .progress import progress as shown
 from .sampling import CHUNK_SEED_STRIDE, inference_precision, sample
 
 if TYPE_CHECKING:  # annotations only
@@ -81,7 +81,7 @@ def evaluate(experiment: Experiment, method: str, settings: EvalConfig, progress
         for seed, ref in zip(seeds[:floor_draws], references, strict=False)  # references: one per repeat or floor draw
     ]
     result.data_floor, result.data_floor_spread = mean_and_spread(floors)
-    for steps in tqdm(settings.budgets, desc=f"evaluating {method}", disable=not progress):
+    for steps in shown(settings.budgets, f"evaluating {method}", progress, name=lambda steps: f"{steps} steps"):
         draws, calls = [], 0
         for seed, reference in zip(seeds[:repeats], references, strict=False):
             samples, calls = sample(

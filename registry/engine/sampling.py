@@ -7,12 +7,13 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import torch
-from tqdm.auto import tqdm
 
 from registry.config.settings import INFERENCE_PRECISIONS, resolve_precision
 from registry.distributed import gather_rows, share
 from registry.errors import InvalidConfigError, LaddError
 from registry.interfaces import Sampler
+
+from .progress import progress as shown
 
 if TYPE_CHECKING:  # annotations only
     from .assembly import Experiment
@@ -56,7 +57,7 @@ def sample(
         check_takes_latent(experiment.sampler)
     starts = range(0, num_samples, batch_size)
     chunks, calls = [], 0
-    for k in tqdm(share(len(starts)), desc=f"sampling {steps} steps", disable=not progress, leave=False):
+    for k in shown(share(len(starts)), f"sampling {steps} steps", progress, detail=True):
         start = starts[k]
         size = min(batch_size, num_samples - start)
         generator = torch.Generator(device=model.device).manual_seed(seed + k * CHUNK_SEED_STRIDE)

@@ -5,11 +5,10 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from tqdm.auto import tqdm
-
 from registry.config.settings import Settings
 from registry.engine.assembly import Experiment, required_selection
 from registry.engine.evaluation import token_loss
+from registry.engine.progress import progress
 from registry.errors import IncompatibleComponentsError
 from registry.host.registry import Registry
 from registry.storage.results import PPL_NOTE
@@ -41,7 +40,7 @@ def zero_shot(
     """Each corpus is the run's dataset with option ``field`` set to it; the model must fit its vocabulary."""
     name, options = required_selection(settings, "dataset")
     rows = []
-    for corpus in tqdm(corpora, desc="zero-shot corpora"):
+    for corpus in progress(corpora, "zero-shot corpora"):
         dataset = registry.build("dataset", name, {**options, field: corpus})
         own = experiment.dataset
         if (dataset.vocab_size, dataset.seq_len) != (own.vocab_size, own.seq_len):

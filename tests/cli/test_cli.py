@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 
 import pytest
@@ -124,6 +125,10 @@ def test_train_sample_eval_round_trip(tmp_path):
     result = json.loads((run / "eval_mdlm.json").read_text())
     assert [s["steps"] for s in result["scores"]] == [1, 2]
     assert result["token_loss"] > 0 and "swd" in evaluated.stdout
+    # stderr is a pipe too: a line per budget, not a bar's carriage returns
+    shown = [line for line in evaluated.stderr.splitlines() if line.startswith("evaluating mdlm")]
+    assert "\r" not in evaluated.stderr and len(shown) == 2, evaluated.stderr
+    assert re.fullmatch(r"evaluating mdlm: 2 steps done \(2/2, [\d.]+ s\)", shown[1]), shown
 
     reported = run_ladd("report", str(run / "eval_mdlm.json"), "--out", str(tmp_path / "report"))
     assert reported.returncode == 0, reported.stderr
