@@ -16,18 +16,16 @@ def progress(
     description: str,
     enabled: bool = True,
     name: Callable[[Item], str] = str,
-    detail: bool = False,
 ) -> Iterator[Item]:
     """Yield ``items``, showing progress on stderr when ``enabled``.
 
     On a terminal, a bar; otherwise a line ``description: name(item) done (i/n, seconds)`` after each item, since a
-    bar's carriage-return updates make a log file one long line. A ``detail`` loop (chunks inside a larger step)
-    shows a bar that vanishes when done, and nothing in a log.
+    bar's carriage-return updates make a log file one long line.
     """
-    if not enabled or (detail and not sys.stderr.isatty()):
+    if not enabled:
         yield from items
     elif sys.stderr.isatty():
-        yield from tqdm(items, desc=description, leave=not detail)
+        yield from tqdm(items, desc=description)
     else:
         start = time.perf_counter()
         for index, item in enumerate(items, 1):

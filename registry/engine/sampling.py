@@ -57,7 +57,7 @@ def sample(
         check_takes_latent(experiment.sampler)
     starts = range(0, num_samples, batch_size)
     chunks, calls = [], 0
-    for k in shown(share(len(starts)), f"sampling {steps} steps", progress, detail=True):
+    for k in shown(share(len(starts)), f"sampling {steps} steps", progress, name=lambda k: f"chunk {k + 1}"):
         start = starts[k]
         size = min(batch_size, num_samples - start)
         generator = torch.Generator(device=model.device).manual_seed(seed + k * CHUNK_SEED_STRIDE)

@@ -117,6 +117,8 @@ def test_train_sample_eval_round_trip(tmp_path):
 
     sampled = run_ladd("sample", str(run), "--steps", "4", "--num", "5", cwd=tmp_path)
     assert sampled.returncode == 0, sampled.stderr
+    assert "\r" not in sampled.stderr
+    assert re.search(r"^sampling 4 steps: chunk 1 done \(1/1, [\d.]+ s\)$", sampled.stderr, re.M), sampled.stderr
     rows = (tmp_path / "samples_4steps.txt").read_text().split("\n")[:5]
     assert all(len(r.split()) == 16 and set(r.split()) <= {"0", "1"} for r in rows)
 
