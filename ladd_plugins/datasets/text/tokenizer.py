@@ -9,11 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
-
-from tqdm.auto import tqdm
 
 from registry.errors import LaddError
 
@@ -25,7 +22,6 @@ TEXT8_ALPHABET = "abcdefghijklmnopqrstuvwxyz "
 MASK_CANDIDATES = ("<|mask|>", "<|ladd_mask|>")
 EOS_TOKEN = "<|endoftext|>"
 _PIECE_CHARS = 1 << 20  # longer documents are encoded in pieces of about this many characters
-_ENCODE_BATCH = 1000
 
 
 def load_tokenizer(spec: str) -> Any:
@@ -139,7 +135,7 @@ _PROBES = [
 
 
 class Encoder:
-    """Token ids as :func:`encode` gives them, from a form of the tokenizer that pickles small: what workers receive.
+    """Token ids of texts (no special tokens added) from a form of the tokenizer that pickles small, for workers.
 
     A fast tokenizer travels as its backend's JSON and encodes without ``transformers`` (special-token strings
     in the text stay plain text); any other tokenizer, or one whose backend alone gives other ids, travels whole.
@@ -193,22 +189,6 @@ class Encoder:
 
 def _wrapper_ids(tokenizer: Any, texts: list[str]) -> list[list[int]]:
     return tokenizer(texts, add_special_tokens=False, split_special_tokens=True)["input_ids"]
-
-
-def encode(
-    tokenizer: Any, texts: Iterable[str], total: int | None = None, progress: bool = True
-) -> Iterator[list[int]]:
-    """The ids of each text (no special tokens added; special-token strings in the text are plain text)."""
-    batch: list[str] = []
-    with tqdm(total=total, desc="tokenising", unit="doc", disable=not progress, mininterval=1.0) as bar:
-        for text in texts:
-            batch.append(text)
-            if len(batch) == _ENCODE_BATCH:
-                yield from Encoder(tokenizer).ids(batch)
-                bar.update(len(batch))
-                batch = []
-        yield from Encoder(tokenizer).ids(batch)
-        bar.update(len(batch))
 
 
 def _pieces(text: str) -> list[str]:

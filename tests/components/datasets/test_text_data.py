@@ -27,7 +27,7 @@ from ladd_plugins.datasets.text.detokenizers import (
 )
 from ladd_plugins.datasets.text.packing import pad, wrap
 from ladd_plugins.datasets.text.sources import SHIPPED, SplitSpec, open_source, split_text
-from ladd_plugins.datasets.text.tokenizer import encode, load_tokenizer, vocab_size
+from ladd_plugins.datasets.text.tokenizer import Encoder, load_tokenizer, vocab_size
 from registry.errors import InvalidConfigError, LaddError
 from registry.interfaces import mask_id
 
@@ -117,7 +117,7 @@ def test_gpt2_bpe_builds_offline_with_the_mask_as_last_id(tmp_path):
     tokenizer = load_tokenizer("gpt2-bpe")
     assert len(tokenizer) == 50258 and vocab_size(tokenizer) == 50257
     assert tokenizer.mask_token_id == mask_id(50257) and tokenizer.eos_token_id == 50256
-    assert list(encode(tokenizer, ["Hello world", "x <|mask|>"], progress=False)) == [
+    assert Encoder.of(tokenizer).ids(["Hello world", "x <|mask|>"]) == [
         [15496, 995],
         [87, 1279, 91, 27932, 91, 29],  # special-token strings in the data stay plain text: no id reaches K
     ]
@@ -128,7 +128,7 @@ def test_gpt2_bpe_builds_offline_with_the_mask_as_last_id(tmp_path):
 def test_text8_characters_tokenizer():
     tokenizer = load_tokenizer("text8")  # [UNK], a-z, space, then the added EOS and mask
     assert (vocab_size(tokenizer), tokenizer.eos_token_id) == (29, 28)
-    assert list(encode(tokenizer, ["ab z", "A?"], progress=False)) == [[1, 2, 27, 26], [1, 0]]
+    assert Encoder.of(tokenizer).ids(["ab z", "A?"]) == [[1, 2, 27, 26], [1, 0]]
     assert tokenizer.decode([8, 9, 27, 1]) == "hi a"
 
 
@@ -152,7 +152,7 @@ def test_long_documents_encode_in_pieces_to_the_same_ids(monkeypatch):
     whole = tokenizer(text, add_special_tokens=False)["input_ids"]
     monkeypatch.setattr(text_tokenizer, "_PIECE_CHARS", 37)
     assert len(text_tokenizer._pieces(text)) > 50
-    assert list(encode(tokenizer, [text], progress=False)) == [whole]
+    assert Encoder.of(tokenizer).ids([text]) == [whole]
 
 
 # ---------------------------------------------------------------- sources
