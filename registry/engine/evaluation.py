@@ -9,9 +9,9 @@ from registry.config.settings import EvalConfig
 from registry.distributed import gather_rows, share
 from registry.interfaces import padding_of
 from registry.storage.results import BudgetScore, EvalResult, mean_and_spread
+from registry.toolkit.progress import progress as shown
 
 from .batches import checked_batches
-from .progress import progress as shown
 from .sampling import CHUNK_SEED_STRIDE, inference_precision, sample
 
 if TYPE_CHECKING:  # annotations only

@@ -12,8 +12,7 @@ from registry.config.settings import INFERENCE_PRECISIONS, resolve_precision
 from registry.distributed import gather_rows, share
 from registry.errors import InvalidConfigError, LaddError
 from registry.interfaces import Sampler
-
-from .progress import progress as shown
+from registry.toolkit.progress import progress as shown
 
 if TYPE_CHECKING:  # annotations only
     from .assembly import Experiment

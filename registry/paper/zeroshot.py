@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from registry.config.settings import Settings
 from registry.engine.assembly import Experiment, required_selection
 from registry.engine.evaluation import token_loss
-from registry.engine.progress import progress
 from registry.errors import IncompatibleComponentsError
 from registry.host.registry import Registry
 from registry.storage.results import PPL_NOTE
+from registry.toolkit.progress import progress
 
 
 @dataclass

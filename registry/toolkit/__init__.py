@@ -9,7 +9,8 @@ them, so ``options`` stays importable from torch-free config modules.
 - ``layers``: transformer building blocks (DiT blocks with adaLN-Zero and RoPE, attention, the timestep
   embedding, the vocabulary head, the final layer).
 - ``options`` (torch-free): the transformer options dataclass and the loss weightings a process may offer.
+- ``progress`` (torch-free): progress on stderr, a bar on a terminal and plain lines in a log.
 """
 from __future__ import annotations
 
-__all__ = ["layers", "options", "sampling", "tokens"]
+__all__ = ["layers", "options", "progress", "sampling", "tokens"]

@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from registry.errors import LaddError
+from registry.toolkit.progress import Progress
 
 from . import cache, sources
 from .shards import Job, Written, count_documents, shard_paths, write_shard
@@ -112,10 +112,10 @@ def _plan(
 
     def count(parts: list[Part]) -> list[int]:
         counts = [0] * len(parts)
-        with tqdm(total=len(parts), desc=f"counting documents of {what}", unit="part", disable=not progress) as bar:
+        with Progress(len(parts), f"counting documents of {what}", "parts", enabled=progress) as shown:
             for index, found in workers.run(count_documents, parts, Part.describe):
                 counts[index] = found
-                bar.update()
+                shown.update()
         return counts
 
     parts = job.source.parts(split, count)
@@ -124,19 +124,18 @@ def _plan(
 
 
 def _tokenise(work: Path, parts: list[Part], todo: list[int], workers: Workers, progress: bool, what: str) -> None:
-    """Write the shards ``todo`` with the workers, with a bar in shards, documents and ids."""
+    """Write the shards ``todo`` with the workers, showing progress in shards, documents and ids."""
     waiting = set(todo)
     done = [Written.read(shard_paths(work, i)[1]) for i in range(len(parts)) if i not in waiting]
     documents, tokens = sum(w.documents for w in done), sum(w.tokens for w in done)
     tasks = [(parts[i], work, i) for i in todo]
-    bar = tqdm(total=len(parts), initial=len(done), desc=f"tokenising {what}", unit="shard", disable=not progress)
-    with bar:
-        bar.set_postfix_str(_counts(documents, tokens), refresh=False)
+    with Progress(len(parts), f"tokenising {what}", "shards", enabled=progress, initial=len(done)) as shown:
+        shown.note(_counts(documents, tokens))
         try:
             for _, written in workers.run(write_shard, tasks, lambda task: f"shard {task[2]} ({task[0].describe()})"):
                 documents, tokens = documents + written.documents, tokens + written.tokens
-                bar.set_postfix_str(_counts(documents, tokens), refresh=False)
-                bar.update()
+                shown.note(_counts(documents, tokens))
+                shown.update()
         except WorkerDied as died:
             finished = sum(1 for _ in work.glob("[0-9]*.json"))
             raise WorkerDied(
