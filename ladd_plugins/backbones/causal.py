@@ -51,6 +51,8 @@ class CausalTransformer(Backbone):
         tau_y: Tensor | None,
         rows: Tensor | None = None,
     ) -> Denoised:
+        if x_t is None:
+            raise ValueError("backbone 'causal' predicts tokens: it needs x_t")
         batch = x_t.shape[0]  # x_t ids [B, S]
         # position i sees a start vector and the tokens before i: [B, S, D]
         h = torch.cat([self.start.expand(batch, 1, -1), self.embed(x_t[:, :-1])], dim=1)

@@ -24,29 +24,34 @@ class DiT(Backbone):
 
     def __init__(self, config: DiTConfig, channels: Channels):
         super().__init__()
-        self.denoises_tokens = channels.tokens and channels.latent is None
-        if not self.denoises_tokens and not (channels.seq_len == 0 and channels.latent is not None):
-            raise IncompatibleComponentsError(
-                "backbone 'dit' denoises one channel (tokens, or a latent alone); for tokens plus a latent use 'mmdit'"
-            )
+        latent = channels.latent
+        self.denoises_tokens = channels.tokens and latent is None
+        self.embed: nn.Module
+        head: nn.Module
         if self.denoises_tokens:
             self.embed = nn.Embedding(channels.vocab_size + 1, config.hidden)
             head = TokenHead(config.hidden, channels.vocab_size)
+        elif channels.seq_len == 0 and latent is not None:
+            self.embed = latent.input_layer(config.hidden)
+            head = latent.output_layer(config.hidden)
         else:
-            self.embed = channels.latent.input_layer(config.hidden)
-            head = channels.latent.output_layer(config.hidden)
+            raise IncompatibleComponentsError(
+                "backbone 'dit' denoises one channel (tokens, or a latent alone); for tokens plus a latent use 'mmdit'"
+            )
         time_conditioned = config.token_time_conditioning or not self.denoises_tokens
         self.token_time_conditioned = time_conditioned
-        self.time_embed = None
+        self.time_embed: nn.Module | None = None
+        self.condition: nn.Parameter | None = None
         if time_conditioned:
             self.time_embed = token_time_embedder(config) if self.denoises_tokens else TimestepEmbedder(config.cond_dim)
-        self.condition = None if time_conditioned else learned_condition(config.cond_dim)
+        else:
+            self.condition = learned_condition(config.cond_dim)
         style = block_style(config)
         self.trunk = DiTTrunk(
             config.hidden, config.layers, config.heads, config.cond_dim, config.mlp_ratio, config.dropout, style=style
         )
         self.final = FinalLayer(config.hidden, config.cond_dim, head, style)
-        length = channels.seq_len if self.denoises_tokens else channels.latent.length
+        length = channels.seq_len if latent is None else latent.length
         head_positions = channels.seq_len if self.denoises_tokens else 0
         self._shape = TransformerShape(
             config.layers, length, config.hidden, config.mlp_ratio, head_positions, channels.vocab_size
@@ -63,8 +68,11 @@ class DiT(Backbone):
         # one channel, L positions: tokens (L = S, ids [B, S]) or the latent alone (L = M, y_t [B, M, d_l])
         inputs, tau = (x_t, tau_x) if self.denoises_tokens else (y_t, tau_y)
         h = self.embed(inputs)  # [B, L, D]
-        # [B, C]: a learned constant, or the embedded time
-        c = self.condition.expand(h.shape[0], -1) if self.time_embed is None else self.time_embed(tau)
+        if self.time_embed is not None:
+            c = self.time_embed(tau)  # [B, C]
+        else:
+            assert self.condition is not None  # set exactly when time_embed is not
+            c = self.condition.expand(h.shape[0], -1)  # [B, C]: a learned constant
         h = self.trunk(h, c)  # [B, L, D]
         out = self.final(h, c, rows)  # logits [B, S, K] ([N, K] at the N rows) or the latent head's [B, M, d_l]
         return Denoised(tokens=out) if self.denoises_tokens else Denoised(latent=out)

@@ -107,7 +107,9 @@ class HFMaskedLM(Backbone):
         self, x_t: Tensor | None, tau_x: Tensor | None, y_t: Tensor | None, tau_y: Tensor | None,
         rows: Tensor | None = None,
     ) -> Denoised:
-        ids = torch.where(x_t == self.mask, self.source_mask, x_t)  # [B, S]: ladd's mask as the model's own
+        if x_t is None:
+            raise ValueError("backbone 'hf_masked_lm' predicts tokens: it needs x_t")
+        ids = torch.where(x_t.eq(self.mask), self.source_mask, x_t)  # [B, S]: ladd's mask as the model's own
         # [B, S, K]: the real tokens' logits
         logits = self.model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits[..., : self.vocab_size]
         if self.source_mask < self.vocab_size:  # the model's own mask token is no real token of the data

@@ -84,13 +84,13 @@ class LatentCache:
 
     def rows(self, keys: list[str], compute: Callable[[list[int]], Tensor]) -> Tensor:
         """Stacked features of ``keys``; ``compute(indices)`` is called once, for the rows not stored yet."""
-        found = [self.get(key) for key in keys]
-        missing = [i for i, value in enumerate(found) if value is None]
+        found = {i: value for i, key in enumerate(keys) if (value := self.get(key)) is not None}
+        missing = [i for i in range(len(keys)) if i not in found]
         if missing:
             for i, value in zip(missing, compute(missing).detach().float().cpu(), strict=True):
                 found[i] = value.clone()  # a row of its own, so memory does not pin the whole batch
                 self.put(keys[i], found[i])
-        return torch.stack(found)
+        return torch.stack([found[i] for i in range(len(keys))])
 
     def _remember(self, key: str, value: Tensor) -> None:
         self.memory[key] = value

@@ -22,6 +22,7 @@ class CodeLatent(Latent):
     """
 
     produces = IDS
+    values: int  # a subclass sets it: the number of real codes
     null_is_target = False  # the null latent is all mask ids, which no cross-entropy can target
 
     def _add_mask_vector(self) -> None:
@@ -43,7 +44,7 @@ class CodeLatent(Latent):
     def backbone_input(self, y_t: Tensor, code: LatentCode | None = None) -> Tensor:
         """Code vectors at revealed positions (straight-through ones in training), the learnable mask vector
         elsewhere."""
-        masked = y_t == mask_id(self.values)
+        masked = y_t.eq(mask_id(self.values))
         if code is not None and code.embedding is not None:
             vectors = code.embedding
         else:

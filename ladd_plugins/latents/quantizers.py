@@ -60,6 +60,8 @@ class VQLatent(CodeLatent):
 class ResidualVQLatent(CodeLatent):
     """Q residual VQ stages of C codes; a position's id packs its Q codes as base-C digits (C^Q values)."""
 
+    place: Tensor  # C^q for stage q: a buffer
+
     def __init__(self, config: ResidualVQLatentConfig) -> None:
         super().__init__()
         self.config = config

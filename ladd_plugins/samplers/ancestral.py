@@ -19,7 +19,7 @@ class AncestralSampler(Sampler):
         self.config = config
 
     @torch.no_grad()
-    def sample(
+    def sample(  # type: ignore[override]  # no latent keyword: ladd passes a clean latent to no such sampler
         self,
         model: DenoiserModel,
         num_samples: int,

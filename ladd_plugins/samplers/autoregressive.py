@@ -23,7 +23,7 @@ class AutoregressiveSampler(Sampler):
     needs = Needs(latent=False)  # its predictions take no latent
 
     @torch.no_grad()
-    def sample(
+    def sample(  # type: ignore[override]  # no latent keyword: ladd passes a clean latent to no such sampler
         self,
         model: DenoiserModel,
         num_samples: int,

@@ -11,7 +11,8 @@ from registry.toolkit.sampling import (
     guidance_seed,
     held_latent,
     known_tokens,
-    reveals_first,
+    latent_step,
+    revealing,
     reverse_step,
     start_tokens,
     time_grid,
@@ -48,19 +49,19 @@ class JointSampler(Sampler):
         x = start_tokens(model, num_samples, device, generator, fixed)
         known = known_tokens(model, num_samples, fixed, device)
         y = model.latent_prior(num_samples, generator)
-        fast, calls = reveals_first(model, self.config.fast), 0
+        revealer, calls = revealing(model, self.config.fast), 0
         null_seed = guidance_seed(generator, self.config.guidance)
         for tau_t, tau_s in time_grid(steps):
             t, s = times(num_samples, tau_t, device), times(num_samples, tau_s, device)
-            if fast:  # the latent needs the network every step; the token head runs at revealed positions only
-                reveal = model.process.reveal(x, t, s, generator)
+            if revealer is not None:  # the latent needs the network every step; the token head runs at revealed rows
+                reveal = revealer.reveal(x, t, s, generator)
                 rows, latent_prediction, used = token_logits(
                     model, x, t, y, t, self.config.guidance, null_seed, rows=reveal
                 )
-                x = model.process.fill(x, reveal, rows, generator)
+                x = revealer.fill(x, reveal, rows, generator)
             else:
                 logits, latent_prediction, used = token_logits(model, x, t, y, t, self.config.guidance, null_seed)
                 x = reverse_step(model.process, x, logits, t, s, generator, known)
             calls += used
-            y = model.latent_process.step(y, latent_prediction, t, s, generator)
+            y = latent_step(model, y, latent_prediction, t, s, generator)
         return SampleOutput(check_fixed_kept(x, fixed, model), y, calls)

@@ -5,7 +5,7 @@ import torch
 from torch import Tensor
 
 from registry.interfaces import DenoiserModel, Needs, SampleOutput, Sampler
-from registry.toolkit.sampling import denoise_tokens, held_latent, known_tokens, time_grid, times
+from registry.toolkit.sampling import denoise_tokens, held_latent, known_tokens, latent_step, time_grid, times
 
 from .config import SequentialConfig
 
@@ -39,7 +39,7 @@ class SequentialSampler(Sampler):
             y = model.latent_prior(num_samples, generator)
             for tau_t, tau_s in time_grid(self.config.latent_steps):
                 t, s = times(num_samples, tau_t, device), times(num_samples, tau_s, device)
-                y = model.latent_process.step(y, model.predict(known, None, y, t).latent, t, s, generator)
+                y = latent_step(model, y, model.predict(known, None, y, t).latent, t, s, generator)
         tokens, calls = denoise_tokens(
             model, num_samples, steps, generator, device, y, self.config.guidance, self.config.fast, fixed
         )

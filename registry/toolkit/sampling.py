@@ -17,7 +17,8 @@ __all__ = [
     "guidance_seed",
     "held_latent",
     "known_tokens",
-    "reveals_first",
+    "latent_step",
+    "revealing",
     "reverse_step",
     "start_tokens",
     "takes_fixed",
@@ -130,9 +131,20 @@ def reverse_step(
     return process.step(x_t, prediction, tau_t, tau_s, generator, fixed=fixed)
 
 
-def reveals_first(model: DenoiserModel, fast: bool) -> bool:
-    """Whether the exact fast path applies: the token process picks changing positions before predicting."""
-    return fast and isinstance(model.process, RevealingProcess)
+def revealing(model: DenoiserModel, fast: bool) -> RevealingProcess | None:
+    """The token process when the exact fast path applies (it picks changing positions before predicting), else None."""
+    return model.process if fast and isinstance(model.process, RevealingProcess) else None
+
+
+def latent_step(
+    model: DenoiserModel, y_t: Tensor, prediction: Tensor | None, tau_t: Tensor, tau_s: Tensor,
+    generator: torch.Generator,
+) -> Tensor:
+    """One reverse step of the latent channel from ``tau_t`` to ``tau_s`` with the network's latent ``prediction``."""
+    if prediction is None:
+        raise LaddError("the model predicted no latent: a latent step needs a model with a latent channel")
+    _, latent_process = model.latent_channel()
+    return latent_process.step(y_t, prediction, tau_t, tau_s, generator)
 
 
 def guidance_seed(generator: torch.Generator, guidance: float) -> int | None:
@@ -206,18 +218,17 @@ def denoise_tokens(
     x = start_tokens(model, num_samples, device, generator, fixed)
     known = known_tokens(model, num_samples, fixed, device)
     tau_y = None if latent is None else times(num_samples, 0.0, device)
-    fast = reveals_first(model, fast)
+    process = revealing(model, fast)
     null_seed = guidance_seed(generator, guidance)
     logits, calls = None, 0
     for tau_t, tau_s in time_grid(steps):
         t, s = times(num_samples, tau_t, device), times(num_samples, tau_s, device)
-        if fast:
-            assert isinstance(model.process, RevealingProcess)  # reveals_first allowed the fast path for no other
-            reveal = model.process.reveal(x, t, s, generator)
+        if process is not None:
+            reveal = process.reveal(x, t, s, generator)
             if bool(reveal.any()):
                 rows, _, used = token_logits(model, x, t, latent, tau_y, guidance, null_seed, rows=reveal)
                 calls += used
-                x = model.process.fill(x, reveal, rows, generator)
+                x = process.fill(x, reveal, rows, generator)
             continue
         if logits is None or not model.caches_token_predictions:
             logits, _, used = token_logits(model, x, t, latent, tau_y, guidance, null_seed)

@@ -1,4 +1,4 @@
-"""The project's static checks pass: ruff (lint rules in pyproject.toml) over the checkout, mypy over ``registry``."""
+"""The project's static checks pass: ruff (lint rules in pyproject.toml) over the checkout, mypy over the packages."""
 from __future__ import annotations
 
 import importlib.util

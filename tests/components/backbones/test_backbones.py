@@ -228,3 +228,9 @@ def test_forward_at_rows_equals_the_full_forward_at_those_rows_bitwise(build):
     assert (on_rows.latent is None) == (full.latent is None)
     if full.latent is not None:
         assert torch.equal(on_rows.latent, full.latent)
+
+
+def test_token_only_backbones_refuse_a_latent_only_call_by_name():
+    _, _, y_t, tau_y = inputs()
+    with pytest.raises(ValueError, match="'causal' predicts tokens: it needs x_t"):
+        causal()(None, None, y_t, tau_y)

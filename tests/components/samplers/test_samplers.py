@@ -15,8 +15,9 @@ from ladd_plugins.samplers.config import AncestralConfig, JointConfig, Sequentia
 from ladd_plugins.samplers.joint import JointSampler
 from ladd_plugins.samplers.sequential import SequentialSampler
 from ladd_plugins.schedules.closed_form import LinearSchedule, ScheduleConfig
+from registry.errors import LaddError
 from registry.interfaces import Denoised, DenoiserModel
-from registry.toolkit.sampling import token_logits
+from registry.toolkit.sampling import latent_step, revealing, token_logits
 
 MARGINALS = torch.tensor([[0.7, 0.2, 0.1], [0.1, 0.1, 0.8], [1 / 3, 1 / 3, 1 / 3], [0.05, 0.9, 0.05]])
 
@@ -122,3 +123,22 @@ def test_guidance_combines_conditional_and_unconditional_log_probabilities():
     assert calls == 2
     conditional, unconditional = MARGINALS.log().log_softmax(-1), torch.full((4, 3), -math.log(3))
     assert torch.allclose(logits[0], unconditional + 2 * (conditional - unconditional), atol=1e-6)
+
+
+def test_revealing_takes_the_fast_path_only_when_asked_and_the_process_reveals_first():
+    model = ProductOracle(latent_value=torch.tensor([[0.6, -0.8]]))
+    assert revealing(model, fast=True) is model.process
+    assert revealing(model, fast=False) is None
+    model.process = model.latent_process  # the VP process draws every coordinate anew: no positions to pick
+    assert revealing(model, fast=True) is None
+
+
+def test_latent_step_lands_on_an_exact_prediction_and_refuses_a_missing_one():
+    target = torch.tensor([[0.6, -0.8]])
+    model = ProductOracle(latent_value=target)
+    y = model.latent_prior(3, torch.Generator().manual_seed(0))
+    t, s = torch.full((3,), 0.5), torch.zeros(3)
+    landed = latent_step(model, y, target.expand(3, -1, -1), t, s, torch.Generator().manual_seed(1))
+    assert torch.allclose(landed, target.expand(3, -1, -1), atol=1e-6)  # DDIM to time 0 returns the y0 prediction
+    with pytest.raises(LaddError, match="predicted no latent"):
+        latent_step(model, y, None, t, s, torch.Generator())
