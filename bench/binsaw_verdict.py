@@ -128,8 +128,9 @@ def estimates(results: dict[str, list[EvalResult]]) -> dict[str, dict[str, Estim
 
 def judge(claim: Claim, found: dict[str, dict[str, Estimate]]) -> dict[str, str]:
     """The claim's measured difference, its spread and the verdict."""
+    compared = f"{claim.a} - {claim.b}"
     if any(claim.score not in found.get(side, {}) for side in (claim.a, claim.b)):
-        return {"claim": claim.text, "difference": "", "spread": "", "verdict": "not measured"}
+        return {"claim": claim.text, "compared": compared, "difference": "", "spread": "", "verdict": "not measured"}
     a, b = found[claim.a][claim.score], found[claim.b][claim.score]
     diff = a.mean - b.mean
     sigma = math.sqrt(a.std**2 + b.std**2) if not (math.isnan(a.std) or math.isnan(b.std)) else math.nan
@@ -142,7 +143,8 @@ def judge(claim: Claim, found: dict[str, dict[str, Estimate]]) -> dict[str, str]
     if math.isnan(sigma):
         verdict += " (no spread: one seed)"
     spread = "" if math.isnan(sigma) else f"{sigma:.4f}"
-    return {"claim": claim.text, "difference": f"{diff:+.4f}", "spread": spread, "verdict": verdict}
+    difference = f"{diff:+.4f}"
+    return {"claim": claim.text, "compared": compared, "difference": difference, "spread": spread, "verdict": verdict}
 
 
 def _cell(estimate: Estimate, digits: int) -> str:
@@ -235,14 +237,18 @@ def readme(
         lines.append(f"| data vs data | {_cell(floor, 3)} ({first.floor_draws} draws) |" + " |" * (len(budgets) - 1))
     lines += [
         "",
-        "The paper's ordering, claim by claim (`verdict.csv`). A claim `a < b` holds when the difference exceeds "
-        f"{SIGMAS:g} standard deviations of the difference, fails when it exceeds them the other way, and is otherwise "
-        "within the spread; "
-        f'"about" and "close" mean within {CLOSE} nats plus that margin, "at the data floor" within the margin:',
+        "The paper's ordering, claim by claim (`verdict.csv`). Each compares two rows `a - b` (the lower one first for "
+        f"a claim `a < b`, so a negative difference supports it): it holds when the difference is below -{SIGMAS:g} "
+        "standard deviations of the difference, fails when it is above +that margin, and is otherwise within the "
+        f'spread; "about" and "close" mean within {CLOSE} nats plus that margin, "at the data floor" within the '
+        "margin:",
         "",
-        "| claim | difference | std of the difference | verdict |",
-        "| --- | --- | --- | --- |",
-        *(f"| {v['claim']} | {v['difference']} | {v['spread']} | {v['verdict']} |" for v in verdicts),
+        "| claim | compared (a - b) | difference | std of the difference | verdict |",
+        "| --- | --- | --- | --- | --- |",
+        *(
+            f"| {v['claim']} | {v['compared']} | {v['difference']} | {v['spread']} | {v['verdict']} |"
+            for v in verdicts
+        ),
     ]
     if args.calibration:
         calibration = json.loads(args.calibration.read_text())

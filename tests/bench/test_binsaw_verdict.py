@@ -69,12 +69,15 @@ def test_claims_are_judged_against_the_spread_over_training_seeds(tmp_path, monk
     assert verdicts["Di-LADD joint about the oracle"][2] == "holds"  # 0.513 is within 0.01 of 0.5096
     assert verdicts["Di-LADD seq about the oracle"] == ("-0.0196", "0.0141", "holds")  # within 0.01 + 2 x 0.0141
     assert verdicts["MDLM above the oracle"][2] == "holds"
+    with (out / "verdict.csv").open() as handle:
+        compared = {row["claim"]: row["compared"] for row in csv.DictReader(handle)}
+    assert compared["MDLM above the oracle"] == "oracle - mdlm"  # the lower side first: negative supports the claim
     # SWD at one step: Di-LADD seq 0.21 ± 0.0141 against MDLM's 0.32 ± 0.01 (its evaluation seeds)
     assert verdicts["Di-LADD seq below MDLM at one token step (SWD)"] == ("-0.1100", "0.0173", "holds")
     assert verdicts["Co-LADD seq at the data floor at one token step (SWD)"] == ("+0.0020", "0.0149", "holds")
     readme = (out / "README.md").read_text()
     assert "| coladd_joint | 0.5500, 0.5300 | 0.5400 ± 0.0141 | 0.4109 |" in readme
-    assert "| Co-LADD joint below the oracle | +0.0304 | 0.0141 | does not hold |" in readme
+    assert "| Co-LADD joint below the oracle | coladd_joint - oracle | +0.0304 | 0.0141 | does not hold |" in readme
     assert "E|u| = 11.29" in readme
 
 
