@@ -63,6 +63,8 @@ def test_logits_are_the_models_own_with_its_mask_token_fed_and_given_no_probabil
     from ladd_plugins.datasets.text.tokenizer import load_tokenizer, vocab_size
 
     assert vocab_size(load_tokenizer(str(tiny_bert))) == backbone.vocab_size == K, "the data's K"
+    with pytest.raises(ValueError, match="'hf_masked_lm' predicts tokens: it needs x_t"):
+        backbone(None, None, torch.zeros(2, 1, 4), torch.rand(2))
 
 
 def test_mismatched_data_channels_and_a_tokenizer_without_mask_are_refused(tiny_bert, tmp_path):
