@@ -41,6 +41,7 @@ __all__ = [
     "device_batches",
     "prepare",
     "padding_of",
+    "context_of",
     "rank_batches",
     "IDS",
     "VECTORS",
@@ -503,6 +504,18 @@ class Dataset(ABC):
         None (the default) when no row holds padding."""
         return None
 
+    def context(self, batch: Tensor) -> Tensor | None:
+        """Bool ``[B, S]``: the positions of ``batch`` that only condition the rest (an instruction's prompt), never
+        noised and never scored. With context, the token loss and ``L^x`` average each row over its other positions
+        and the batch over its rows (per-sequence normalisation, as instruction tuning does). None (the default)
+        when rows hold no context; a row must keep at least one position out of it."""
+        return None
+
+    def prompt_ids(self, text: str) -> list[int] | None:
+        """The ids a generation from the user's ``text`` starts with when the data frames its prompts (a chat
+        template around the text, the assistant's turn opened), or None (the default) for the text's own ids."""
+        return None
+
     def oracle_token_loss(self) -> float | None:
         """The exact optimal token loss when the data model is known (None otherwise)."""
         return None
@@ -549,3 +562,8 @@ def prepare(dataset: Dataset, splits: Sequence[str]) -> list[PreparedData]:
 def padding_of(dataset: Dataset, batch: Tensor) -> Tensor | None:
     """``dataset.padding(batch)``; None for a dataset written without the ``Dataset`` base."""
     return dataset.padding(batch) if isinstance(dataset, Dataset) else None
+
+
+def context_of(dataset: Dataset, batch: Tensor) -> Tensor | None:
+    """``dataset.context(batch)``; None for a dataset written without the ``Dataset`` base."""
+    return dataset.context(batch) if isinstance(dataset, Dataset) else None

@@ -7,7 +7,7 @@ import torch
 
 from registry.config.settings import EvalConfig
 from registry.distributed import gather_rows, share
-from registry.interfaces import padding_of
+from registry.interfaces import context_of, padding_of
 from registry.storage.results import BudgetScore, EvalResult, mean_and_spread
 from registry.toolkit.progress import progress as shown
 
@@ -27,28 +27,34 @@ def token_loss(experiment: Experiment, batches: int, batch_size: int, seed: int,
 
     Batch ``k`` draws its noise from its own generator, so under several processes each takes its share
     of the batches and the mean over all of them is the one-process mean. Positions the dataset marks as
-    padding (``Dataset.padding``) are left out: the mean is over the real positions.
+    padding (``Dataset.padding``) are left out: the mean is over the real positions. With context
+    (``Dataset.context``: prompts, clean and unscored), each row is a mean over its other positions and the
+    result the mean over the rows.
     """
     model = experiment.model.eval()
     stream = checked_batches(experiment.dataset, batch_size, seed, "validation")
     clean = experiment.sampler.conditions_on_clean_latent
     mine = share(batches)
-    losses, real_positions, padded = [], [], False
+    losses, counts, padded = [], [], False
     for index in range(batches):
         batch = next(stream)  # every rank walks the same stream and scores only its own batches
-        padding = padding_of(experiment.dataset, batch)
+        padding, context = padding_of(experiment.dataset, batch), context_of(experiment.dataset, batch)
         padded = padded or padding is not None
         if index in mine:
             generator = torch.Generator(device=model.device).manual_seed(seed + index * CHUNK_SEED_STRIDE)
-            keep_out = {} if padding is None else {"padding": padding.to(model.device)}
+            given = {"padding": padding, "context": context}
+            keep_out = {key: mask.to(model.device) for key, mask in given.items() if mask is not None}
             with inference_precision(model.device, precision):
                 losses.append(model.token_loss(batch.to(model.device), clean, generator, **keep_out).float().mean())
-            real_positions.append(batch.numel() if padding is None else int((~padding).sum()))
+            # a batch's mean is over its rows with context, else over its real positions
+            counts.append(
+                len(batch) if context is not None else batch.numel() if padding is None else int((~padding).sum())
+            )
     local = torch.stack(losses).double().cpu() if losses else torch.zeros(0, dtype=torch.float64)
     if not padded:
         return float(gather_rows(local).mean())
-    # each batch's mean is over its real positions: weighted by their number, the mean over all of them
-    weights = gather_rows(torch.tensor(real_positions, dtype=torch.float64))
+    # each batch's mean is over its real positions (its rows): weighted by their number, the mean over all of them
+    weights = gather_rows(torch.tensor(counts, dtype=torch.float64))
     return float((gather_rows(local) * weights).sum() / weights.sum())
 
 

@@ -37,7 +37,15 @@ from registry.engine.runs import COMPONENTS_FILE, WEIGHTS_FILE, RunFolder
 from registry.engine.warm_start import warm_start
 from registry.errors import InvalidConfigError, LaddError, first_line
 from registry.host.registry import Registry
-from registry.interfaces import Dataset, batches_from, device_batches, padding_of, prepare, rank_batches
+from registry.interfaces import (
+    Dataset,
+    batches_from,
+    context_of,
+    device_batches,
+    padding_of,
+    prepare,
+    rank_batches,
+)
 from registry.storage.files import replacing, write_text
 from registry.storage.weights import (
     CorruptFileError,
@@ -125,7 +133,7 @@ class LaddModule(L.LightningModule):
         self.model = model
         self.train_cfg = train
         self.seed = seed
-        self.dataset = dataset  # its padding (``Dataset.padding``) stays out of the loss
+        self.dataset = dataset  # its padding and context (``Dataset.padding``, ``context``) stay out of the loss
         self.stage = 1
         self.resting: list[torch.nn.Parameter] = []  # parameters this stage's loss does not reach
         self.watch = _FiniteWatch()
@@ -151,7 +159,8 @@ class LaddModule(L.LightningModule):
             Shard(self.global_rank, world, step_seed(self.seed, self.stage, self.global_step)) if world > 1 else None
         )
         padding = None if self.dataset is None else padding_of(self.dataset, batch)
-        terms = self.model.loss(batch, shard=shard, padding=padding)
+        context = None if self.dataset is None else context_of(self.dataset, batch)
+        terms = self.model.loss(batch, shard=shard, padding=padding, context=context)
         # Every rank holds an equal share, so the mean over ranks is the global batch's mean (a NaN anywhere stops all).
         names = list(terms)
         means = self.trainer.strategy.reduce(torch.stack([terms[k].detach() for k in names]), reduce_op="mean")
