@@ -26,6 +26,7 @@ from registry.interfaces import (
     RevealingProcess,
     Sampler,
     batches_from,
+    context_of,
     device_batches,
     needs_of,
 )
@@ -497,7 +498,8 @@ def _backbone_round(backbone: Any, channels: Channels) -> None:
 
 
 def exercise_dataset(component: Component, registry: Registry) -> None:
-    """Token ids ``[B, seq_len]`` inside the vocabulary; the same seed gives the same stream, also resumed at batch 2.
+    """Token ids ``[B, seq_len]`` inside the vocabulary; the same seed gives the same stream, also resumed at batch 2;
+    a batch's context (``Dataset.context``) leaves every row something to score.
 
     A dataset that draws on the training device (``device_batches``) is checked the same way, on the CPU.
     """
@@ -507,6 +509,13 @@ def exercise_dataset(component: Component, registry: Registry) -> None:
     with _during("batches_from"):
         resumed = next(batches_from(dataset, 2, BATCH, 0))
     _check_stream(dataset, streams, resumed, "", "batches_from(2, ...)")
+    with _during("context"):
+        context = context_of(dataset, resumed)
+    _expect(
+        context is None
+        or (context.dtype == torch.bool and context.shape == resumed.shape and bool((~context).any(dim=1).all())),
+        f"context of a batch must be None or bool {tuple(resumed.shape)} leaving each row a position to score",
+    )
     cpu = torch.device("cpu")
     with _during("device_batches"):
         on_device = [device_batches(dataset, start, BATCH, 0, cpu) for start in (0, 0, 2)]
