@@ -32,5 +32,6 @@ def ladd_model_folders() -> dict[str, str]:
 
 @hookimpl
 def ladd_importers() -> dict[str, str]:
-    # `ladd import mdlm SRC OUT`: MDLM's published checkpoint layout (kuleshov-group/mdlm-owt)
-    return {"mdlm": "ladd_plugins.importers.mdlm:import_mdlm"}
+    # `ladd import mdlm SRC OUT`: MDLM's published checkpoint layout (kuleshov-group/mdlm-owt); `ladd import llada`:
+    # LLaDA's (GSAI-ML/LLaDA-8B-Base, -Instruct)
+    return {"mdlm": "ladd_plugins.importers.mdlm:import_mdlm", "llada": "ladd_plugins.importers.llada:import_llada"}
