@@ -77,7 +77,9 @@ class LLaDAConfig:
     mlp_hidden: int = 128  # the SwiGLU's inner width (LLaDA-8B: 12288)
     rope_theta: float = 500000.0  # RoPE base (LLaDA: 500000)
     norm_eps: float = 1e-5  # RMSNorm epsilon (LLaDA: 1e-5)
-    qkv_bias: bool = False  # biases on the query, key and value projections (LLaDA: none)
+    qkv_bias: bool = False  # biases on the query, key and value projections (LLaDA: none; Dream: yes)
+    # position i predicted from the state at i - 1, as a network adapted from a causal one does (Dream; LLaDA: no)
+    shift_logits: bool = False
     vocab_rows: int | None = None  # ids the embedding and head hold; None: the data's K tokens plus ladd's mask
     mask_id: int | None = None  # the network's own mask id (LLaDA: 126336); None: ladd's mask K
     cond_dim: int = 128  # with a latent channel: width of the latent stream's time conditioning

@@ -6,6 +6,8 @@ rotary embeddings (rotate-half, base ``rope_theta``) and no biases, a SwiGLU fee
 not told the time (``token_time_conditioned = False``). A published table holds more ids than the data's tokens
 and a mask id of its own inside it (LLaDA: 126,336 of 126,464): ladd's mask K is fed as that id, the logits are
 those of the K real tokens, and the network's own mask, where it is one of them, gets no probability (SUBS).
+Options give the variants of Dream-7B (Qwen2's layout): grouped-query attention, biases on q, k and v, and logits
+shifted by one position (``shift_logits``: a network adapted from a causal LM predicts position i at i - 1).
 
 Given a latent channel (LADD on top of LLaDA), latent slots join every block's attention as in MM-DiT: their own
 DiT blocks (adaLN-Zero on the latent time) at positions ``S..S+M-1``, the token stream unchanged and under the same
@@ -130,7 +132,7 @@ class LLaDA(Backbone):
                 f"mask): the data's tokenizer is not the network's"
             )
         self.vocab_size, self.mask, self.own_mask = channels.vocab_size, channels.vocab_size, own_mask
-        self.head_dim, self.theta = config.hidden // config.heads, config.rope_theta
+        self.head_dim, self.theta, self.shift = config.hidden // config.heads, config.rope_theta, config.shift_logits
         self.embed = nn.Embedding(rows, config.hidden)
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.layers))
         self.norm = RMSNorm(config.hidden, config.norm_eps)
@@ -176,6 +178,8 @@ class LLaDA(Backbone):
 
     def _logits(self, x: Tensor, rows: Tensor | None) -> Tensor:
         """Logits of the K real tokens (``[B, S, K]``, or ``[N, K]`` at ``rows``); the network's own mask gets none."""
+        if self.shift:  # position i read at i - 1 (position 0 at itself)
+            x = torch.cat([x[:, :1], x[:, :-1]], dim=1)
         features = self.norm(x if rows is None else x[rows])
         logits = F.linear(features, self.head.weight[: self.vocab_size])
         if self.own_mask < self.vocab_size:
