@@ -15,6 +15,8 @@ names as without a latent, so a warm start from an imported LLaDA (``train.init_
 """
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -168,7 +170,8 @@ class LLaDA(Backbone):
             raise ValueError("backbone 'llada' with a latent channel needs the noisy latent y_t and its time tau_y")
         y, c = self.latent.embed(y_t), self.latent.time(tau_y)  # [B, M, D], [B, C]
         rope_y = rotary(positions[seq_len:], self.head_dim, self.theta)
-        for block, latent_block in zip(self.blocks, self.latent.blocks, strict=True):
+        pairs = zip(cast(list[Block], self.blocks), cast(list[DiTBlock], self.latent.blocks), strict=True)
+        for block, latent_block in pairs:
             qx, kx, vx = block.pre_attention(x, rope_x)  # [B, S, H, D/H]
             qy, ky, vy, gate = latent_block.pre_attention(y, c, rope_y)  # [B, M, H, D/H]
             attended = attention(torch.cat([qx, qy], 1), torch.cat([kx, ky], 1), torch.cat([vx, vy], 1))

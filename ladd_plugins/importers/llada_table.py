@@ -127,14 +127,14 @@ def copies(shape: LLaDAShape) -> dict[str, str]:
 def source_shapes(shape: LLaDAShape) -> dict[str, tuple[int, ...]]:
     """Every tensor a LLaDA checkpoint of these sizes holds, by its full name, with its shape."""
     d, kv, inner = shape.hidden, shape.kv_heads * shape.head_dim, shape.mlp_hidden
-    block = {
+    block: dict[str, tuple[int, ...]] = {
         "attn_norm.weight": (d,), "q_proj.weight": (d, d), "k_proj.weight": (kv, d), "v_proj.weight": (kv, d),
         "attn_out.weight": (d, d), "ff_norm.weight": (d,), "ff_proj.weight": (inner, d), "up_proj.weight": (inner, d),
         "ff_out.weight": (d, inner),
     }
     if shape.qkv_bias:
         block.update({"q_proj.bias": (d,), "k_proj.bias": (kv,), "v_proj.bias": (kv,)})
-    shapes = {PREFIX + "wte.weight": (shape.rows, d)}
+    shapes: dict[str, tuple[int, ...]] = {PREFIX + "wte.weight": (shape.rows, d)}
     for index in range(shape.layers):
         shapes.update({f"{PREFIX}blocks.{index}.{name}": size for name, size in block.items()})
     shapes.update({PREFIX + "ln_f.weight": (d,), PREFIX + "ff_out.weight": (shape.rows, d)})

@@ -100,7 +100,8 @@ def check_destination(out_dir: Path, overwrite: bool) -> None:
     document = read_json(out_dir / CONFIG_JSON, "an exported model's config", refusal)
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise LaddError(f"{out_dir / CONFIG_JSON} is not an exported model's config (format {FORMAT!r}); {refusal}")
-    carried = document.get(CARRIES) if isinstance(document.get(CARRIES), list) else []
+    listed = document.get(CARRIES)
+    carried = listed if isinstance(listed, list) else []
     ours = {*EXPORT_FILES, *(PurePosixPath(str(name)).parts[0] for name in carried)}
     foreign = [name for name in held if name not in ours or (name in EXPORT_FILES and not (out_dir / name).is_file())]
     if foreign:
