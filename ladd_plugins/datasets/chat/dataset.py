@@ -15,13 +15,13 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from registry.errors import InvalidConfigError, LaddError
+from registry.errors import LaddError
 from registry.interfaces import Dataset, PreparedData
 
 from ..seeds import stream_seed
 from ..text import cache
 from ..text.dataset import shuffled_indices
-from ..text.sources import SplitSpec
+from ..text.sources import SplitSpec, mapped_split
 from ..text.tokenizer import fingerprint as tokenizer_fingerprint
 from ..text.tokenizer import load_tokenizer, vocab_size
 from . import conversations
@@ -58,15 +58,7 @@ class ChatDataset(Dataset):
 
     def split(self, split: str) -> SplitSpec:
         """The source split (and slice) that ladd's ``split`` reads; ``floor`` reads the validation one."""
-        mapping = {**conversations.DEFAULT_SPLITS, **self.config.split_map}
-        if split not in mapping and split == "floor":
-            split = "validation"
-        if split not in mapping:
-            raise InvalidConfigError(
-                f"split {split!r} is not in dataset.split_map (known: {', '.join(mapping)}); add it, e.g. "
-                f"+dataset.split_map.{split}='train[95%:]'"
-            )
-        return SplitSpec.parse(mapping[split])
+        return mapped_split(split, {**conversations.DEFAULT_SPLITS, **self.config.split_map}, self.config.source)
 
     def fingerprint(self, split: str) -> dict:
         """Everything that decides the rows of ``split`` (the cache's key)."""
