@@ -52,10 +52,14 @@ def local_files(source: str) -> list[Path] | None:
         files = [path]
     else:
         return None
-    if not files or any(f.suffix != ".jsonl" or not f.is_file() for f in files):
+    wrong = [f for f in files if f.suffix != ".jsonl" or not f.is_file()]
+    if not files or wrong:
+        what = "no .jsonl file is there"
+        if wrong:
+            what = f"{wrong[0]} is not a .jsonl file" if wrong[0].exists() else f"{wrong[0]} does not exist"
         raise InvalidConfigError(
-            f"dataset.source={source!r} names no .jsonl files (found: {', '.join(map(str, files)) or 'none'}); "
-            f"give .jsonl files, a folder of them, a glob, arithmetic, or a Hugging Face dataset"
+            f"dataset.source={source!r}: {what}; give .jsonl files, a folder of them, a glob, arithmetic, or a "
+            f"Hugging Face dataset"
         )
     return files
 
