@@ -18,7 +18,6 @@ from typing import Any
 
 import lightning as L
 import torch
-from lightning.pytorch.loggers import CSVLogger
 from torch.utils.data import DataLoader, IterableDataset
 
 from registry.config.settings import Settings, checked
@@ -41,6 +40,7 @@ from .module import LaddModule
 from .resume import ResumeState, StopOnSignal, check_saved_state, has_saved_state, resume_point, stage_checkpoint
 from .stopping import Stopped, deferred, stopping_on_signals
 from .strategy import Hardware
+from .tracking import Tracking
 
 
 class _Stream(IterableDataset):
@@ -108,6 +108,7 @@ def _train_checked(
         os.environ["WORLD_SIZE"] = str(world)
     if main:
         folder.check(plain, allow_changes)
+    tracking = Tracking(train_cfg.logger, folder, settings, main)
     L.seed_everything(settings.seed, workers=True, verbose=False)
     experiment = build_experiment(settings, registry)
     # every process, before any joins the others: one prepares the data (tokenises, on first use) while the
@@ -127,7 +128,13 @@ def _train_checked(
     with folder.claim(plain, allow_changes) if main else nullcontext():
         if main:
             write_text(folder.path / COMPONENTS_FILE, json.dumps(experiment.origins(), indent=2))
-        return _train_stages(experiment, settings, folder, hardware, registry)
+        try:
+            _train_stages(experiment, settings, folder, hardware, registry, tracking)
+        except BaseException as error:
+            tracking.end("killed" if isinstance(error, Stopped) else "failed")
+            raise
+        tracking.end("success")
+        return experiment
 
 
 def _warm_start(
@@ -145,14 +152,20 @@ def _warm_start(
 
 
 def _train_stages(
-    experiment: Experiment, settings: Settings, folder: RunFolder, hardware: Hardware, registry: Registry
-) -> Experiment:
+    experiment: Experiment,
+    settings: Settings,
+    folder: RunFolder,
+    hardware: Hardware,
+    registry: Registry,
+    tracking: Tracking,
+) -> None:
     """Run every stage not finished yet, then save the final EMA weights (global rank 0)."""
     train_cfg, main = settings.train, hardware.rank == 0
     if train_cfg.compile:
         experiment.model.compile_backbones(train_cfg.compile_mode)
     module = LaddModule(experiment.model, train_cfg, settings.seed, experiment.dataset)
-    for index, stage in enumerate(train_cfg.stages_to_run().values(), start=1):
+    stages = list(train_cfg.stages_to_run().values())
+    for index, stage in enumerate(stages, start=1):
         experiment.model.begin_stage(stage)
         module.stage = index
         stage_dir, last = folder.stage_dir(index), folder.last_checkpoint(index)
@@ -174,7 +187,7 @@ def _train_stages(
                 *([progress_bar(index, train_cfg.log_every)] if train_cfg.progress else []),
                 StopOnSignal(last),  # last but the checkpoint: a step's state is whole there
             ],
-            logger=CSVLogger(folder.path, name="logs", version=f"stage{index}"),
+            logger=tracking.stage_logger(index, sum(settings.stage_steps(before) for before in stages[: index - 1])),
             default_root_dir=stage_dir,  # where Lightning would look for checkpoints of its own: none are there
             log_every_n_steps=train_cfg.log_every,
             enable_progress_bar=train_cfg.progress,
@@ -195,4 +208,3 @@ def _train_stages(
             save_weights(experiment.model, folder.stage_weights(index))
     if main:
         save_weights(experiment.model, folder.path / WEIGHTS_FILE)
-    return experiment
