@@ -27,11 +27,11 @@ from registry.engine.batches import check_batch, first_batch, stream_ended
 from registry.engine.memory import check_fits
 from registry.engine.runs import COMPONENTS_FILE, WEIGHTS_FILE, RunFolder
 from registry.engine.warm_start import warm_start
-from registry.errors import InvalidConfigError
+from registry.errors import InvalidConfigError, LaddError
 from registry.host.registry import Registry
 from registry.interfaces import Dataset, batches_from, device_batches, prepare, rank_batches
 from registry.storage.files import write_text
-from registry.storage.weights import load_weights, save_weights
+from registry.storage.weights import first_non_finite, load_weights, save_weights
 
 from .console import progress_bar, quiet_lightning_notices
 from .ema import EMAWeights
@@ -116,6 +116,8 @@ def _train_checked(
     prepare(experiment.dataset, ["train"])
     if train_cfg.init_from is not None:
         _warm_start(experiment, train_cfg.init_from, settings, folder, registry, main)
+    if main and not has_saved_state(folder, len(train_cfg.stages_to_run())):
+        _check_starting_weights(experiment, settings)
     if main:
         # damaged or unfitting saved state, a foreign metrics file, or data that cannot give a first batch:
         # all refused before anything is written
@@ -149,6 +151,21 @@ def _warm_start(
     report = warm_start(experiment.model, experiment.dataset, source, registry)
     if main:
         print(report.table(), flush=True)
+
+
+def _check_starting_weights(experiment: Experiment, settings: Settings) -> None:
+    """Refuse to begin from weights holding NaN or inf (a damaged checkpoint a component loads), naming the component
+    and the tensor, rather than meet them as a non-finite loss at step 0."""
+    name = first_non_finite(experiment.model.state_dict())
+    if name is None:
+        return
+    slot = name.split(".")[0]  # the model holds each component under its slot's name
+    node = settings.selection(slot)
+    component = f"{slot} {node['name']!r}" if isinstance(node, dict) and "name" in node else slot
+    raise LaddError(
+        f"{component} holds non-finite values (NaN or inf) in {name} before training: the weights it was built "
+        f"from are damaged; replace them (a pretrained model's files), or choose another"
+    )
 
 
 def _train_stages(
