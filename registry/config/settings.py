@@ -251,7 +251,7 @@ class Objective:
     latent_repeats: int = 1
     # output head only where the token loss can be nonzero (masked positions): the same loss, fewer FLOPs
     # with a large vocabulary, at the price of data-dependent shapes (one host sync per step)
-    head_on_loss_rows: bool = False
+    head_on_loss_rows: bool = field(default=False, metadata=OPERATIONAL)
 
     def __post_init__(self) -> None:
         if self.latent_time not in LATENT_TIMES:
