@@ -25,9 +25,9 @@ class _Average(AveragedModel):
         if self.started is None:
             self.started = bool(self.n_averaged > 0)
             # the copy was made before Lightning converted the model to its precision (64-true): follow its dtype
-            for mean, value in zip(self.parameters(), model.parameters(), strict=True):
-                if mean.dtype != value.dtype:
-                    mean.data = mean.data.to(value.dtype)
+            dtype = next(model.parameters()).dtype
+            if next(self.parameters()).dtype != dtype:
+                self.module.to(dtype)
         averaged = [p.detach() for p in self.parameters()]
         current = [p.detach() for p in model.parameters()]
         if self.started:
