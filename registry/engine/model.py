@@ -103,7 +103,7 @@ class DiffusionModel(nn.Module, DenoiserModel):
         self.vocab_size = vocab_size
         self.seq_len = seq_len
         self.objective = objective
-        self.lambda_latent = objective.lambda_latent  # the training stage's weight of L^y (begin_stage)
+        self.lambda_latent = 1.0  # the weight of L^y: the full objective until a training stage sets its own
         self.encoder_frozen = False
 
     @property
