@@ -16,6 +16,7 @@ from registry.host import hookspecs as _hookspecs
 
 from .component import Component, ComponentSpec, Origin
 from .config_types import SUPPORTED, untypable
+from .migrations import declared_contract
 from .model_folders import Importer, ModelFolder
 from .plugin_code import FAULTS, PluginCode, describe
 from .switches import switch
@@ -124,6 +125,7 @@ class PluginHost:
             return
         with PluginCode() as code:
             try:
+                origin = dataclasses.replace(origin, contract=declared_contract(plugin))
                 self.manager.register(plugin, name=name)  # pluggy validates each hook's arguments
                 self._origins[name] = origin
                 collected = self._collect(name, origin)
