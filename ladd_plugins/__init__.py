@@ -35,4 +35,4 @@ def ladd_model_folders() -> dict[str, str]:
 @hookimpl
 def ladd_importers() -> dict[str, str]:
     # `ladd import mdlm SRC OUT`: MDLM's published checkpoint layout (kuleshov-group/mdlm-owt)
-    return {"mdlm": "ladd_plugins.importers.mdlm:import_mdlm"}
+    return {"mdlm": "ladd_plugins.importers.mdlm:MDLMImporter"}

@@ -10,6 +10,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from itertools import islice
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -34,6 +35,7 @@ __all__ = [
     "Dataset",
     "PreparedData",
     "Metric",
+    "Importer",
     "Needs",
     "needs_of",
     "declares_needs",
@@ -568,3 +570,44 @@ def prepare(dataset: Dataset, splits: Sequence[str]) -> list[PreparedData]:
 def padding_of(dataset: Dataset, batch: Tensor) -> Tensor | None:
     """``dataset.padding(batch)``; None for a dataset written without the ``Dataset`` base."""
     return dataset.padding(batch) if isinstance(dataset, Dataset) else None
+
+
+class Importer(ABC):
+    """Turns another library's checkpoint into a ladd model: ``ladd import NAME SOURCE OUT``.
+
+    An importer declares the model and fills its weights; ladd does the rest. In order, ladd calls ``read(source)``
+    (the checkpoint checked whole, before anything is built), ``overrides(checkpoint)`` (the model's config), builds
+    the model from that config (refusing one too large for this machine's memory, and a user's override of what the
+    importer sets), sets every parameter to NaN, calls ``fill(model, checkpoint)``, checks that every parameter was
+    filled with finite values, and writes the model folder with ``record(checkpoint)`` and the SHA-256 of each file
+    of ``files(checkpoint)`` as its source. ``registry.toolkit.checkpoints`` reads configs and safetensors files.
+    """
+
+    @abstractmethod
+    def read(self, source: str) -> Any:
+        """The checkpoint at ``source`` (a folder, or a hub id where the hub is reachable), checked whole: what the
+        other methods are given. A source that is not such a checkpoint raises ``LaddError``, one line naming why."""
+
+    @abstractmethod
+    def overrides(self, checkpoint: Any) -> list[str]:
+        """The config of the model the checkpoint fills, as ``KEY=VALUE`` overrides: a preset and the options that fix
+        the network's sizes. A user may change any other setting; one of these keys (or a component of their slots)
+        is refused, naming it."""
+
+    @abstractmethod
+    def fill(self, model: nn.Module, checkpoint: Any) -> None:
+        """Copy the checkpoint's values into every parameter of ``model`` (named as in a model folder's weights:
+        ``backbone.``...), in place under ``torch.no_grad()``."""
+
+    @abstractmethod
+    def record(self, checkpoint: Any) -> dict[str, str]:
+        """Where the weights came from (a hub id and revision, or a folder's name), recorded in the model folder."""
+
+    @abstractmethod
+    def files(self, checkpoint: Any) -> list[Path]:
+        """The files the weights are read from; the model folder records each one's name and SHA-256."""
+
+    def example(self, folder: Path) -> str | None:
+        """A tiny checkpoint of this format written into ``folder``, whose source (``folder`` itself, typically) ``ladd
+        plugins check`` imports; None (the default) when the importer offers none, and is then not exercised."""
+        return None

@@ -60,6 +60,13 @@ def install_plugin(project: Path, target: Path) -> str:
     return str(target)
 
 
+def import_mdlm(source: str, out_dir: Path, overrides: list[str], registry, overwrite: bool = False) -> Path:
+    """What ``ladd import mdlm SOURCE OUT_DIR [OVERRIDES]`` does, from Python."""
+    from registry.engine.importing import import_checkpoint
+
+    return import_checkpoint(registry.importer("mdlm"), source, out_dir, overrides, registry, overwrite)
+
+
 def assert_trainable_set_is_exact(model, x0) -> None:
     """The probe's unreached parameters are exactly those a real backward pass of the loss leaves without gradient."""
     import torch

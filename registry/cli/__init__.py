@@ -12,8 +12,10 @@ import sys
 import traceback
 
 from registry.errors import LaddError
-from registry.host.registry import load
-from registry.host.switches import debugging
+from registry.host.commands import add_plugin_commands
+from registry.host.plugins import STRICT_ENV
+from registry.host.registry import Registry, load
+from registry.host.switches import debugging, switch
 from registry.training.stopping import Stopped
 
 from . import (
@@ -43,13 +45,34 @@ COMMANDS = (
 )
 
 
-def parser() -> argparse.ArgumentParser:
-    """The parser of every command."""
+def parser(registry: Registry | None = None) -> argparse.ArgumentParser:
+    """The parser of every command: ladd's own, then those the plugins of ``registry`` add (``ladd_commands``); a
+    plugin whose commands are left out gets a warning line."""
+    top, sub = _own_parser()
+    hooks = [] if registry is None else registry.command_hooks
+    for problem in add_plugin_commands(sub, hooks, strict=switch(STRICT_ENV)):
+        print(f"ladd: warning: {problem}", file=sys.stderr)
+    return top
+
+
+def plugin_commands(plugin: str, registry: Registry) -> tuple[list[str], list[str]]:
+    """The commands plugin ``plugin`` adds beside ladd's own, each with its help rendered, and the problems of its
+    ``ladd_commands`` hook (for ``ladd plugins check``)."""
+    _, sub = _own_parser()
+    own = set(sub.choices)
+    problems = add_plugin_commands(sub, [hook for hook in registry.command_hooks if hook.origin.plugin == plugin])
+    added = sorted(set(sub.choices) - own)
+    for name in added:
+        sub.choices[name].format_help()
+    return added, problems
+
+
+def _own_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
     top = Parser(prog="ladd", description="Masked and latent-augmented discrete diffusion, built from plugins.")
     sub = top.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
         command.register(sub)
-    return top
+    return top, sub
 
 
 def _show_error(error: BaseException, message: str | None = None) -> None:
@@ -65,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
         registry = load()
-        args = parser().parse_args(argv)
+        args = parser(registry).parse_args(argv)
         args.run(args, registry)
         return 0
     except Stopped as stop:

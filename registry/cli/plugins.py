@@ -43,21 +43,33 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
 
 
 def check_plugin(name: str | None, registry: Registry) -> None:
-    """Import, config and tiny-use checks of every component of plugin ``name``; its problems are one error."""
+    """Import, config and tiny-use checks of every component, importer and command of plugin ``name``; its problems
+    are one error."""
     from registry.conformance.validation import check_plugin as problems_of  # torch: only when a check runs
+
+    from . import plugin_commands
 
     if not name:
         raise LaddError("usage: ladd plugins check NAME (see `ladd plugins` for the names)")
     with warnings.catch_warnings(record=True) as skipped:
         warnings.simplefilter("always")
         problems = problems_of(name, registry)
+        commands, command_problems = plugin_commands(name, registry)
     for warning in skipped:
         print(f"note: {warning.message}", file=sys.stderr)
+    problems += command_problems
     if problems:
         raise LaddError(f"plugin {name!r} has {len(problems)} problem(s):\n  " + "\n  ".join(problems))
     count = sum(1 for c in registry if c.origin.plugin == name)
+    importers = sum(1 for entry in registry.importers.values() if entry.origin.plugin == name)
+    unused = sum(1 for warning in skipped if str(warning.message).startswith("importer "))
     needs = f", {len(skipped)} need downloads or text data this check lacks (notes above)" if skipped else ""
-    print(
-        f"plugin {name!r}: {count} components import and match their configs; {count - len(skipped)} built and ran "
-        f"at a tiny size{needs}"
-    )
+    parts = []
+    if count or not (importers or commands):
+        built = count - len(skipped) + unused
+        parts.append(f"{count} components import and match their configs; {built} built and ran at a tiny size{needs}")
+    if importers:
+        parts.append(f"{importers - unused} of {importers} importer(s) imported their example checkpoint")
+    if commands:
+        parts.append(f"adds the command(s) {', '.join(commands)}")
+    print(f"plugin {name!r}: " + "; ".join(parts))

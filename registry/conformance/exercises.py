@@ -7,7 +7,9 @@ samplers). Every failure is raised as ``ExerciseFailure`` naming what was being 
 from __future__ import annotations
 
 import contextlib
+import tempfile
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, cast
 
 import torch
@@ -17,6 +19,8 @@ from registry.engine.model import DiffusionModel
 from registry.engine.sampling import takes_latent
 from registry.errors import IncompatibleComponentsError, MissingResourceError
 from registry.host.component import Component
+from registry.host.model_folders import PluginImporter
+from registry.host.plugin_code import FAULTS, PluginCode, describe
 from registry.host.registry import Registry
 from registry.interfaces import (
     TOKEN_STATES,
@@ -27,6 +31,7 @@ from registry.interfaces import (
     Sampler,
     batches_from,
     device_batches,
+    mask_id,
     needs_of,
 )
 from registry.toolkit.sampling import reverse_step, takes_fixed
@@ -598,6 +603,37 @@ def _without_text(component: Component, **context: Any) -> Any:
         raise MissingResourceError(
             f"needs a text dataset's tokenizer, which a tiny check cannot supply ({error})"
         ) from None
+
+
+def exercise_importer(entry: PluginImporter, registry: Registry) -> None:
+    """The importer's own tiny checkpoint imported as ``ladd import`` does, and the model folder read back: token
+    logits of the right shape, finite."""
+    from registry.engine.importing import import_checkpoint
+    from registry.engine.loading import from_pretrained
+
+    importer = entry.importer()
+    with tempfile.TemporaryDirectory(prefix="ladd-import-check-") as scratch:
+        with PluginCode() as code:
+            try:
+                source = importer.example(Path(scratch) / "checkpoint")
+            except FAULTS as error:
+                if not code.is_fault(error):
+                    raise
+                raise ExerciseFailure(f"example() raised {describe(error)}") from error
+        if source is None:
+            raise MissingResourceError("it offers no example checkpoint (Importer.example)")
+        folder = import_checkpoint(entry, source, Path(scratch) / "model", [], registry)
+        model = from_pretrained(folder, registry).model
+        tokens = torch.full((BATCH, model.seq_len), mask_id(model.vocab_size))
+        tau = torch.full((BATCH,), 0.5)
+        with _during("predicting with the imported model"), torch.no_grad():
+            y_t = None if model.latent is None else model.latent_prior(BATCH, _generator())
+            logits = model.predict(tokens, tau, y_t, None if y_t is None else tau).tokens
+        expected = (BATCH, model.seq_len, model.vocab_size)
+        _expect(
+            logits is not None and tuple(logits.shape) == expected and bool(torch.isfinite(logits).all()),
+            f"the imported model's token logits must be finite, of shape {expected}",
+        )
 
 
 #: Kind -> its exercise: one tiny real use of a component of that kind, run by ``ladd plugins check``.

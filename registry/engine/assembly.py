@@ -147,6 +147,17 @@ def with_sampler(
     return dataclasses.replace(experiment, sampler=sampler, components={**recorded, slot.name: component})
 
 
+def with_metric(
+    experiment: Experiment, registry: Registry, name: str, options: Mapping[str, Any] | None = None
+) -> Experiment:
+    """``experiment`` scored by metric ``name`` (built from ``options``, with the dataset's tokenizer) instead of its
+    own: ``ladd eval --metric``."""
+    slot = SLOTS["metric"]
+    component = registry.get(slot.kind, name)
+    metric = component.build(dict(options or {}), **slot.context({"dataset": experiment.dataset}))
+    return dataclasses.replace(experiment, metric=metric, components={**experiment.components, slot.name: component})
+
+
 def _check_needs(components: Mapping[str, Component], declared: Mapping[str, Any], process: Any) -> None:
     """Refuse a component whose declared ``needs`` (a latent channel or none, a kind of token process) are unmet.
 

@@ -7,9 +7,9 @@ import pytest
 import torch
 from mdlm_reference import P, log_probs, write_checkpoint
 from safetensors.torch import save_file
+from support import import_mdlm
 
 import registry
-from ladd_plugins.importers.mdlm import import_mdlm
 from registry.errors import LaddError
 from registry.interfaces import mask_id
 
@@ -68,7 +68,7 @@ def _config(folder, **changes):
      "holds backbone.blocks.0.attn_qkv.bias"),
     (lambda f: _config(f, hidden_dim=48, n_heads=4), "has shape [50258, 32] but config.json's sizes give [50258, 48]"),
     (lambda f: _config(f, vocab_size=50257), "vocab_size 50257 is not GPT-2's"),
-    (lambda f: _config(f, model_type="bert"), "model_type 'bert'"),
+    (lambda f: _config(f, model_type="bert"), "model_type is 'bert' (it must be 'mdlm')"),
     (lambda f: _config(f, n_blocks="two"), "n_blocks is 'two'"),
     (lambda f: (f / "config.json").unlink(), "it has no config.json"),
     (lambda f: _edit(f, lambda t: t[P + "blocks.0.mlp.0.bias"].__setitem__(3, float("nan"))), "NaN or infinite"),
@@ -93,7 +93,7 @@ def test_the_model_folder_records_its_source_and_is_an_ordinary_export(reg, tmp_
     out = import_mdlm(str(tmp_path / "mdlm"), tmp_path / "out", [], reg)
     document = json.loads((out / "config.json").read_text())
     digest = hashlib.sha256((tmp_path / "mdlm" / "model.safetensors").read_bytes()).hexdigest()
-    assert document["source"] == {"importer": "mdlm", "folder": "mdlm", "file": "model.safetensors", "sha256": digest}
+    assert document["source"] == {"importer": "mdlm", "folder": "mdlm", "files": {"model.safetensors": digest}}
     assert document["config"]["backbone"] | {"name": "dit"} == document["config"]["backbone"]
     assert (document["config"]["dataset"]["tokenizer"], document["config"]["dataset"]["seq_len"]) == ("gpt2-bpe", 24)
     experiment = registry.from_pretrained(out, reg)
