@@ -49,11 +49,12 @@ def fake_distribution(root: Path, name: str, module_source: str, version: str = 
     return str(root)
 
 
-def install_plugin(project: Path, target: Path) -> str:
-    """Install a plugin project (no dependencies) into the folder ``target``, for PYTHONPATH; returns it."""
+def install_plugin(project: Path, target: Path, *more: Path) -> str:
+    """Install plugin projects (no dependencies) into the folder ``target`` with one pip call, for PYTHONPATH; returns
+    it."""
     options = ["--quiet", "--no-deps", "--no-build-isolation", "--target", str(target)]
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", *options, str(project)],
+        [sys.executable, "-m", "pip", "install", *options, str(project), *map(str, more)],
         check=True,
         timeout=300,
     )

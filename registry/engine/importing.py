@@ -164,10 +164,13 @@ def _check_memory(settings: Settings, registry: Registry, entry: PluginImporter)
     free = available_bytes(torch.device("cpu"))
     if free is not None and _IMPORT_COPIES * size > free:
         raise LaddError(
-            f"the model {entry.label} builds holds {size / GIB:.1f} GiB of weights; importing it needs about "
-            f"{_IMPORT_COPIES * size / GIB:.1f} GiB but {free / GIB:.1f} GiB is free: free memory or import on a "
-            f"larger machine"
+            f"the model {entry.label} builds holds {_amount(size)} of weights; importing it needs about "
+            f"{_amount(_IMPORT_COPIES * size)} but {_amount(free)} is free: free memory or import on a larger machine"
         )
+
+
+def _amount(size: int) -> str:
+    return f"{size / GIB:.1f} GiB" if size >= GIB else f"{size / 2**20:.1f} MiB"
 
 
 def _check_filled(entry: PluginImporter, model: nn.Module, overrides: list[str]) -> None:

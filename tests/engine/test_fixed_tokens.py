@@ -102,10 +102,10 @@ def test_plugin_check_sees_a_step_that_takes_known_tokens_and_changes_them(unifo
     assert out.stderr.strip().splitlines() == [
         "ladd: error: plugin 'uniform_plugin' has 2 problem(s):",
         "  process 'uniform_deaf': fails in a tiny model: step(..., fixed=...) changed known tokens at tau=0.875",
-        "  process 'uniform_undeclared': fails in a tiny model: the reverse chain with known tokens (fixed): LaddError: "
-        "token process Undeclared (uniform_plugin) has a step without the `fixed` keyword but does not declare "
-        "`takes_fixed = False`, which plugin contract 3 asks of such a process instead of reading its signature "
-        "(docs/contract.md): declare it, or take `fixed` and keep the known tokens",
+        "  process 'uniform_undeclared': fails in a tiny model: the reverse chain with known tokens (fixed): "
+        "LaddError: token process Undeclared (uniform_plugin) has a step without the `fixed` keyword but does not "
+        "declare `takes_fixed = False`, which plugin contract 3 asks of such a process instead of reading its "
+        "signature (docs/contract.md): declare it, or take `fixed` and keep the known tokens",
     ]
 
 
