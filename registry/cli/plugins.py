@@ -6,6 +6,7 @@ import sys
 import warnings
 
 from registry.errors import LaddError
+from registry.host.component import Origin
 from registry.host.registry import Registry
 
 from .notices import clash_lines
@@ -26,12 +27,18 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
     if args.action == "check":
         check_plugin(args.name, registry)
         return
-    counts: dict[tuple[str, str | None, str | None], int] = {}
-    for c in registry:
-        key = (c.origin.plugin, c.origin.distribution, c.origin.version)
-        counts[key] = counts.get(key, 0) + 1
-    for (plugin, dist, version), n in sorted(counts.items()):
-        print(f"{plugin:<16} {dist or '-':<24} {version or '-':<10} {n} components")
+    contributed: dict[Origin, list[str]] = {}
+    for origin, what in (
+        *((c.origin, "component") for c in registry),
+        *((entry.origin, "importer") for entry in registry.importers.values()),
+        *((hook.origin, "command hook") for hook in registry.command_hooks),
+    ):
+        contributed.setdefault(origin, []).append(what)
+    for origin, things in sorted(contributed.items(), key=lambda item: item[0].plugin):
+        counts = {what: things.count(what) for what in dict.fromkeys(things)}
+        counted = ", ".join(f"{n} {what}{'s' * (n != 1)}" for what, n in counts.items())
+        contract = "contract not declared" if origin.contract is None else f"contract {origin.contract}"
+        print(f"{origin.plugin:<16} {origin.distribution or '-':<24} {origin.version or '-':<10} {counted}; {contract}")
     for failure in registry.failures:
         print(f"{failure.plugin:<16} {failure.distribution or '-':<24} {'-':<10} FAILED: {failure.error}")
     for blocked in registry.blocked:

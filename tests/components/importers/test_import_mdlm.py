@@ -222,3 +222,19 @@ def test_a_model_the_memory_cannot_hold_is_refused_before_it_is_built(reg, mdlm_
     with pytest.raises(LaddError, match=refusal):
         import_mdlm(str(mdlm_source), tmp_path / "out", [], reg)
     assert devices == ["meta"] and not (tmp_path / "out").exists(), "built once, on the meta device"
+
+
+def test_the_importer_imports_only_the_plugin_contract():
+    import ast
+    from pathlib import Path
+
+    import ladd_plugins.importers
+
+    wings = {"host", "storage", "config", "engine", "training", "conformance", "paper", "cli"}
+    found = {
+        node.module
+        for path in Path(ladd_plugins.importers.__file__).parent.glob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("registry")
+    }
+    assert found and not [module for module in found if module.split(".")[1:2] and module.split(".")[1] in wings]
