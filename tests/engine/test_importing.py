@@ -136,3 +136,22 @@ def test_a_kill_while_the_folder_is_written_leaves_nothing_that_stops_a_second_i
     subprocess.run([sys.executable, "-c", _KILLED_WHILE_WRITING, str(source), str(out), "--overwrite"], timeout=300)
     import_mdlm(str(source), out, [], reg, overwrite=True)
     assert sorted(p.name for p in out.iterdir()) == ["README.md", "config.json", "model.safetensors"]
+
+
+def test_a_scratch_folder_is_ladds_temporary_removed_with_what_it_holds_once_its_writer_is_gone(tmp_path):
+    import os
+
+    from registry.storage.files import is_abandoned, remove_partials, scratch_folder
+
+    with scratch_folder(tmp_path / "model.safetensors") as running:
+        (running / ".tmpXyZ").write_bytes(b"safetensors' own temporary")
+        assert not is_abandoned(running)
+        remove_partials(tmp_path)
+        assert running.is_dir(), "a running writer's folder stays"
+        gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+        abandoned = tmp_path / running.name.replace(f"-{os.getpid()}-", f"-{gone.stdout.strip()}-")
+        running.rename(abandoned)
+        remove_partials(tmp_path)
+        assert not abandoned.exists()
+        running.mkdir()  # so that leaving the block has its folder to remove
+    assert list(tmp_path.iterdir()) == []
