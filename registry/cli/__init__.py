@@ -47,32 +47,16 @@ COMMANDS = (
 
 def parser(registry: Registry | None = None) -> argparse.ArgumentParser:
     """The parser of every command: ladd's own, then those the plugins of ``registry`` add (``ladd_commands``); a
-    plugin whose commands are left out gets a warning line."""
-    top, sub = _own_parser()
-    hooks = [] if registry is None else registry.command_hooks
-    for problem in add_plugin_commands(sub, hooks, strict=switch(STRICT_ENV)):
-        print(f"ladd: warning: {problem}", file=sys.stderr)
-    return top
-
-
-def plugin_commands(plugin: str, registry: Registry) -> tuple[list[str], list[str]]:
-    """The commands plugin ``plugin`` adds beside ladd's own, each with its help rendered, and the problems of its
-    ``ladd_commands`` hook (for ``ladd plugins check``)."""
-    _, sub = _own_parser()
-    own = set(sub.choices)
-    problems = add_plugin_commands(sub, [hook for hook in registry.command_hooks if hook.origin.plugin == plugin])
-    added = sorted(set(sub.choices) - own)
-    for name in added:
-        sub.choices[name].format_help()
-    return added, problems
-
-
-def _own_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
+    plugin whose commands are left out gets a warning line. What the plugins added is ``args.plugin_commands``."""
     top = Parser(prog="ladd", description="Masked and latent-augmented discrete diffusion, built from plugins.")
     sub = top.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
         command.register(sub)
-    return top, sub
+    added = add_plugin_commands(sub, [] if registry is None else registry.command_hooks, strict=switch(STRICT_ENV))
+    for problem in added.problems.values():
+        print(f"ladd: warning: {problem}", file=sys.stderr)
+    top.set_defaults(plugin_commands=added)
+    return top
 
 
 def _show_error(error: BaseException, message: str | None = None) -> None:

@@ -6,6 +6,7 @@ import sys
 import warnings
 
 from registry.errors import LaddError
+from registry.host.commands import PluginCommands
 from registry.host.component import Origin
 from registry.host.registry import Registry
 
@@ -25,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace, registry: Registry) -> None:
     """List the plugins, or check one."""
     if args.action == "check":
-        check_plugin(args.name, registry)
+        check_plugin(args.name, registry, args.plugin_commands)
         return
     contributed: dict[Origin, list[str]] = {}
     for origin, what in (
@@ -49,22 +50,22 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
         print(f"ladd: note: {note}", file=sys.stderr)
 
 
-def check_plugin(name: str | None, registry: Registry) -> None:
-    """Import, config and tiny-use checks of every component, importer and command of plugin ``name``; its problems
-    are one error."""
+def check_plugin(name: str | None, registry: Registry, added: PluginCommands) -> None:
+    """Import, config and tiny-use checks of every component and importer of plugin ``name``, and of the commands it
+    added to the parser (``added``, their help rendered); its problems are one error."""
     from registry.conformance.validation import check_plugin as problems_of  # torch: only when a check runs
-
-    from . import plugin_commands
 
     if not name:
         raise LaddError("usage: ladd plugins check NAME (see `ladd plugins` for the names)")
     with warnings.catch_warnings(record=True) as skipped:
         warnings.simplefilter("always")
         problems = problems_of(name, registry)
-        commands, command_problems = plugin_commands(name, registry)
     for warning in skipped:
         print(f"note: {warning.message}", file=sys.stderr)
-    problems += command_problems
+    commands = added.added.get(name, {})
+    for parser in commands.values():
+        parser.format_help()
+    problems += [added.problems[name]] if name in added.problems else []
     if problems:
         raise LaddError(f"plugin {name!r} has {len(problems)} problem(s):\n  " + "\n  ".join(problems))
     count = sum(1 for c in registry if c.origin.plugin == name)
@@ -78,5 +79,5 @@ def check_plugin(name: str | None, registry: Registry) -> None:
     if importers:
         parts.append(f"{importers - unused} of {importers} importer(s) imported their example checkpoint")
     if commands:
-        parts.append(f"adds the command(s) {', '.join(commands)}")
+        parts.append(f"adds the command(s) {', '.join(sorted(commands))}")
     print(f"plugin {name!r}: " + "; ".join(parts))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from registry.errors import LaddError, PluginLoadError
@@ -52,26 +52,36 @@ class Commands:
         self.parsers.clear()
 
 
+@dataclass
+class PluginCommands:
+    """What the plugins' hooks added: each plugin's commands (name -> parser), and why a plugin's were left out."""
+
+    added: dict[str, dict[str, argparse.ArgumentParser]] = field(default_factory=dict)
+    problems: dict[str, str] = field(default_factory=dict)  # plugin -> one line
+
+
 def add_plugin_commands(
     subparsers: argparse._SubParsersAction, hooks: Iterable[CommandHook], strict: bool = False
-) -> list[str]:
-    """Run each plugin's hook against ``subparsers``; returns one line per plugin whose commands were left out (with
-    ``strict``, the first such is raised instead)."""
+) -> PluginCommands:
+    """Run each plugin's hook against ``subparsers``, one plugin at a time; a plugin whose hook fails adds nothing
+    (with ``strict``, its line is raised instead)."""
     taken = {name: "is one of ladd's own commands" for name in subparsers.choices}
-    problems = []
+    report = PluginCommands()
     for hook in hooks:
+        plugin = hook.origin.plugin
         commands = Commands(subparsers, taken)
         try:
             _run_hook(hook, commands)
         except PluginLoadError as error:
             commands._undo()
-            line = f"plugin {hook.origin.plugin!r}: ladd_commands() {error}; its commands are left out"
+            line = f"plugin {plugin!r}: ladd_commands() {error}; its commands are left out"
             if strict:
                 raise PluginLoadError(line) from error
-            problems.append(line)
+            report.problems[plugin] = line
             continue
-        taken.update(dict.fromkeys(commands.added, f"is provided by plugin {hook.origin.plugin!r}"))
-    return problems
+        taken.update(dict.fromkeys(commands.added, f"is provided by plugin {plugin!r}"))
+        report.added.setdefault(plugin, {}).update(commands.parsers)
+    return report
 
 
 def _run_hook(hook: CommandHook, commands: Commands) -> None:
