@@ -25,10 +25,10 @@ import time
 from pathlib import Path
 
 import torch
-from safetensors.torch import save_file
 
 import registry
-from ladd_plugins.importers.mdlm_table import PREFIX, ROTARY_BUFFER, MDLMShape, source_shapes
+from ladd_plugins.importers.mdlm import write_checkpoint
+from ladd_plugins.importers.mdlm_table import MDLMShape
 from registry.engine.sampling import inference_precision
 from speed import timed
 
@@ -38,22 +38,6 @@ SHAPES = {  # the published OWT checkpoint, and a tiny one
 }
 #: sampling: 64 sequences in 128 steps; the tiny check draws 4 in 8 (a vocabulary of GPT-2's size is no toy on a CPU)
 SAMPLING = {"owt": (64, 128), "tiny": (4, 8)}
-
-
-def write_checkpoint(folder: Path, shape: MDLMShape) -> int:
-    """A random-weight checkpoint in MDLM's layout; its number of parameters (the rotary buffer aside)."""
-    generator = torch.Generator().manual_seed(0)
-    shapes = source_shapes(shape)
-    tensors = {PREFIX + name: 0.02 * torch.randn(size, generator=generator) for name, size in shapes.items()}
-    parameters = sum(t.numel() for t in tensors.values())
-    tensors[PREFIX + ROTARY_BUFFER] = 1.0 / 10_000 ** (torch.arange(0, shape.head_dim, 2).float() / shape.head_dim)
-    folder.mkdir(parents=True, exist_ok=True)
-    save_file(tensors, str(folder / "model.safetensors"))
-    config = {"model_type": "mdlm", "hidden_dim": shape.hidden, "cond_dim": shape.cond, "n_blocks": shape.blocks,
-              "n_heads": shape.heads, "vocab_size": shape.vocab, "model_length": shape.length, "dropout": 0.1,
-              "time_conditioning": shape.time_conditioning}
-    (folder / "config.json").write_text(json.dumps(config))
-    return parameters
 
 
 #: run in a fresh interpreter: the task, then the process's peak resident memory (VmHWM, of this process alone:

@@ -9,6 +9,8 @@ from registry import ComponentSpec, hookimpl
 
 from . import backbones, datasets, encoders, latents, metrics, processes, samplers, schedules
 
+LADD_CONTRACT = 3  # the plugin contract these components are written for (registry.CONTRACT_VERSION)
+
 
 @hookimpl
 def ladd_components() -> list[ComponentSpec]:
@@ -34,4 +36,4 @@ def ladd_model_folders() -> dict[str, str]:
 def ladd_importers() -> dict[str, str]:
     # `ladd import mdlm SRC OUT`: MDLM's published checkpoint layout (kuleshov-group/mdlm-owt); `ladd import llada`:
     # LLaDA's (GSAI-ML/LLaDA-8B-Base, -Instruct)
-    return {"mdlm": "ladd_plugins.importers.mdlm:import_mdlm", "llada": "ladd_plugins.importers.llada:import_llada"}
+    return {"mdlm": "ladd_plugins.importers.mdlm:MDLMImporter", "llada": "ladd_plugins.importers.llada:LLaDAImporter"}

@@ -10,6 +10,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from itertools import islice
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -34,8 +35,10 @@ __all__ = [
     "Dataset",
     "PreparedData",
     "Metric",
+    "Importer",
     "Needs",
     "needs_of",
+    "declares_needs",
     "mask_id",
     "batches_from",
     "device_batches",
@@ -86,6 +89,9 @@ class Process(ABC):
     #: the state kind this process diffuses (built as ``factory(config, schedule=..., vocab_size=...)``, where
     #: ``vocab_size`` counts the values of an ``IDS`` state and is None for others)
     diffuses: str = IDS
+    #: whether ``step`` takes the known tokens (``fixed=``); False for a step written without the keyword, which ladd
+    #: then calls without it (a prompt is refused if its chain changed a known token)
+    takes_fixed: bool = True
 
     @abstractmethod
     def prior(self, shape: tuple[int, ...], device: torch.device, generator: torch.Generator | None = None) -> Tensor:
@@ -109,7 +115,8 @@ class Process(ABC):
         ``fixed`` (token channel only; None when nothing is known): the known tokens of a prompt or an infill,
         ``[B, S]`` with the mask id at the free positions; the step must return them unchanged at their positions.
         A masking process keeps them anyway (it never changes an unmasked position); another, such as a
-        uniform-noise process, writes them back. ladd calls a step whose signature lacks ``fixed`` without it.
+        uniform-noise process, writes them back. ladd calls a step of a process declaring ``takes_fixed = False``
+        without it.
         """
 
     def loss_rows(self, x_t: Tensor) -> Tensor | None:
@@ -403,18 +410,32 @@ def needs_of(component: Any) -> Needs:
     """What a component (or its class) declares it needs; a sampler's ``requires_latent = True`` counts as a latent."""
     needs = getattr(component, "needs", None)
     needs = needs if isinstance(needs, Needs) else Needs()
-    if needs.latent is None and getattr(component, "requires_latent", False) is True:
+    if getattr(component, "requires_latent", False) is True:
         return replace(needs, latent=True)
     return needs
+
+
+def declares_needs(component: Any) -> bool:
+    """Whether a component (or its class) declares its ``needs`` (or the older ``requires_latent``) itself, rather than
+    keeping its interface's default."""
+    interfaces = {Sampler, Schedule, Process, RevealingProcess, Latent, Encoder, Backbone, Dataset, Metric}
+    kind = component if isinstance(component, type) else type(component)
+    owners = [vars(component)] if not isinstance(component, type) and hasattr(component, "__dict__") else []
+    owners += [vars(cls) for cls in kind.__mro__ if cls not in interfaces and cls is not object]
+    return any("needs" in owner or "requires_latent" in owner for owner in owners)
 
 
 class Sampler(ABC):
     """A reverse-time sampling strategy. Built as ``factory(config)``."""
 
-    #: what the sampler needs of the model: a latent channel or none, a kind of token process
-    needs: Needs = Needs()
+    #: what the sampler needs of the model: a latent channel or none, a kind of token process. The default is a
+    #: token-only sampler (``Needs(latent=False)``): one that samples a latent channel declares ``Needs(latent=True)``,
+    #: one that samples a model with or without one ``Needs()``
+    needs: Needs = Needs(latent=False)
     #: True when tokens are denoised given a finished clean latent (sequential); evaluation follows it
     conditions_on_clean_latent: bool = False
+    #: True when ``sample`` takes a clean latent to draw tokens given (``latent=``); ladd gives one to no other sampler
+    takes_latent: bool = False
 
     @property
     def requires_latent(self) -> bool:
@@ -437,7 +458,7 @@ class Sampler(ABC):
         infill) and the mask id at the free positions. ``latent`` (a sampler of a latent channel; the shape of
         ``model.latent.null(num_samples, ...)``) is a clean latent ``y0`` per sample to draw tokens given, instead
         of generating one: the tokens are denoised given it at latent time 0 and it is returned as the output's
-        latent. ladd calls a sampler whose ``sample`` lacks the keyword without it, and refuses to give it one.
+        latent. ladd passes it only to a sampler declaring ``takes_latent = True``, and calls the others without it.
         """
 
 
@@ -567,3 +588,51 @@ def padding_of(dataset: Dataset, batch: Tensor) -> Tensor | None:
 def context_of(dataset: Dataset, batch: Tensor) -> Tensor | None:
     """``dataset.context(batch)``; None for a dataset written without the ``Dataset`` base."""
     return dataset.context(batch) if isinstance(dataset, Dataset) else None
+
+
+class Importer(ABC):
+    """Turns another library's checkpoint into a ladd model: ``ladd import NAME SOURCE OUT``.
+
+    An importer declares the model and fills its weights; ladd does the rest. In order, ladd calls ``read(source)``
+    (the checkpoint checked whole, before anything is built), ``overrides(checkpoint)`` (the model's config), builds
+    the model from that config (refusing one too large for this machine's memory, and a user's override of what the
+    importer sets), sets every parameter to NaN, calls ``fill(model, checkpoint)``, checks that every parameter was
+    filled with finite values, and writes the model folder with ``record(checkpoint)`` and the SHA-256 of each file
+    of ``files(checkpoint)`` as its source, and the files of ``carried(checkpoint)`` inside it (the model is built with
+    them in place). ``registry.toolkit.checkpoints`` reads configs and safetensors files.
+    """
+
+    @abstractmethod
+    def read(self, source: str) -> Any:
+        """The checkpoint at ``source`` (a folder, or a hub id where the hub is reachable), checked whole: what the
+        other methods are given. A source that is not such a checkpoint raises ``LaddError``, one line naming why."""
+
+    @abstractmethod
+    def overrides(self, checkpoint: Any) -> list[str]:
+        """The config of the model the checkpoint fills, as ``KEY=VALUE`` overrides: a preset and the options that fix
+        the network's sizes. A user may change any other setting; one of these keys (or a component of their slots)
+        is refused, naming it."""
+
+    @abstractmethod
+    def fill(self, model: nn.Module, checkpoint: Any) -> None:
+        """Copy the checkpoint's values into every parameter of ``model`` (named as in a model folder's weights:
+        ``backbone.``...), in place under ``torch.no_grad()``."""
+
+    @abstractmethod
+    def record(self, checkpoint: Any) -> dict[str, str]:
+        """Where the weights came from (a hub id and revision, or a folder's name), recorded in the model folder."""
+
+    @abstractmethod
+    def files(self, checkpoint: Any) -> list[Path]:
+        """The files the weights are read from; the model folder records each one's name and SHA-256."""
+
+    def carried(self, checkpoint: Any) -> dict[str, Path]:
+        """Files the model folder carries besides its weights, by their path inside it, from the given files: what its
+        config names ``model:PATH`` (an imported model's tokenizer: ``dataset.tokenizer=model:tokenizer``). None by
+        default."""
+        return {}
+
+    def example(self, folder: Path) -> str | None:
+        """A tiny checkpoint of this format written into ``folder``, whose source (``folder`` itself, typically) ``ladd
+        plugins check`` imports; None (the default) when the importer offers none, and is then not exercised."""
+        return None

@@ -7,18 +7,16 @@ one at a time, each checked to be floating-point and finite.
 """
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
-from typing import Any
 
 import torch
 
-from registry.errors import LaddError
-from registry.storage.records import read_json
-from registry.storage.weights import file_sha256
+from registry.errors import LaddError, first_line
+from registry.toolkit.checkpoints import MAX_CONFIG_BYTES, read_tensor, tensor_headers
 
 from .. import hub
-from .mdlm import opened_weights
 
 INDEX = "model.safetensors.index.json"
 SINGLE = "model.safetensors"
@@ -64,7 +62,12 @@ class Shards:
 
     def _indexed(self, index: Path) -> dict[str, str]:
         """Name -> shard file of an index, every shard present and holding exactly the names the index gives it."""
-        document = read_json(index, "a safetensors index", "restore the checkpoint's files")
+        try:
+            if index.stat().st_size > MAX_CONFIG_BYTES:
+                raise ValueError(f"it holds more than {MAX_CONFIG_BYTES} bytes")
+            document = json.loads(index.read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError) as error:
+            raise LaddError(f"cannot read {index} ({first_line(error)}); restore the checkpoint's files") from None
         mapping = document.get("weight_map") if isinstance(document, dict) else None
         if not isinstance(mapping, dict) or not all(isinstance(f, str) for f in mapping.values()):
             raise LaddError(f"{index} has no weight_map of tensor names to shard files; the index is damaged")
@@ -81,28 +84,19 @@ class Shards:
         return dict(mapping)
 
     def _names(self, shard: str) -> list[str]:
-        with opened_weights(self.folder / shard) as opened:
-            return list(opened.keys())
+        return list(tensor_headers(self.folder / shard))
 
     def shapes(self) -> dict[str, tuple[int, ...]]:
         """Every tensor's shape, read from the files' headers."""
         found: dict[str, tuple[int, ...]] = {}
-        for shard in sorted(set(self.files.values())):
-            with opened_weights(self.folder / shard) as opened:
-                found.update({name: tuple(opened.get_slice(name).get_shape()) for name in opened.keys()})
+        for shard in self.paths():
+            found.update({name: header.shape for name, header in tensor_headers(shard).items()})
         return found
 
     def tensor(self, name: str) -> torch.Tensor:
         """One tensor, checked to hold finite floating-point values."""
-        path = self.folder / self.files[name]
-        with opened_weights(path) as opened:
-            tensor = opened.get_tensor(name)
-        if not tensor.is_floating_point():
-            raise LaddError(f"{path}: {name} holds {tensor.dtype} values; a checkpoint holds floating-point weights")
-        if not bool(torch.isfinite(tensor).all()):
-            raise LaddError(f"{path}: {name} holds NaN or infinite values; the file is damaged")
-        return tensor
+        return read_tensor(self.folder / self.files[name], name)
 
-    def record(self) -> dict[str, Any]:
-        """What names the weights: each file's SHA-256."""
-        return {"files": {shard: file_sha256(self.folder / shard) for shard in sorted(set(self.files.values()))}}
+    def paths(self) -> list[Path]:
+        """The weights' files."""
+        return [self.folder / shard for shard in sorted(set(self.files.values()))]

@@ -31,6 +31,7 @@ class JointSampler(Sampler):
     """
 
     needs = Needs(latent=True)
+    takes_latent = True  # sample() draws tokens given a clean latent
 
     def __init__(self, config: JointConfig) -> None:
         self.config = config

@@ -82,6 +82,17 @@ def chosen_sampler(args: argparse.Namespace, experiment: Any, registry: Registry
     return with_sampler(experiment, registry, args.sampler, _options(args.sampler_option))
 
 
+def chosen_metric(args: argparse.Namespace, experiment: Any, registry: Registry) -> Any:
+    """The experiment with the metric ``--metric`` and ``--metric-option`` chose."""
+    from registry.engine.assembly import with_metric
+
+    if args.metric_option and not args.metric:
+        raise LaddError("--metric-option sets an option of --metric NAME: give the metric too, e.g. --metric entropy")
+    if not args.metric:
+        return experiment
+    return with_metric(experiment, registry, args.metric, _options(args.metric_option))
+
+
 def guided(args: argparse.Namespace, experiment: Any, registry: Registry, settings: Settings) -> Any:
     """The experiment with ``--guidance W`` set as the guidance option of ``--sampler`` or, without it, of the model's
     own sampler (``settings``), the sampler's other options kept; unchanged without ``--guidance``."""

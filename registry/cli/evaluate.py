@@ -7,7 +7,7 @@ from pathlib import Path
 
 from registry.host.registry import Registry
 
-from .arguments import add_sampler_choice, budgets, chosen_sampler, positive
+from .arguments import add_sampler_choice, budgets, chosen_metric, chosen_sampler, positive
 
 #: options of `eval` that replace the run's `eval.*` settings when given
 _OVERRIDES = ("budgets", "num_samples", "batch_size", "loss_batches", "precision", "repeats", "floor_draws")
@@ -31,9 +31,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--floor-draws", type=int, help="data-vs-data pairs behind the data floor (default: eval.floor_draws)"
     )
     add_sampler_choice(p, "evaluate")
+    p.add_argument("--metric", help="score with another registered metric (`ladd list-components --kind metric`)")
+    p.add_argument("--metric-option", action="append", default=[], metavar="KEY=VALUE", help="its option")
     p.add_argument("--method", help="label in tables (default: the run's method)")
     p.add_argument(
-        "--out", help="result file (default: RUN_DIR/eval_METHOD.json; for a model folder, in the current folder)"
+        "--out",
+        help="result file (default: RUN_DIR/eval_METHOD.json, eval_METHOD_METRIC.json with --metric; for a model "
+        "folder, in the current folder)",
     )
     p.set_defaults(run=run)
 
@@ -52,12 +56,13 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
         experiment, settings = load_trained(args.run_dir, registry)
         given = {key: getattr(args, key) for key in _OVERRIDES if getattr(args, key) is not None}
         eval_settings = dataclasses.replace(settings.eval, **given)  # the options given, checked as the config's are
-        experiment = chosen_sampler(args, experiment, registry)
+        experiment = chosen_metric(args, chosen_sampler(args, experiment, registry), registry)
         method = args.method or settings.method
         check_name("--method", method, "eval_METHOD.json")
         # a model folder is shared: never written to
         beside = Path() if is_model_folder(args.run_dir) else Path(args.run_dir)
-        out = Path(args.out or beside / f"eval_{method}.json")
+        named = f"eval_{method}.json" if args.metric is None else f"eval_{method}_{args.metric}.json"
+        out = Path(args.out or beside / named)
         for target in EvalResult.files(out):
             check_target(target)  # before evaluating, not after
         check_sampling_memory(experiment, eval_settings.num_samples, eval_settings.batch_size, "ladd eval")

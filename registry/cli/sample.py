@@ -131,7 +131,7 @@ def _latents(args: argparse.Namespace, experiment: Experiment) -> tuple[Tensor |
         return None, None
     model = experiment.model
     check_has_latent(model, f"ladd sample {chosen[0]}")
-    check_takes_latent(experiment.sampler)
+    check_takes_latent(experiment.sampler, experiment.components.get("sampler"))
     if args.latents is not None:
         return load_latents(args.latents, model), "reference"
     references = read_references(args.like or args.interpolate, experiment.dataset)

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import contextlib
-import inspect
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -11,6 +10,7 @@ import torch
 from registry.config.settings import INFERENCE_PRECISIONS, resolve_precision
 from registry.distributed import gather_rows, share
 from registry.errors import InvalidConfigError, LaddError
+from registry.host.component import Component
 from registry.interfaces import Sampler
 from registry.toolkit.progress import progress as shown
 
@@ -53,7 +53,7 @@ def sample(
     """
     model = experiment.model.eval()
     if latent is not None:
-        check_takes_latent(experiment.sampler)
+        check_takes_latent(experiment.sampler, experiment.components.get("sampler"))
     starts = range(0, num_samples, batch_size)
     chunks, calls = [], 0
     for k in shown(share(len(starts)), f"sampling {steps} steps", progress, name=lambda k: f"chunk {k + 1}"):
@@ -71,15 +71,18 @@ def sample(
 
 
 def takes_latent(sampler: Sampler) -> bool:
-    """Whether ``sampler.sample`` takes a clean latent (``latent=``); a sampler written before the keyword does not."""
-    parameters = inspect.signature(sampler.sample).parameters.values()
-    return any(p.name == "latent" or p.kind is p.VAR_KEYWORD for p in parameters)
+    """Whether ``sampler.sample`` takes a clean latent (``latent=``), as the sampler declares (``takes_latent``)."""
+    return getattr(sampler, "takes_latent", False) is True
 
 
-def check_takes_latent(sampler: Sampler) -> None:
-    """Refuse a sampler whose ``sample`` takes no clean latent (``latent=``): it could only ignore one."""
+def check_takes_latent(sampler: Sampler, component: Component | None = None) -> None:
+    """Refuse a sampler that does not declare it takes a clean latent (``latent=``): it could only ignore one.
+
+    ``component``: the registered sampler, whose plugin the message names."""
     if not takes_latent(sampler):
+        name = component.label if component is not None else f"sampler {type(sampler).__name__}"
         raise LaddError(
-            f"sampler {type(sampler).__name__} cannot draw samples given a latent (its sample() takes no `latent`); "
-            f"choose one that can, e.g. --sampler sequential or --sampler joint"
+            f"{name} cannot draw samples given a latent: it does not declare `takes_latent = True` (since plugin "
+            f"contract 3 a sampler declares it; ladd no longer reads its sample() signature: docs/contract.md); "
+            f"choose one that does, e.g. --sampler sequential or --sampler joint"
         )

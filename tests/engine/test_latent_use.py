@@ -140,7 +140,7 @@ class OldSampler(Sampler):
 
 def test_a_sampler_that_takes_no_latent_is_refused_before_sampling():
     check_takes_latent(SAMPLERS[0])
-    with pytest.raises(LaddError, match="OldSampler cannot draw samples given a latent"):
+    with pytest.raises(LaddError, match="OldSampler cannot draw samples given a latent: it does not declare"):
         check_takes_latent(OldSampler())
 
 

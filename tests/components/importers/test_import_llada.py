@@ -9,9 +9,9 @@ import shutil
 import pytest
 import torch
 from llada_reference import OWN_MASK, SIZES, P, config, random_tensors, reference_logits, write_checkpoint
+from support import import_llada
 
 import registry
-from ladd_plugins.importers.llada import import_llada
 from registry.config.composition import compose
 from registry.engine.assembly import build_experiment
 from registry.engine.warm_start import warm_start
@@ -67,6 +67,7 @@ def test_the_folder_carries_its_tokenizer_and_records_its_shards(imported):
         assert hashlib.sha256((out.parent / "src" / name).read_bytes()).hexdigest() == digest
 
 
+@pytest.mark.slow
 def test_a_moved_folder_samples_with_the_chat_template(imported, ladd, tmp_path):
     _, out = imported
     moved = tmp_path / "elsewhere" / "llada"
@@ -119,7 +120,8 @@ def _index_drops(folder):
     (lambda f: (f / "config.json").write_text(json.dumps(config(d_model=48, n_heads=4))),
      "has shape [32, 32] but config.json's sizes give [32, 48]; the config and the weights disagree"),
     (lambda f: (f / "config.json").write_text(json.dumps(config(mlp_hidden_size=64))), "the config and the weights"),
-    (lambda f: (f / "config.json").write_text(json.dumps(config(model_type="llama"))), "model_type 'llama'"),
+    (lambda f: (f / "config.json").write_text(json.dumps(config(model_type="llama"))),
+     "model_type is 'llama' (it must be 'llada')"),
     (lambda f: (f / "config.json").write_text(json.dumps(config(weight_tying=True))), "weight_tying is True"),
     (lambda f: (f / "config.json").write_text(json.dumps(config(embedding_size=20, vocab_size=20))),
      "has shape [32, 32] but config.json's sizes give [20, 32]"),
@@ -147,3 +149,11 @@ def test_a_table_smaller_than_the_tokenizer_is_refused(reg, tmp_path):
         import_llada(str(tmp_path / "src"), tmp_path / "out", ["dataset.seq_len=16"], reg)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]
     assert SIZES["embedding_size"] == 32
+
+
+
+@pytest.mark.slow  # an import of a checkpoint as long as LLaDA-8B's
+def test_plugins_check_imports_the_llada_example_and_reads_it_back(reg):
+    from registry.conformance.exercises import exercise_importer
+
+    exercise_importer(reg.importer("llada"), reg)  # raises, naming what failed, where `ladd plugins check` would fail
