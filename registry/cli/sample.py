@@ -73,9 +73,11 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
     from registry.engine.prompts import decode, fixed_tokens
     from registry.engine.sampling import sample
     from registry.engine.sampling_limits import check_sampling_memory, check_sampling_time
-    from registry.storage.files import check_outside, check_target, write_text
+    from registry.storage.files import write_text
 
     _check_choices(args)
+    if args.out is not None:  # before anything loads (the default's name waits for the dataset)
+        _check_out(args, Path(args.out))
     if args.run_dir:
         experiment, settings = load_trained(args.run_dir, registry)
     else:
@@ -85,8 +87,7 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
     total = args.num if latents is None else len(latents) * args.num
     text = experiment.dataset.tokenizer is not None
     out = Path(args.out or f"samples_{args.steps}steps.{'jsonl' if text else 'txt'}")
-    check_target(out)  # before sampling, not after
-    check_outside(out, (args.run_dir, args.model, args.like, args.latents, args.interpolate), "--out")
+    _check_out(args, out)  # before sampling, not after
     check_sampling_memory(experiment, total, args.batch_size, "ladd sample", _row_bytes(latents))
     rows = None if latents is None else latents.repeat_interleave(args.num, dim=0)
     fixed = fixed_tokens(experiment.dataset, total, args.prompt, args.suffix) if args.prompt or args.suffix else None
@@ -103,6 +104,14 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
         write_text(out, "\n".join(" ".join(map(str, row.tolist())) for row in tokens) + "\n")
     per = "" if label is None else f" ({args.num} per {label}, {total // args.num} {label}s)"
     print(f"{total} samples{per}, {args.steps} token steps, {calls} network calls each: {out}")
+
+
+def _check_out(args: argparse.Namespace, out: Path) -> None:
+    """Refuse an output that is no regular file, or lies in the folder or is a file the command reads."""
+    from registry.storage.files import check_outside, check_target
+
+    check_target(out)
+    check_outside(out, (args.run_dir, args.model, args.like, args.latents, args.interpolate), "--out")
 
 
 def _check_choices(args: argparse.Namespace) -> None:
