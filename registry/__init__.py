@@ -32,7 +32,7 @@ def build(kind: str, name: str, options: dict[str, Any] | None = None, **context
 def from_pretrained(path: str | Path, registry: Registry | None = None) -> Experiment:
     """Load a model folder written by ``ladd export`` (weights are safetensors: loading runs no code).
 
-    Returns a ``registry.assembly.Experiment``: ``model`` (a ``DiffusionModel`` on the CPU, in eval mode, its
+    Returns a ``registry.engine.assembly.Experiment``: ``model`` (a ``DiffusionModel`` on the CPU, in eval mode, its
     weights the exported EMA weights), ``sampler`` (``sampler.sample(model, n, steps, generator)``),
     ``dataset``, ``metric`` and ``components`` (slot -> the registered component, with its origin).
     """
