@@ -66,14 +66,12 @@ def from_pretrained(loader: Any, what: str, name: str, setting: str, **options: 
         return loader.from_pretrained(location, local_files_only=offline(), trust_remote_code=False, **options)
     except OSError as error:
         raise unavailable(what, name, error, setting) from None
-    except ValueError as error:
-        if "trust_remote_code" not in str(error):
-            raise LaddError(f"cannot load {what} {name!r}: {_cause(error, loader, location, options)}") from None
-        raise LaddError(
-            f"refusing {what} {name!r}: loading it would run Python code shipped with it, which ladd never does; "
-            f"choose another value for {setting}"
-        ) from None
     except Exception as error:  # noqa: BLE001 - the library's many-line reports become one line naming the cause
+        if "trust_remote_code" in str(error):
+            raise LaddError(
+                f"refusing {what} {name!r}: loading it would run Python code shipped with it, which ladd never does; "
+                f"choose another value for {setting}"
+            ) from None
         raise LaddError(f"cannot load {what} {name!r}: {_cause(error, loader, location, options)}") from None
 
 
@@ -85,11 +83,10 @@ def _cause(error: Exception, loader: Any, location: str, options: dict[str, Any]
 
     text = str(error)
     model_type = re.search(r"model type `([^`]*)`", text)
-    if model_type or isinstance(error, KeyError):
-        found = model_type[1] if model_type else first_line(error)
+    if model_type:
         return (
-            f"its config names model type {found!r}, which transformers {transformers.__version__} does not know: "
-            "choose a model of an architecture it knows, or update transformers"
+            f"its config names model type {model_type[1]!r}, which transformers {transformers.__version__} does not "
+            "know: choose a model of an architecture it knows, or update transformers"
         )
     if "ignore_mismatched_sizes" in text or "size mismatch" in text:
         return f"its weights do not fit its config ({_mismatch(loader, location, options)}): the files disagree"
