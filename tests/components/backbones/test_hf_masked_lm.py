@@ -6,10 +6,12 @@ import math
 
 import pytest
 import torch
+from safety_cases import text_overrides
 
 import registry
 from ladd_plugins.backbones.config import HFMaskedLMConfig
 from ladd_plugins.backbones.hf_masked_lm import HFMaskedLM
+from registry.cli import main
 from registry.config.composition import compose
 from registry.errors import IncompatibleComponentsError, LaddError, MissingResourceError
 from registry.interfaces import Channels, mask_id
@@ -172,10 +174,9 @@ def _broken(tiny_bert, tmp_path) -> dict[str, tuple[str, str]]:
 
 @pytest.mark.slow
 def test_a_model_folder_that_cannot_load_is_one_line_naming_the_cause(tiny_bert, tmp_path, monkeypatch, capsys):
-    from registry.cli import main
-
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    data = [*DEMO, f"dataset.cache_dir={tmp_path / 'cache'}"]
+    data = [*text_overrides(tmp_path), f"dataset.tokenizer={tiny_bert}", "latent=null", "backbone=hf_masked_lm",
+            "train.batch_size=4", "train.progress=false", "train.stages=[{steps:1}]"]
     for name, (folder, words) in _broken(tiny_bert, tmp_path).items():
         status = main(["train", *data, f"backbone.model={folder}", f"run_dir={tmp_path / name / 'run'}"])
         lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("ladd: error: ")]
