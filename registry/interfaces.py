@@ -337,6 +337,8 @@ class DenoiserModel(ABC):
     ) -> Denoised:
         """Predictions of the denoiser, with token logits only at ``rows`` when given (as ``Backbone.forward``).
 
+        Token logits are the network's own at every position, also where ``x_t`` holds a token: they are not replaced
+        by that token (as MDLM's SUBS parameterisation does); the processes' steps keep revealed tokens themselves.
         ``tau_x`` None: the latent is generated on its own (sequential strategy) and only its prediction is
         returned, from the separate latent denoiser when there is one; ``x_t`` then holds known tokens (mask
         id elsewhere) for a denoiser that reads tokens, or is None for all masked.

@@ -3,11 +3,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from pathlib import Path
 
 from registry.host.registry import Registry
 
-from .arguments import add_sampler_choice, budgets, chosen_metric, chosen_sampler, positive
+from .arguments import add_sampler_choice, budgets, chosen_metric, chosen_sampler, positive, result_path
 
 #: options of `eval` that replace the run's `eval.*` settings when given
 _OVERRIDES = ("budgets", "num_samples", "batch_size", "loss_batches", "precision", "repeats", "floor_draws")
@@ -46,10 +45,10 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
     """Evaluate (every rank its share under torchrun), print the table and write the result."""
     from registry.distributed import connected, is_main  # torch: only when evaluating
     from registry.engine.evaluation import evaluate
-    from registry.engine.loading import is_model_folder, load_trained
+    from registry.engine.loading import load_trained
     from registry.engine.sampling_limits import check_sampling_memory
     from registry.paper.report import format_table
-    from registry.storage.files import check_name, check_target
+    from registry.storage.files import check_name
     from registry.storage.results import PPL_NOTE, EvalResult
 
     with connected():  # under torchrun or srun, every rank evaluates its share of the batches and samples
@@ -59,12 +58,8 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
         experiment = chosen_metric(args, chosen_sampler(args, experiment, registry), registry)
         method = args.method or settings.method
         check_name("--method", method, "eval_METHOD.json")
-        # a model folder is shared: never written to
-        beside = Path() if is_model_folder(args.run_dir) else Path(args.run_dir)
         named = f"eval_{method}.json" if args.metric is None else f"eval_{method}_{args.metric}.json"
-        out = Path(args.out or beside / named)
-        for target in EvalResult.files(out):
-            check_target(target)  # before evaluating, not after
+        out = result_path(args.out, args.run_dir, named, EvalResult.files)  # before evaluating
         check_sampling_memory(experiment, eval_settings.num_samples, eval_settings.batch_size, "ladd eval")
         result = evaluate(experiment, method, eval_settings, progress=is_main())
     if not is_main():

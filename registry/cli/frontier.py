@@ -4,8 +4,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from registry.host.registry import Registry
+from registry.storage.files import check_outside
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,6 +24,8 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
     """Interpolate at the budgets, print the table (or JSON) and optionally plot."""
     from registry.paper.frontier import as_json, format_table, matched_compute, parse_budgets, plot, read_measurements
 
+    if args.plot:
+        check_outside(Path(args.plot), (args.results,), "--plot")
     runs, budgets = read_measurements(args.results), parse_budgets(args.budgets)
     table = matched_compute(runs, budgets)
     print(json.dumps(as_json(table), indent=2) if args.json else format_table(table))

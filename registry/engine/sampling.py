@@ -18,6 +18,8 @@ if TYPE_CHECKING:  # annotations only
     from .assembly import Experiment
 
 
+#: how torch's categorical draw refuses probabilities that are NaN, infinite or negative
+_NOT_FINITE = "probability tensor contains"
 #: Seed distance between sample chunks (and loss batches): far beyond the step budgets added to the seed.
 CHUNK_SEED_STRIDE = 1_000_003
 
@@ -63,11 +65,29 @@ def sample(
         known = None if fixed is None else fixed[start : start + size].to(model.device)
         given = {} if latent is None else {"latent": latent[start : start + size].to(model.device)}
         with inference_precision(model.device, precision):
-            out = experiment.sampler.sample(model, size, steps, generator, fixed=known, **given)
+            try:
+                out = experiment.sampler.sample(model, size, steps, generator, fixed=known, **given)
+            except RuntimeError as error:
+                if _NOT_FINITE not in str(error):
+                    raise
+                raise LaddError(_not_finite(k, latent)) from None
         chunks.append(out.tokens.cpu())
         calls = out.network_calls
     local = torch.cat(chunks) if chunks else torch.zeros(0, model.seq_len, dtype=torch.long)
     return gather_rows(local), calls
+
+
+def _not_finite(chunk: int, latent: torch.Tensor | None) -> str:
+    """Why a chunk's categorical draw met NaN or infinite probabilities, and what to do about it."""
+    if latent is not None and latent.is_floating_point():
+        cause = (
+            f"the clean latents given reach {float(latent.abs().max()):.3g} in magnitude, beyond what the network's "
+            f"float arithmetic holds: sample at latents that `ladd encode` or --like made"
+        )
+    else:
+        cause = "the weights may have diverged: evaluate the model's loss (ladd eval), or train it again"
+    overflow = "NaN or infinite probabilities (the network's predictions overflowed)"
+    return f"sampling chunk {chunk + 1} met {overflow}: {cause}"
 
 
 def takes_latent(sampler: Sampler) -> bool:

@@ -31,13 +31,15 @@ _INFERENCE_WIDTHS = 4
 _TOKEN_BYTES = 8  # int64 ids
 
 
-def sampling_bytes(experiment: Experiment, num_samples: int, batch_size: int) -> int:
-    """At least what sampling ``num_samples`` sequences in chunks of ``batch_size`` holds in memory at once."""
+def sampling_bytes(experiment: Experiment, num_samples: int, batch_size: int, latent_bytes: int = 0) -> int:
+    """At least what sampling ``num_samples`` sequences in chunks of ``batch_size`` holds in memory at once, each
+    given a clean latent of ``latent_bytes``."""
     from .memory import transformer_shapes
 
     rows = min(batch_size, num_samples)
     model = experiment.model
     kept = 2 * num_samples * model.seq_len * _TOKEN_BYTES  # the chunks, then their concatenation
+    kept += num_samples * latent_bytes
     chunk = 0
     for shape in transformer_shapes(model):
         chunk += rows * shape.length * shape.width * _INFERENCE_WIDTHS * 4
@@ -45,11 +47,15 @@ def sampling_bytes(experiment: Experiment, num_samples: int, batch_size: int) ->
     return kept + chunk
 
 
-def check_sampling_memory(experiment: Experiment, num_samples: int, batch_size: int, what: str) -> None:
-    """Refuse sampling whose lower-bound memory exceeds what the model's device (and the host) has free."""
+def check_sampling_memory(
+    experiment: Experiment, num_samples: int, batch_size: int, what: str, latent_bytes: int = 0
+) -> None:
+    """Refuse sampling whose lower-bound memory exceeds what the model's device (and the host) has free; each sample
+    given a clean latent of ``latent_bytes``."""
     from .memory import GIB, available_bytes
 
-    needed, free = sampling_bytes(experiment, num_samples, batch_size), available_bytes(experiment.model.device)
+    needed = sampling_bytes(experiment, num_samples, batch_size, latent_bytes)
+    free = available_bytes(experiment.model.device)
     if free is not None and needed > free:
         rows, length, device = min(batch_size, num_samples), experiment.model.seq_len, experiment.model.device.type
         raise InvalidConfigError(
