@@ -8,7 +8,16 @@ from torch import Tensor
 
 from registry.interfaces import mask_id
 
-__all__ = ["CHUNK_ELEMENTS", "IGNORE", "at_rows", "cross_entropy", "draw_tokens", "mask_id", "per_sample"]
+__all__ = [
+    "CHUNK_ELEMENTS",
+    "IGNORE",
+    "at_rows",
+    "cross_entropy",
+    "draw_tokens",
+    "mask_id",
+    "per_sample",
+    "summed_cross_entropy",
+]
 
 
 def per_sample(values: Tensor, like: Tensor) -> Tensor:
@@ -84,3 +93,12 @@ def cross_entropy(logits: Tensor, target: Tensor) -> Tensor:
     batch of 64 x 128 LM1B tokens with the Qwen3 vocabulary). The gradient has the logits' dtype.
     """
     return _CrossEntropy.apply(logits, target)
+
+
+def summed_cross_entropy(logits: Tensor, target: Tensor, rows: Tensor) -> Tensor:
+    """``[N]`` float64: the cross-entropy of ``target [N, S]`` summed over the positions ``rows`` (bool ``[N, S]``),
+    from ``logits`` at those rows (``[M, K]``, row-major) or at every position (``[N, S, K]``)."""
+    picked = logits if logits.dim() == 2 else logits[rows]
+    per_position = torch.zeros(target.shape, dtype=torch.float64, device=target.device)
+    per_position[rows] = cross_entropy(picked, target[rows]).double()
+    return per_position.sum(dim=1)
