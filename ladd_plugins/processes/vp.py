@@ -21,6 +21,9 @@ class VPGaussianProcess(Process):
     ``t >= 2`` the KL of the bridge to the model's step, ``lambda_t ||y0 - y0_hat||^2`` summed over every feature;
     for ``t = 1`` the reconstruction ``-log N(y0; y0_hat(y_1), v)`` with ``v = sbar_1^2 / abar_1^2``, the noise of
     ``y_1 / abar_1`` (the chain's own last step is deterministic, which has no density); ``L_T`` in closed form.
+    Steps are drawn in proportion to the size each term has when the error is as large as the noise
+    (``lambda_t sbar_t^2``; the reconstruction's own size at ``t = 1``) and weighted back: near ``t = 0`` the terms
+    grow like ``1/t``, and drawing steps uniformly would give estimates of enormous variance.
     """
 
     diffuses = VECTORS
@@ -34,6 +37,7 @@ class VPGaussianProcess(Process):
         self.weighting = config.weighting
         self.eta = config.eta
         self.feature_reduction = config.feature_reduction
+        self._proposal: Tensor | None = None
 
     def _variances(self, tau: Tensor) -> tuple[Tensor, Tensor]:
         """``(abar**2, sbar**2)`` at ``tau`` in float64."""
@@ -73,12 +77,22 @@ class VPGaussianProcess(Process):
         abar2, sbar2 = self._variances(torch.tensor([1.0 / self.horizon], dtype=torch.float64))
         return float(sbar2 / abar2)
 
+    def step_proposal(self) -> Tensor:
+        """The chance of drawing each grid step ``k = 1..T`` for the bound (float64, sums to 1)."""
+        if self._proposal is None:
+            tau = torch.arange(1, self.horizon + 1, dtype=torch.float64) / self.horizon
+            size = self._kl_weight(tau, 1.0) * self._variances(tau)[1]
+            size[0] = abs(0.5 * math.log(2.0 * math.pi * self.reconstruction_variance())) + 0.5
+            self._proposal = size / size.sum()
+        return self._proposal
+
     def bound_draw(self, x0: Tensor, scored: Tensor | None, u: Tensor, generator: torch.Generator) -> BoundDraw:
-        """A grid step ``k = floor(u T) + 1`` (uniform), the forward marginal there, weight ``T``."""
-        step = torch.floor(u.double() * self.horizon).clamp(max=self.horizon - 1) + 1
-        tau = step / self.horizon
-        weight = torch.full_like(tau, float(self.horizon))
-        return BoundDraw(self.bound_state(x0, scored, tau, generator), tau, weight)
+        """A grid step drawn from :meth:`step_proposal` by inverting its distribution at ``u``, the forward marginal
+        there, weight ``1 / p(k)``."""
+        proposal = self.step_proposal()
+        index = torch.searchsorted(proposal.cumsum(dim=0), u.double()).clamp(max=self.horizon - 1)
+        tau = (index + 1).double() / self.horizon
+        return BoundDraw(self.bound_state(x0, scored, tau, generator), tau, 1.0 / proposal[index])
 
     def bound_state(self, x0: Tensor, scored: Tensor | None, tau: Tensor, generator: torch.Generator) -> Tensor:
         """The forward marginal ``q(y_tau | y0)`` (every position: a latent has no unscored ones)."""

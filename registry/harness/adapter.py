@@ -97,8 +97,8 @@ class LaddLM(LM):
         self.tokenizer = experiment.dataset.tokenizer
         if self.tokenizer is None:
             raise LaddError(
-                f"this model's data ({type(experiment.dataset).__name__}) has no tokenizer: lm-eval's text tasks need a "
-                f"model trained on text (dataset=text)"
+                f"this model's data ({type(experiment.dataset).__name__}) has no tokenizer: lm-eval's text tasks need "
+                f"a model trained on text (dataset=text)"
             )
         self.clean_latent = experiment.sampler.conditions_on_clean_latent
         self.counts = RequestCounts()

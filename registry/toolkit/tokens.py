@@ -97,8 +97,18 @@ def cross_entropy(logits: Tensor, target: Tensor) -> Tensor:
 
 def summed_cross_entropy(logits: Tensor, target: Tensor, rows: Tensor) -> Tensor:
     """``[N]`` float64: the cross-entropy of ``target [N, S]`` summed over the positions ``rows`` (bool ``[N, S]``),
-    from ``logits`` at those rows (``[M, K]``, row-major) or at every position (``[N, S, K]``)."""
+    from ``logits`` at those rows (``[M, K]``, row-major) or at every position (``[N, S, K]``).
+
+    Computed in float64 (a likelihood, not a gradient), ``CHUNK_ELEMENTS`` values at a time.
+    """
     picked = logits if logits.dim() == 2 else logits[rows]
+    wanted = target[rows]
+    values = torch.empty(picked.shape[0], dtype=torch.float64, device=target.device)
+    size = _chunk_rows(picked)
+    for start in range(0, picked.shape[0], size):
+        stop = start + size
+        log_probs = picked[start:stop].double().log_softmax(dim=-1)
+        values[start:stop] = -log_probs.gather(1, wanted[start:stop, None]).squeeze(1)
     per_position = torch.zeros(target.shape, dtype=torch.float64, device=target.device)
-    per_position[rows] = cross_entropy(picked, target[rows]).double()
+    per_position[rows] = values
     return per_position.sum(dim=1)
