@@ -75,7 +75,8 @@ def test_a_one_token_continuation_scores_the_exact_log_softmax_at_its_masked_slo
 def subset_weight(free: int, count: int, horizon: int) -> float:
     """For the linear schedule (mask chance k/T at step k, reveal chance 1/k): sum_k (1/k) (k/T)^l (1 - k/T)^(L-l),
     the chance that the chain reveals one given position while exactly a given set of ``count`` is masked."""
-    return math.fsum((1 / k) * (k / horizon) ** count * (1 - k / horizon) ** (free - count) for k in range(1, horizon + 1))
+    steps = range(1, horizon + 1)
+    return math.fsum((1 / k) * (k / horizon) ** count * (1 - k / horizon) ** (free - count) for k in steps)
 
 
 def brute_force(model, tokens: torch.Tensor, scored: torch.Tensor, horizon: int) -> float:

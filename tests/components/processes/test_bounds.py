@@ -7,13 +7,18 @@ import math
 import pytest
 import torch
 
+from ladd_plugins.latents.config import DiscreteLatentConfig
 from ladd_plugins.latents.continuous import ContinuousLatent, ContinuousLatentConfig
 from ladd_plugins.latents.quantizers import VQLatent
-from ladd_plugins.latents.config import DiscreteLatentConfig
 from ladd_plugins.processes.config import MaskedProcessConfig, VPProcessConfig
 from ladd_plugins.processes.masked import MaskedProcess
 from ladd_plugins.processes.vp import VPGaussianProcess
-from ladd_plugins.schedules.closed_form import LinearSchedule, LogLinearSchedule, LogLinearScheduleConfig, VPSqrtSchedule
+from ladd_plugins.schedules.closed_form import (
+    LinearSchedule,
+    LogLinearSchedule,
+    LogLinearScheduleConfig,
+    VPSqrtSchedule,
+)
 from ladd_plugins.schedules.config import ScheduleConfig
 from registry.interfaces import BoundDraw
 
