@@ -1,6 +1,6 @@
 """What ``ladd harness`` writes: lm-eval's results dictionary and ladd's provenance record beside it.
 
-``results.json`` is lm-eval's results dictionary, as ``lm_eval --output_path`` writes it, without its clock
+The results file is lm-eval's results dictionary, as ``lm_eval --output_path`` writes it, without its clock
 readings (the start date and the evaluation's duration), which the provenance record keeps: the same model,
 tasks, settings and seed give the same file, byte for byte. ``provenance.json`` says what was scored (the model's
 folder, weights digest and components with their origins), how (every setting, the estimator of each request
@@ -22,16 +22,14 @@ from lm_eval.utils import handle_non_serializable
 
 from registry.engine.assembly import Experiment
 from registry.engine.runs import WEIGHTS_FILE
-from registry.errors import LaddError
-from registry.storage.files import check_target, write_text
+from registry.storage.files import write_text
 from registry.storage.weights import file_sha256
 
 from .adapter import HarnessSettings, RequestCounts
 
-__all__ = ["FORMAT", "RESULTS", "PROVENANCE", "ESTIMATORS", "provenance", "targets", "write"]
+__all__ = ["FORMAT", "ESTIMATORS", "provenance", "write"]
 
 FORMAT = "ladd-harness/1"
-RESULTS, PROVENANCE = "results.json", "provenance.json"
 #: lm-eval's entries that read the clock: kept in the provenance record, out of results.json
 _CLOCK = ("date", "start_time", "end_time", "total_evaluation_time_seconds")
 #: what each request type reports, as the provenance record states it
@@ -46,16 +44,6 @@ ESTIMATORS = {
     "loglikelihood_rolling": "the same bound for a whole document, chunk by chunk (ladd eval's estimator)",
     "generate_until": "the sampler's draw with the context as fixed tokens, cut at every stop string and at EOS",
 }
-
-
-def targets(out: Path) -> list[Path]:
-    """The files written into ``out``, each checked to be new (ladd replaces no one's results)."""
-    paths = [out / RESULTS, out / PROVENANCE]
-    for path in paths:
-        check_target(path)
-        if path.exists():
-            raise LaddError(f"{path} exists: ladd harness replaces no earlier results; choose another --out")
-    return paths
 
 
 def provenance(
@@ -96,15 +84,14 @@ def provenance(
     }
 
 
-def write(out: Path, results: dict[str, Any], record: dict[str, Any]) -> tuple[Path, Path]:
-    """``results.json`` (without its clock readings) and ``provenance.json`` (with the results file's digest)."""
+def write(results_path: Path, record_path: Path, results: dict[str, Any], record: dict[str, Any]) -> None:
+    """lm-eval's results without its clock readings, and the provenance record naming the results file's digest."""
     steady = {key: value for key, value in results.items() if key not in _CLOCK}
-    text = json.dumps(steady, indent=2, default=handle_non_serializable, ensure_ascii=False)
-    results_path, record_path = out / RESULTS, out / PROVENANCE
-    write_text(results_path, text + "\n")
-    record = {**record, "results": {"file": RESULTS, "sha256": hashlib.sha256((text + "\n").encode()).hexdigest()}}
+    text = json.dumps(steady, indent=2, default=handle_non_serializable, ensure_ascii=False) + "\n"
+    write_text(results_path, text)
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    record = {**record, "results": {"file": results_path.name, "sha256": digest}}
     write_text(record_path, json.dumps(record, indent=2, default=str) + "\n")
-    return results_path, record_path
 
 
 def _version(distribution: str) -> str | None:
