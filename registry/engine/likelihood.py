@@ -172,7 +172,8 @@ def _cat(tensors: list[Tensor | None]) -> Tensor | None:
 def _cat_draws(records: list[BoundDraw]) -> BoundDraw:
     rows = [r.rows for r in records]
     joined = _cat(rows) if all(r is not None for r in rows) else None
-    return BoundDraw(*(torch.cat([getattr(r, name) for r in records]) for name in ("state", "tau", "weight")), joined)
+    state, tau, weight = (torch.cat([getattr(r, name) for r in records]) for name in ("state", "tau", "weight"))
+    return BoundDraw(state, tau, weight, joined)
 
 
 def _join(parts: list[_Draws]) -> _Draws:
