@@ -86,8 +86,10 @@ class LaddLM(LM):
         super().__init__()
         if experiment is None:
             experiment = _load(pretrained)
-        # lm-eval passes its own batch_size (possibly "auto"), max_batch_size and device: only a whole batch size is
-        # taken from them
+            if options.get("device"):
+                experiment.model.to(options["device"])
+        # lm-eval passes its own batch_size (possibly "auto"), max_batch_size and device: a whole batch size is taken
+        # from them, the device only for a model loaded here
         given = {key: value for key, value in options.items() if key in HarnessSettings.__dataclass_fields__}
         if not isinstance(given.get("batch_size"), int):
             given.pop("batch_size", None)
