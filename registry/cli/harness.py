@@ -35,8 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="mc (LLaDA's Monte Carlo estimator) or exact (every masked set of a short continuation)")
     p.add_argument("--gen-steps", type=positive, help="token steps of generate_until (default: the model's length)")
     p.add_argument("--seed", type=seed, default=0, help="seeds every draw (default 0)")
-    p.add_argument("--precision", default="auto",
-                   help="the networks' precision: auto (bf16-mixed on CUDA, else 32-true), bf16-mixed or 32-true")
+    p.add_argument("--precision", default="32-true", choices=("32-true", "auto", "bf16-mixed"),
+                   help="the networks' precision (default 32-true; auto: bf16-mixed on CUDA)")
     p.add_argument("--device", help="where the model runs (default: cuda when available, else cpu)")
     add_sampler_choice(p, "generate")
     p.add_argument("--out", help="folder for results.json and provenance.json (default: ./harness_METHOD)")
