@@ -51,8 +51,8 @@ def requests(count: int, seed: int = 0) -> list[Instance]:
         context = " ".join(words[start : start + rng.randrange(6, 20)])
         for _ in range(4):
             pick = rng.randrange(len(words) - 3)
-            out.append(Instance("loglikelihood", {}, (context, " " + " ".join(words[pick : pick + rng.randrange(1, 4)])),
-                                len(out)))
+            choice = " " + " ".join(words[pick : pick + rng.randrange(1, 4)])
+            out.append(Instance("loglikelihood", {}, (context, choice), len(out)))
     return out[:count]
 
 
@@ -108,7 +108,8 @@ def main() -> None:
         "ladd loglikelihood": timed(lambda: LaddLM(experiment=experiment, settings=settings).loglikelihood(asked)),
     }
     threads = torch.get_num_threads()
-    print(f"{args.requests} requests, {args.draws} draws each, S = {length}, {threads} threads, torch {torch.__version__}")
+    print(f"{args.requests} requests, {args.draws} draws each, S = {length}, {threads} threads, torch "
+          f"{torch.__version__}")
     print(f"{'method':<22} {'seconds':>8} {'requests/s':>11}")
     for name, value in seconds.items():
         print(f"{name:<22} {value:>8.2f} {args.requests / value:>11.2f}")
