@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+from support import redraw_weights
 
 import registry
 from registry.config.composition import compose
@@ -23,15 +24,10 @@ def reg():
 
 
 def scrambled(name: str, reg, *overrides: str):
-    """An untrained model in float64 (so comparisons see the estimator, not float32 rounding that depends on the batch
-    shape), its weights redrawn at a scale that makes every prediction depend on its input (a fresh DiT's
-    zero-initialised adaLN makes its output constant)."""
+    """An untrained model with redrawn weights, in float64: comparisons see the estimator, not float32 rounding that
+    depends on the batch's shape."""
     experiment = build_experiment(compose([f"experiment={name}", f"dataset.seq_len={S}", *overrides], reg), reg)
-    torch.manual_seed(0)
-    with torch.no_grad():
-        for parameter in experiment.model.parameters():
-            parameter.normal_(0.0, 0.3)
-    experiment.model.double()
+    redraw_weights(experiment.model, 0.3).double()
     return experiment
 
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 from lm_eval.api.instance import Instance
 from lm_eval.api.registry import get_model
-from support import ROOT
+from support import ROOT, redraw_weights
 
 import registry
 from registry.config.composition import compose
@@ -22,16 +22,6 @@ CORPUS = ROOT / "ladd_plugins" / "datasets" / "text" / "corpus" / "shakespeare.t
 @pytest.fixture(scope="module")
 def reg():
     return registry.load()
-
-
-def scrambled(experiment):
-    """Weights redrawn so that predictions depend on the input (a fresh DiT's output is constant)."""
-    torch.manual_seed(0)
-    with torch.no_grad():
-        for parameter in experiment.model.parameters():
-            parameter.normal_(0.0, 0.2)
-    experiment.model.eval()
-    return experiment
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +41,8 @@ def document(tmp_path_factory, reg):
     path = tmp_path_factory.mktemp("document") / "document.txt"
     path.write_text(text)
     options = [f"dataset.source={path}", "dataset.txt_documents=file", "+dataset.split_map.validation=train"]
-    experiment = scrambled(build_experiment(compose(["experiment=demo/mdlm", *SMALL, *options], reg), reg))
+    experiment = build_experiment(compose(["experiment=demo/mdlm", *SMALL, *options], reg), reg)
+    redraw_weights(experiment.model, 0.2)
     return text, experiment
 
 
