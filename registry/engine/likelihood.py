@@ -129,13 +129,31 @@ def bound(
         return _exact(model, tokens, scored, batch_size, precision)
     if model.process.exact_likelihood and model.latent is None:
         draws = 1
-    parts = [_row_draws(model, tokens[n], scored[n], draws, seed, clean_latent) for n in range(tokens.shape[0])]
+    features = _features(model, tokens, batch_size, precision)
+    parts = [
+        _row_draws(model, tokens[n], scored[n], None if features is None else features[n : n + 1], draws, seed,
+                   clean_latent)
+        for n in range(tokens.shape[0])
+    ]
     joined = _join(parts)
     return _score(model, joined, clean_latent, batch_size, precision).view(tokens.shape[0], draws)
 
 
+def _features(model: DiffusionModel, tokens: Tensor, batch_size: int, precision: str) -> Tensor | None:
+    """The encoder's features of every row (on the model's device), computed once for all of a row's draws; None
+    without a latent channel."""
+    if model.latent is None:
+        return None
+    if model.encoder is None:
+        raise IncompatibleComponentsError("a latent channel needs an encoder: no bound without one")
+    device = model.device
+    with inference_precision(device, precision):
+        return torch.cat([model.encoder(chunk.to(device)) for chunk in tokens.split(batch_size)])
+
+
 def _row_draws(
-    model: DiffusionModel, tokens: Tensor, scored: Tensor, draws: int, seed: int, clean_latent: bool
+    model: DiffusionModel, tokens: Tensor, scored: Tensor, features: Tensor | None, draws: int, seed: int,
+    clean_latent: bool,
 ) -> _Draws:
     """One row's draws, every one from the row's own generator in a fixed order."""
     generator = _generator(seed, tokens, scored)
@@ -143,13 +161,10 @@ def _row_draws(
     process = model.process
     token = process.bound_draw(x0, free, _stratified(draws, generator), generator)
     fixed = process.prior_bound(tokens[None], scored[None])
-    if model.latent is None:
+    if features is None:
         return _Draws(x0, token, fixed=fixed.expand(draws))
     latent, latent_process = model.latent_channel()
     device = model.device
-    if model.encoder is None:
-        raise IncompatibleComponentsError("a latent channel needs an encoder: no bound without one")
-    features = model.encoder(tokens[None].to(device))
     with own_noise(None, device, generator):
         y0 = latent.encode(features.expand(draws, *features.shape[1:])).y0.cpu()
     entropy = latent.posterior_entropy(features).cpu()
