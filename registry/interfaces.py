@@ -21,6 +21,7 @@ from .errors import IncompatibleComponentsError
 __all__ = [
     "Schedule",
     "Process",
+    "BoundDraw",
     "RevealingProcess",
     "Latent",
     "LatentCode",
@@ -77,6 +78,32 @@ class Schedule(ABC):
         """Signal level at times ``tau`` (same shape, float64 where tau is float64)."""
 
 
+@dataclass
+class BoundDraw:
+    """Noisy states a process drew for its terms of a negative ELBO (``Process.bound_draw``), one per row.
+
+    ``weight`` is the row's importance weight under the process's draw scheme; ``rows`` (bool, the state's shape
+    up to its position axis) marks the positions whose predictions ``bound_terms`` reads, or None for all.
+    """
+
+    state: Tensor
+    tau: Tensor  # [N]
+    weight: Tensor  # [N]
+    rows: Tensor | None = None
+
+    def select(self, index: slice | Tensor) -> BoundDraw:
+        """The draws at ``index`` (a slice or index tensor over the rows)."""
+        rows = None if self.rows is None else self.rows[index]
+        return BoundDraw(self.state[index], self.tau[index], self.weight[index], rows)
+
+
+def _no_bound(process: Process) -> IncompatibleComponentsError:
+    return IncompatibleComponentsError(
+        f"process {type(process).__name__} gives no variational bound (it does not declare elbo = True), so no "
+        f"likelihood can be reported for a model that uses it"
+    )
+
+
 class Process(ABC):
     """A forward noising process on one channel, its weighted training loss and its reverse step.
 
@@ -91,6 +118,13 @@ class Process(ABC):
     #: whether ``step`` takes the known tokens (``fixed=``); False for a step written without the keyword, which ladd
     #: then calls without it (a prompt is refused if its chain changed a known token)
     takes_fixed: bool = True
+    #: True when the process gives the terms of its negative ELBO (``bound_draw``, ``bound_state``, ``bound_terms``,
+    #: ``prior_bound``): the bound of the reverse chain on the grid ``1/T, ..., 1`` that the model defines, whatever
+    #: weighting trains it. ``ladd harness`` and the bound of ``ladd eval`` need it.
+    elbo: bool = False
+    #: True when the bound is the exact negative log-likelihood, read in one teacher-forced pass (a causal model):
+    #: one draw suffices, and greedy decoding is read off the same pass
+    exact_likelihood: bool = False
 
     @abstractmethod
     def prior(self, shape: tuple[int, ...], device: torch.device, generator: torch.Generator | None = None) -> Tensor:
@@ -140,6 +174,37 @@ class Process(ABC):
     def guide(self, conditional: Tensor, unconditional: Tensor, scale: float) -> Tensor:
         """Classifier-free guidance of two predictions (scale 1 returns the conditional one)."""
         return unconditional + scale * (conditional - unconditional)
+
+    def bound_draw(self, x0: Tensor, scored: Tensor | None, u: Tensor, generator: torch.Generator) -> BoundDraw:
+        """Noisy states of the clean ``x0`` (``[N, positions, ...]``) for this channel's terms of the negative ELBO.
+
+        Only the ``scored`` positions (bool ``[N, positions]``; None: all) are noised and scored; the others stay as
+        ``x0`` holds them (a prompt, or the mask id at positions left unknown). ``u`` (``[N]``, in [0, 1)) are uniform
+        draws the caller stratifies over a row's draws; the process turns them into its own times.
+        """
+        raise _no_bound(self)
+
+    def bound_state(self, x0: Tensor, scored: Tensor | None, tau: Tensor, generator: torch.Generator) -> Tensor:
+        """A draw of the state at ``tau`` (``[N]``) from the forward process the bound uses: the other channel's
+        input when a two-channel model scores one channel at that channel's times."""
+        raise _no_bound(self)
+
+    def bound_terms(self, prediction: Tensor, x0: Tensor, draw: BoundDraw) -> Tensor:
+        """``[N]`` nats: this channel's terms at the draw's states, weighted so that their mean over draws is an
+        unbiased estimate of the sum of the reconstruction and diffusion terms ``L_0 + L_1 + ... + L_{T-1}`` over the
+        scored positions. ``prediction`` covers the draw's ``rows`` only when they are given (as ``loss_rows``)."""
+        raise _no_bound(self)
+
+    def prior_bound(self, x0: Tensor, scored: Tensor | None) -> Tensor:
+        """``[N]`` nats: the endpoint term ``L_T``, the KL of the forward process's end to the prior (0 when the
+        forward process ends in the prior exactly)."""
+        raise _no_bound(self)
+
+    def bound_subsets(self, x0: Tensor, scored: Tensor | None) -> BoundDraw | None:
+        """Every state the bound averages over for a network that ignores time, with weights whose sum of
+        ``bound_terms`` is the bound exactly (one row ``x0`` ``[1, positions]``); None when the process has no finite
+        set of states (the default)."""
+        return None
 
 
 class RevealingProcess(Process):
@@ -231,6 +296,15 @@ class Latent(nn.Module, ABC):
     def backbone_input(self, y_t: Tensor, code: LatentCode | None = None) -> Tensor:
         """What a backbone's latent input layer receives for state ``y_t`` (``code`` is given in training)."""
         return y_t
+
+    def posterior_entropy(self, features: Tensor) -> Tensor:
+        """``[B]`` nats: the entropy of ``encode``'s distribution of ``y0`` given encoder features ``[B, M, d_l]``
+        (differential for real vectors, 0 for a deterministic code). A likelihood bound subtracts it (the encoder
+        term of the paper's App. C.1); a latent without it gives no bound."""
+        raise IncompatibleComponentsError(
+            f"latent {type(self).__name__} gives no posterior entropy (posterior_entropy), the encoder term of the "
+            f"variational bound, so no likelihood can be reported for a model that uses it"
+        )
 
 
 class Encoder(nn.Module, ABC):

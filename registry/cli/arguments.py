@@ -29,6 +29,13 @@ def positive(text: str) -> int:
     return int(text)
 
 
+def whole(text: str) -> int:
+    """An argument that must be a whole number >= 0."""
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 0")
+    return int(text)
+
+
 def at_least_two(text: str) -> int:
     """A count of points that must include two ends: a whole number >= 2."""
     if not text.strip().isdigit() or int(text) < 2:
