@@ -5,7 +5,7 @@ import torch
 from torch import Tensor
 
 from registry.errors import IncompatibleComponentsError
-from registry.interfaces import RevealingProcess, Schedule
+from registry.interfaces import MaskingProcess, Schedule
 from registry.toolkit.tokens import IGNORE, cross_entropy, draw_tokens, mask_id, per_sample
 
 from .config import MaskedProcessConfig
@@ -13,7 +13,7 @@ from .config import MaskedProcessConfig
 __all__ = ["MaskedProcess", "MaskedProcessConfig"]
 
 
-class MaskedProcess(RevealingProcess):
+class MaskedProcess(MaskingProcess):
     """Each position independently jumps to the mask state ``K``; survival probability ``gbar(tau)``."""
 
     def __init__(self, config: MaskedProcessConfig, schedule: Schedule, vocab_size: int) -> None:

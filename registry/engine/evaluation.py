@@ -12,7 +12,7 @@ from registry.storage.results import BudgetScore, EvalResult, mean_and_spread
 from registry.toolkit.progress import progress as shown
 
 from .batches import checked_batches
-from .sampling import CHUNK_SEED_STRIDE, inference_precision, sample
+from .sampling import CHUNK_SEED_STRIDE, inference_precision, sample_with_cost
 
 if TYPE_CHECKING:  # annotations only
     from .assembly import Experiment
@@ -53,7 +53,7 @@ def token_loss(experiment: Experiment, batches: int, batch_size: int, seed: int,
 
 
 def evaluate(experiment: Experiment, method: str, settings: EvalConfig, progress: bool = True) -> EvalResult:
-    """L^x on held-out data and the metric at every budget of ``settings.budgets``.
+    """L^x on held-out data and the metric at every budget of ``settings.budgets``, with the FLOPs per sample spent.
 
     Repeat ``r`` (of ``eval.repeats``) draws its reference set and its samples from seeds of its own; the
     data floor compares ``eval.floor_draws`` further data draws with the references of those seeds, so
@@ -82,12 +82,13 @@ def evaluate(experiment: Experiment, method: str, settings: EvalConfig, progress
     ]
     result.data_floor, result.data_floor_spread = mean_and_spread(floors)
     for steps in shown(settings.budgets, f"evaluating {method}", progress, name=lambda steps: f"{steps} steps"):
-        draws, calls = [], 0
+        draws, flops = [], []
         for seed, reference in zip(seeds[:repeats], references, strict=False):
-            samples, calls = sample(
+            samples, cost = sample_with_cost(
                 experiment, n, int(steps), settings.batch_size, seed + int(steps), precision=precision
             )
             draws.append(experiment.metric(samples, reference))
+            flops.append(cost.flops)
         scores, spread = mean_and_spread(draws)
-        result.scores.append(BudgetScore(int(steps), calls, scores, spread))
+        result.scores.append(BudgetScore(int(steps), cost.network_calls, scores, spread, sum(flops) / len(flops)))
     return result
