@@ -3,7 +3,8 @@
     python bench/decoders_results.py --runs runs/decoders --out results/decoders
 
 Every row is a ``ladd eval`` of a trained run with a sampler chosen on the command line (the commands a user runs,
-printed as they run; each result is kept under ``RUNS/evals/`` and not evaluated again). The sawtooth runs
+printed as they run; each result is kept under ``RUNS/evals/`` and not evaluated again, and a set whose runs are not
+all trained yet is reported when the script runs again after they are). The sawtooth runs
 (``binsaw_mdlm``, ``binsaw_coladd_seq``, ``binsaw_diladd_seq``) are scored by SWD at their presets' budgets, the text
 demo's (``demo_mdlm``, ``demo_coladd``, trained with ``metric=gen_ppl`` and the offline teacher of
 ``bench/demo_teacher.py``) by Gen PPL and the unigram entropy. ``ladd report`` writes each set's tables and plots
@@ -107,9 +108,13 @@ def main() -> None:
         paths = []
         for method, run, chosen in ROWS[name]:
             path = evals / f"{name}_{method}.json"
-            if not path.is_file():
+            if not path.is_file() and (args.runs / run / "model.safetensors").is_file():
                 ladd("eval", str(args.runs / run), *chosen, "--method", method, "--out", str(path))
             paths.append(path)
+        missing = [path.name for path in paths if not path.is_file()]
+        if missing:  # a run not trained yet: run the script again once it is
+            print(f"{name}: not reported yet, {len(missing)} evaluations missing: {', '.join(missing)}", flush=True)
+            continue
         with tempfile.TemporaryDirectory() as folder:
             ladd("report", *map(str, paths), "--out", folder)
             for produced in Path(folder).iterdir():
