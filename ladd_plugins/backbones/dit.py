@@ -76,7 +76,8 @@ class DiT(CachingBackbone):
         # one channel, L positions: tokens (L = S, ids [B, S]) or the latent alone (L = M, y_t [B, M, d_l])
         inputs, tau = (x_t, tau_x) if self.denoises_tokens else (y_t, tau_y)
         if inputs is None:
-            raise ValueError(f"backbone 'dit' denoises {'tokens' if self.denoises_tokens else 'a latent'}: it needs them")
+            channel = "tokens (x_t)" if self.denoises_tokens else "a latent (y_t)"
+            raise ValueError(f"backbone 'dit' denoises {channel}: it needs them")
         if window is not None:  # tokens only: the latent-only network is never given a cache
             inputs = inputs[:, window]  # [B, W]
             rows = None if rows is None else rows[:, window]
