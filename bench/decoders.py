@@ -1,6 +1,7 @@
 """The field's decoders at batch 1: network calls, FLOPs and ms per sample, each against uncached ancestral sampling.
 
-    python bench/decoders.py --out DIR                 # a DiT of length 640 (prompt 512, generation 128), CPU or GPU
+    python bench/decoders.py --out DIR                 # a DiT of length 640 (prompt 512, generation 128): width 64
+                                                       # on a CPU, MDLM's OWT size on a GPU
     python bench/decoders.py --size tiny --out DIR     # anywhere, in seconds: the same rows at a toy size
 
 A DiT with random weights (the zero-initialised adaLN gates and head perturbed, so every layer matters), MDLM's
@@ -35,6 +36,9 @@ from registry.toolkit.options import ConfidenceConfig
 SIZES = {
     "full": {"hidden": 64, "layers": 2, "heads": 2, "vocab": 4096, "prompt": 512, "generation": 128, "block": 32,
              "steps": 128, "repeats": 1},
+    # on a GPU, "full" is an OWT-size MDLM DiT (width 768, 12 layers, GPT-2's vocabulary) at the same length
+    "full_gpu": {"hidden": 768, "layers": 12, "heads": 12, "vocab": 50258, "prompt": 512, "generation": 128,
+                 "block": 32, "steps": 128, "repeats": 1},
     "tiny": {"hidden": 32, "layers": 2, "heads": 2, "vocab": 64, "prompt": 24, "generation": 16, "block": 8,
              "steps": 16, "repeats": 1},
 }
@@ -71,11 +75,11 @@ def model_of(size: dict, device: torch.device) -> DiffusionModel:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", choices=sorted(SIZES), default="full")
+    parser.add_argument("--size", choices=["full", "tiny"], default="full")
     parser.add_argument("--out", default="bench/results")
     args = parser.parse_args()
-    size = SIZES[args.size]
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    size = SIZES["full_gpu" if args.size == "full" and device.type == "cuda" else args.size]
     torch.manual_seed(0)
     model = model_of(size, device)
     length = size["prompt"] + size["generation"]
