@@ -7,7 +7,7 @@ state is the extra id ``K`` (see :func:`mask_id`).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from itertools import islice
 from pathlib import Path
@@ -23,14 +23,17 @@ __all__ = [
     "Process",
     "BoundDraw",
     "RevealingProcess",
+    "MaskingProcess",
     "Latent",
     "LatentCode",
     "Encoder",
     "Backbone",
+    "CachingBackbone",
     "TransformerShape",
     "Denoised",
     "Channels",
     "Sampler",
+    "TokenDecoder",
     "SampleOutput",
     "DenoiserModel",
     "Dataset",
@@ -238,6 +241,15 @@ class RevealingProcess(Process):
         return self.fill(x_t, reveal, prediction[reveal], generator)
 
 
+class MaskingProcess(RevealingProcess):
+    """A revealing process with an absorbing mask state: what confidence decoders (LLaDA, Fast-dLLM) need.
+
+    Its prior is all mask id (``mask_id(vocab_size)``), a position once unmasked never changes, and its prediction
+    is logits over the real tokens: so a decoder may choose which masked positions to commit, and commit them to
+    any token of the prediction, instead of drawing both from the process's bridge.
+    """
+
+
 @dataclass
 class LatentCode:
     """A clean latent ``y0``, any auxiliary loss its construction adds (e.g. VQ commitment), and a
@@ -389,6 +401,42 @@ class Backbone(nn.Module, ABC):
         return {}
 
 
+class CachingBackbone(Backbone):
+    """A backbone that keeps its attention keys and values between calls and can recompute a window of positions.
+
+    ``forward(..., cache=new_cache(batch, device))`` without a window runs every position and writes each layer's
+    keys and values into the cache; with ``window`` (a ``slice`` of the positions attention sees: the tokens
+    ``0..S-1``, then any latent slots) it recomputes only those positions, writes theirs into the cache and reads
+    every other position's from it. Token logits come back for the window's token positions (``[B, W, K]``), or at
+    ``rows`` (bool ``[B, S]``, False outside the window) as ``[N, K]``; a latent prediction only when the window
+    covers the latent slots (``window.stop`` None), else None. When other positions changed since they were cached,
+    a windowed pass is Fast-dLLM's approximation; ``cache_exact`` says it equals the full pass (a block-causal
+    network reading the committed blocks before the window). Called without ``cache``, it is a plain ``Backbone``.
+    """
+
+    #: True when a windowed pass equals the full pass exactly; False for the approximate cache of full attention
+    cache_exact: bool = False
+
+    def new_cache(self, batch: int, device: torch.device) -> Any:
+        """An empty cache for ``batch`` sequences (``registry.toolkit.attention.KVCache`` unless overridden)."""
+        from .toolkit.attention import KVCache
+
+        return KVCache()
+
+    @abstractmethod
+    def forward(
+        self,
+        x_t: Tensor | None,
+        tau_x: Tensor | None,
+        y_t: Tensor | None,
+        tau_y: Tensor | None,
+        rows: Tensor | None = None,
+        cache: Any = None,
+        window: slice | None = None,
+    ) -> Denoised:
+        """``Backbone.forward``; with ``cache``, writing it (no ``window``) or reading it outside ``window``."""
+
+
 class DenoiserModel(ABC):
     """What a sampler sees of a trained model (implemented by the core's model)."""
 
@@ -399,6 +447,8 @@ class DenoiserModel(ABC):
     latent_process: Process | None  # the process on the latent channel's ``y``
     seq_len: int
     vocab_size: int
+    #: the end-of-document id of the data the model was trained on (text), None when sequences have no documents
+    eos_id: int | None = None
 
     @abstractmethod
     def predict(
@@ -408,6 +458,8 @@ class DenoiserModel(ABC):
         y_t: Tensor | None,
         tau_y: Tensor | None,
         rows: Tensor | None = None,
+        cache: Any = None,
+        window: slice | None = None,
     ) -> Denoised:
         """Predictions of the denoiser, with token logits only at ``rows`` when given (as ``Backbone.forward``).
 
@@ -416,7 +468,15 @@ class DenoiserModel(ABC):
         ``tau_x`` None: the latent is generated on its own (sequential strategy) and only its prediction is
         returned, from the separate latent denoiser when there is one; ``x_t`` then holds known tokens (mask
         id elsewhere) for a denoiser that reads tokens, or is None for all masked.
+        ``cache`` (from :meth:`new_cache`) and ``window``: the token backbone's key-value cache, as
+        ``CachingBackbone.forward`` takes them; samplers pass them only when they use a cache, so a model written
+        without the keywords serves every sampler that does not.
         """
+
+    def new_cache(self, batch: int) -> Any:
+        """An empty key-value cache of the token backbone for ``batch`` sequences; an ``IncompatibleComponentsError``
+        when the backbone is no ``CachingBackbone``."""
+        raise IncompatibleComponentsError(f"{type(self).__name__} keeps no key-value cache of its token backbone")
 
     def latent_channel(self) -> tuple[Latent, Process]:
         """The latent and its process; an ``IncompatibleComponentsError`` for a model without a latent channel."""
@@ -462,11 +522,15 @@ class Needs:
 
     latent: bool | None = None  # True: a latent channel; False: none (a token-only model); None: either
     token_process: type | None = None  # an interface the token process must implement, e.g. RevealingProcess
+    backbone: type | None = None  # an interface the token backbone must implement, e.g. CachingBackbone
 
-    def unmet(self, latent: str | None, process_name: str, process: Any) -> tuple[str, str] | None:
+    def unmet(
+        self, latent: str | None, process_name: str, process: Any, backbone_name: str = "", backbone: Any = None
+    ) -> tuple[str, str] | None:
         """What is missing, as (what is needed and what is there, the change to the config), or None.
 
-        ``latent``: the selected latent's name (None without one); ``process``: the token process, or its class.
+        ``latent``: the selected latent's name (None without one); ``process``: the token process, or its class;
+        ``backbone``: the token backbone, or its class (None: not checked).
         """
         if self.latent is True and latent is None:
             return "a latent channel, but there is none (latent=null)", "choose a latent"
@@ -478,6 +542,12 @@ class Needs:
             interface = f"{wanted.__module__}.{wanted.__qualname__}"
             need = f"a token process that is a {interface}, but process {process_name!r} is not one"
             return need, "choose another process"
+        wanted, kind = self.backbone, backbone if isinstance(backbone, type) else type(backbone)
+        if wanted is not None and backbone is not None and not issubclass(kind, wanted):
+            interface = f"{wanted.__module__}.{wanted.__qualname__}"
+            return f"a token backbone that is a {interface}, but backbone {backbone_name!r} is not one", (
+                "choose another backbone"
+            )
         return None
 
 
@@ -535,6 +605,21 @@ class Sampler(ABC):
         of generating one: the tokens are denoised given it at latent time 0 and it is returned as the output's
         latent. ladd passes it only to a sampler declaring ``takes_latent = True``, and calls the others without it.
         """
+
+
+class TokenDecoder(Sampler):
+    """A sampler of the token channel whose steps another sampler can run: the token decoder of LADD's samplers.
+
+    ``rules(model, chain, steps)`` yields the rules of the token chain's reverse steps
+    (``registry.toolkit.sampling.TokenRule``), at most ``steps`` of them, each made after the step before it ran
+    (``chain`` is the ``registry.toolkit.sampling.TokenChain`` they move). ``registry.toolkit.sampling.decode_tokens``
+    runs them alone (a token-only model, or given a clean latent at latent time 0: sequential LADD); a joint sampler
+    runs them beside its latent steps, one rule per step of its time grid.
+    """
+
+    @abstractmethod
+    def rules(self, model: DenoiserModel, chain: Any, steps: int) -> Iterable[Any]:
+        """The token steps' rules, one per reverse step, at most ``steps``."""
 
 
 @dataclass(frozen=True)

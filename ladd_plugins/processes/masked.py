@@ -8,7 +8,7 @@ import torch
 from torch import Tensor
 
 from registry.errors import IncompatibleComponentsError
-from registry.interfaces import BoundDraw, RevealingProcess, Schedule
+from registry.interfaces import BoundDraw, MaskingProcess, Schedule
 from registry.toolkit.tokens import IGNORE, cross_entropy, draw_tokens, mask_id, per_sample, summed_cross_entropy
 
 from .config import MaskedProcessConfig
@@ -16,7 +16,7 @@ from .config import MaskedProcessConfig
 __all__ = ["MaskedProcess", "MaskedProcessConfig"]
 
 
-class MaskedProcess(RevealingProcess):
+class MaskedProcess(MaskingProcess):
     """Each position independently jumps to the mask state ``K``; survival probability ``gbar(tau)``.
 
     Its bound (``elbo``) is LLaDA's Monte Carlo estimator taken at the horizon ``T``: of the ``L`` scored positions a

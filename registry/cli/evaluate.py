@@ -31,8 +31,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--floor-draws", type=int, help="data-vs-data pairs behind the data floor (default: eval.floor_draws)"
     )
     p.add_argument(
-        "--bound-draws", type=whole, default=1,
-        help="Monte Carlo draws per held-out row of the full variational bound on -log p (default 1; 0 skips it)",
+        "--bound-draws", type=whole,
+        help="Monte Carlo draws per held-out row of the full variational bound on -log p (0 skips it; default 1 where "
+        "the model's components give a bound, else it is left out with a note)",
     )
     add_sampler_choice(p, "evaluate")
     p.add_argument("--metric", help="score with another registered metric (`ladd list-components --kind metric`)")
@@ -73,6 +74,8 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
     print(format_table([result]))
     if experiment.dataset.tokenizer is not None:
         print(f"validation PPL {result.token_perplexity:.2f} ({PPL_NOTE})")
+    if result.no_bound is not None:
+        print(f"note: no bound on -log p: {result.no_bound}")
     if result.bound is not None:
         print(f"bound on -log p: {result.bound:.4f} nats per token (PPL <= {math.exp(result.bound):.2f}; {BOUND_NOTE})")
     print(f"wrote {path}")

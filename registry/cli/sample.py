@@ -71,7 +71,7 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
     """Sample, checking the arguments, the latents, the output file, memory and time first; one line per sample."""
     from registry.engine.loading import load_model_folder, load_trained  # torch: only when sampling
     from registry.engine.prompts import decode, fixed_tokens
-    from registry.engine.sampling import sample
+    from registry.engine.sampling import sample_with_cost
     from registry.engine.sampling_limits import check_sampling_memory, check_sampling_time
     from registry.storage.files import write_text
 
@@ -92,7 +92,7 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
     rows = None if latents is None else latents.repeat_interleave(args.num, dim=0)
     fixed = fixed_tokens(experiment.dataset, total, args.prompt, args.suffix) if args.prompt or args.suffix else None
     check_sampling_time(experiment, total, args.steps, args.batch_size, args.max_hours, fixed)
-    tokens, calls = sample(
+    tokens, cost = sample_with_cost(
         experiment, total, args.steps, args.batch_size, args.seed, progress=True, fixed=fixed,
         precision=args.precision, latent=rows,
     )
@@ -103,7 +103,8 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
     else:
         write_text(out, "\n".join(" ".join(map(str, row.tolist())) for row in tokens) + "\n")
     per = "" if label is None else f" ({args.num} per {label}, {total // args.num} {label}s)"
-    print(f"{total} samples{per}, {args.steps} token steps, {calls} network calls each: {out}")
+    spent = f"{cost.network_calls} network calls and {cost.flops / 1e9:.4g} GFLOPs each"
+    print(f"{total} samples{per}, {args.steps} token steps, {spent}: {out}")
 
 
 def _check_out(args: argparse.Namespace, out: Path) -> None:

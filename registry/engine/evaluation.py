@@ -8,13 +8,14 @@ import torch
 
 from registry.config.settings import EvalConfig
 from registry.distributed import gather_rows, share
+from registry.errors import IncompatibleComponentsError
 from registry.interfaces import mask_id, padding_of
 from registry.storage.results import BudgetScore, EvalResult, mean_and_spread
 from registry.toolkit.progress import progress as shown
 
 from .batches import checked_batches
 from .likelihood import bound
-from .sampling import CHUNK_SEED_STRIDE, inference_precision, sample
+from .sampling import CHUNK_SEED_STRIDE, inference_precision, sample_with_cost
 
 if TYPE_CHECKING:  # annotations only
     from .assembly import Experiment
@@ -93,10 +94,11 @@ def _held_out_mean(
 
 
 def evaluate(
-    experiment: Experiment, method: str, settings: EvalConfig, progress: bool = True, bound_draws: int = 0
+    experiment: Experiment, method: str, settings: EvalConfig, progress: bool = True, bound_draws: int | None = 0
 ) -> EvalResult:
-    """L^x on held-out data and the metric at every budget of ``settings.budgets``; with ``bound_draws``, the full
-    variational bound on the same held-out rows, that many draws per row.
+    """L^x on held-out data and the metric at every budget of ``settings.budgets``, with the FLOPs per sample spent;
+    with ``bound_draws``, the full variational bound on the same held-out rows, that many draws per row (None: one
+    draw where the model's components give a bound, else the bound left out and ``no_bound`` saying why).
 
     Repeat ``r`` (of ``eval.repeats``) draws its reference set and its samples from seeds of its own; the
     data floor compares ``eval.floor_draws`` further data draws with the references of those seeds, so
@@ -118,11 +120,17 @@ def evaluate(
         repeats=repeats,
         floor_draws=floor_draws,
     )
-    if bound_draws:
-        result.bound = bound_per_token(
-            experiment, settings.loss_batches, settings.batch_size, seeds[0], bound_draws, precision
-        )
-        result.bound_draws = bound_draws
+    draws = 1 if bound_draws is None else bound_draws
+    if draws:
+        try:
+            result.bound = bound_per_token(
+                experiment, settings.loss_batches, settings.batch_size, seeds[0], draws, precision
+            )
+            result.bound_draws = draws
+        except IncompatibleComponentsError as why:
+            if bound_draws is not None:
+                raise
+            result.no_bound = str(why)
     references = [next(checked_batches(experiment.dataset, n, seed, "test")) for seed in seeds]
     floors = [
         experiment.metric(next(checked_batches(experiment.dataset, n, seed, "floor")), ref)
@@ -130,12 +138,13 @@ def evaluate(
     ]
     result.data_floor, result.data_floor_spread = mean_and_spread(floors)
     for steps in shown(settings.budgets, f"evaluating {method}", progress, name=lambda steps: f"{steps} steps"):
-        draws, calls = [], 0
+        draws, flops = [], []
         for seed, reference in zip(seeds[:repeats], references, strict=False):
-            samples, calls = sample(
+            samples, cost = sample_with_cost(
                 experiment, n, int(steps), settings.batch_size, seed + int(steps), precision=precision
             )
             draws.append(experiment.metric(samples, reference))
+            flops.append(cost.flops)
         scores, spread = mean_and_spread(draws)
-        result.scores.append(BudgetScore(int(steps), calls, scores, spread))
+        result.scores.append(BudgetScore(int(steps), cost.network_calls, scores, spread, sum(flops) / len(flops)))
     return result
