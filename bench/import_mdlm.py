@@ -114,11 +114,15 @@ def main() -> None:
     baseline = measured("read", str(weights))
     run = measured("import", str(source), str(imported))
     fixed = run if args.size == "tiny" else tiny_import(scratch)
+    # what importing these weights adds to what any ladd process holds (the interpreter and libraries, whose size
+    # depends on the environment): the peak less the tiny import's
+    own = (run["peak_gib"] - fixed["peak_gib"]) / file_gib
     row = {"size": args.size, "parameters_m": parameters / 1e6, "file_gib": file_gib, "import": run,
-           "read_file_baseline": baseline, "tiny_import_baseline": fixed, "threads": torch.get_num_threads(),
-           "torch": torch.__version__}
+           "read_file_baseline": baseline, "tiny_import_baseline": fixed, "import_own_x_file": own,
+           "threads": torch.get_num_threads(), "torch": torch.__version__}
     print(f"import mdlm {parameters / 1e6:.1f}M parameters, file {file_gib:.3f} GiB: {run['seconds']:.1f} s, "
-          f"peak {run['peak_gib']:.2f} GiB ({run['peak_gib'] / file_gib:.2f}x the file); reading the file alone: "
+          f"peak {run['peak_gib']:.2f} GiB ({run['peak_gib'] / file_gib:.2f}x the file; {own:.2f}x beyond the tiny "
+          f"import's); reading the file alone: "
           f"{baseline['seconds']:.1f} s, peak {baseline['peak_gib']:.2f} GiB; importing a tiny checkpoint: "
           f"{fixed['seconds']:.1f} s, peak {fixed['peak_gib']:.2f} GiB", flush=True)
     if args.sample:

@@ -93,3 +93,15 @@ def assert_trainable_set_is_exact(model, x0) -> None:
     without = sorted(name for name, p in model.named_parameters() if p.requires_grad and p.grad is None)
     model.zero_grad(set_to_none=True)
     assert unreached == without
+
+
+def redraw_weights(model, scale: float, seed: int = 0):
+    """``model`` (eval mode) with every weight redrawn from N(0, scale^2), so that an untrained network's predictions
+    depend on its input (a fresh DiT's zero-initialised adaLN makes its output constant)."""
+    import torch
+
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.normal_(0.0, scale)
+    return model.eval()

@@ -27,6 +27,7 @@ from . import (
     export,
     flops,
     frontier,
+    harness,
     importer,
     plugins,
     prepare,
@@ -41,8 +42,8 @@ DEBUG_ENV = "LADD_DEBUG"
 _DISK_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
 #: the commands in the order `ladd --help` lists them
 COMMANDS = (
-    components, plugins, prepare, train, sample, encode, export, importer, evaluate, zero_shot, report, compare, flops,
-    frontier,
+    components, plugins, prepare, train, sample, encode, export, importer, evaluate, zero_shot, harness, report,
+    compare, flops, frontier,
 )
 
 

@@ -26,7 +26,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace, registry: Registry) -> None:
     """Let the importer read the source and fill the model it declares; ladd builds, checks and writes the folder."""
     from registry.engine.importing import import_checkpoint  # torch: only when importing
+    from registry.storage.files import check_outside
 
     entry = registry.importer(args.name)
-    written = import_checkpoint(entry, args.source, Path(args.out_dir), list(args.overrides), registry, args.overwrite)
+    out_dir = Path(args.out_dir)
+    check_outside(out_dir, (args.source,) if Path(args.source).exists() else (), "out_dir")  # a folder, not a hub id
+    written = import_checkpoint(entry, args.source, out_dir, list(args.overrides), registry, args.overwrite)
     print(f"imported {args.source} ({args.name} checkpoint) as a ladd model folder: {written}")

@@ -122,6 +122,7 @@ def build_experiment(
         built["latent_backbone"],
         built["latent_process"],
         built["schedule"],
+        dataset.eos_id,
     )
     metric: Metric = built["metric"]
     return Experiment(model, dataset, sampler, metric, components)
@@ -138,7 +139,8 @@ def with_sampler(
     model, recorded = experiment.model, experiment.components
     latent = None if model.latent is None else getattr(recorded.get("latent"), "name", type(model.latent).__name__)
     process = getattr(recorded.get("process"), "name", type(model.process).__name__)
-    unmet = needs_of(sampler).unmet(latent, process, model.process)
+    backbone = getattr(recorded.get("backbone"), "name", type(model.backbone).__name__)
+    unmet = needs_of(sampler).unmet(latent, process, model.process, backbone, model.backbone)
     if unmet is not None:
         raise IncompatibleComponentsError(
             f"{slot.name} {name!r} needs {unmet[0]}{_undeclared(sampler, component)}; choose another {slot.kind} for "
@@ -159,13 +161,18 @@ def with_metric(
 
 
 def _check_needs(components: Mapping[str, Component], declared: Mapping[str, Any], process: Any) -> None:
-    """Refuse a component whose declared ``needs`` (a latent channel or none, a kind of token process) are unmet.
+    """Refuse a component whose declared ``needs`` (a latent channel or none, a kind of token process or backbone)
+    are unmet.
 
     ``declared``: slot -> the component's class (None when unknown before it is built) or the built component.
     """
     latent = None if "latent" not in components else components["latent"].name
+    process_name, backbone = components["process"].name, declared.get("backbone")
     for slot, holder in declared.items():
-        unmet = None if holder is None else needs_of(holder).unmet(latent, components["process"].name, process)
+        needs = None if holder is None else needs_of(holder)
+        unmet = None if needs is None else needs.unmet(
+            latent, process_name, process, components["backbone"].name, backbone
+        )
         if unmet is not None:
             need, fix = unmet
             name, kind = components[slot].name, SLOTS[slot].kind

@@ -1,24 +1,29 @@
 """Generic evaluation: held-out token loss L^x and a sample metric against sampling budgets."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import torch
 
 from registry.config.settings import EvalConfig
 from registry.distributed import gather_rows, share
-from registry.interfaces import context_of, padding_of
+from registry.errors import IncompatibleComponentsError
+from registry.interfaces import context_of, mask_id, padding_of
 from registry.storage.results import BudgetScore, EvalResult, mean_and_spread
 from registry.toolkit.progress import progress as shown
 
 from .batches import checked_batches
-from .sampling import CHUNK_SEED_STRIDE, inference_precision, sample
+from .likelihood import bound
+from .sampling import CHUNK_SEED_STRIDE, inference_precision, sample_with_cost
 
 if TYPE_CHECKING:  # annotations only
     from .assembly import Experiment
 
 #: Seed distance between evaluation repeats: far beyond the chunks of any sample set.
 _REPEAT_SEED_STRIDE = 1_000_000_007
+#: a batch's padding or context positions, where the dataset marks some
+Mask = torch.Tensor | None
 
 
 @torch.no_grad()
@@ -32,34 +37,76 @@ def token_loss(experiment: Experiment, batches: int, batch_size: int, seed: int,
     result the mean over the rows.
     """
     model = experiment.model.eval()
-    stream = checked_batches(experiment.dataset, batch_size, seed, "validation")
     clean = experiment.sampler.conditions_on_clean_latent
+
+    def batch_loss(index: int, batch: torch.Tensor, padding: Mask, context: Mask) -> tuple[torch.Tensor, int]:
+        generator = torch.Generator(device=model.device).manual_seed(seed + index * CHUNK_SEED_STRIDE)
+        given = {"padding": padding, "context": context}
+        keep_out = {key: mask.to(model.device) for key, mask in given.items() if mask is not None}
+        with inference_precision(model.device, precision):
+            loss = model.token_loss(batch.to(model.device), clean, generator, **keep_out).float().mean()
+        # a batch's mean is over its rows with context (each row a mean of its own), else over its real positions
+        return loss, len(batch) if context is not None else batch.numel() if padding is None else int((~padding).sum())
+
+    return _held_out_mean(experiment, batches, batch_size, seed, batch_loss)
+
+
+@torch.no_grad()
+def bound_per_token(
+    experiment: Experiment, batches: int, batch_size: int, seed: int, draws: int, precision: str = "auto"
+) -> float:
+    """The full variational bound on ``-log p`` of held-out data, in nats per real token (the same rows as L^x).
+
+    Each row is scored with ``draws`` draws of :func:`registry.engine.likelihood.bound`, its padding positions
+    left unknown (masked, summed out) and its context (``Dataset.context``) given clean and unscored: the bound on
+    the rest given the context; the model is scored as the run's sampler uses it.
+    """
+    model = experiment.model.eval()
+    clean = experiment.sampler.conditions_on_clean_latent
+    unknown = mask_id(model.vocab_size)
+
+    def batch_bound(index: int, batch: torch.Tensor, padding: Mask, context: Mask) -> tuple[torch.Tensor, int]:
+        real = torch.ones_like(batch, dtype=torch.bool) if padding is None else ~padding
+        scored = real if context is None else real & ~context
+        rows = batch.masked_fill(~real, unknown)
+        estimates = bound(model, rows, scored, draws, seed, clean, batch_size * draws, precision)
+        return estimates.mean(dim=1).sum() / scored.sum(), int(scored.sum())
+
+    return _held_out_mean(experiment, batches, batch_size, seed, batch_bound)
+
+
+
+def _held_out_mean(
+    experiment: Experiment,
+    batches: int,
+    batch_size: int,
+    seed: int,
+    score: Callable[[int, torch.Tensor, Mask, Mask], tuple[torch.Tensor, int]],
+) -> float:
+    """The mean over held-out batches of ``score(index, batch, padding, context)``, a batch's mean and the number of
+    things (positions or rows) it averages over, weighted by that number: every rank scores its share of the batches
+    and the result is the one-process mean."""
+    stream = checked_batches(experiment.dataset, batch_size, seed, "validation")
     mine = share(batches)
-    losses, counts, padded = [], [], False
+    losses, counts = [], []
     for index in range(batches):
         batch = next(stream)  # every rank walks the same stream and scores only its own batches
-        padding, context = padding_of(experiment.dataset, batch), context_of(experiment.dataset, batch)
-        padded = padded or padding is not None
         if index in mine:
-            generator = torch.Generator(device=model.device).manual_seed(seed + index * CHUNK_SEED_STRIDE)
-            given = {"padding": padding, "context": context}
-            keep_out = {key: mask.to(model.device) for key, mask in given.items() if mask is not None}
-            with inference_precision(model.device, precision):
-                losses.append(model.token_loss(batch.to(model.device), clean, generator, **keep_out).float().mean())
-            # a batch's mean is over its rows with context, else over its real positions
-            counts.append(
-                len(batch) if context is not None else batch.numel() if padding is None else int((~padding).sum())
-            )
+            dataset = experiment.dataset
+            loss, count = score(index, batch, padding_of(dataset, batch), context_of(dataset, batch))
+            losses.append(loss)
+            counts.append(count)
     local = torch.stack(losses).double().cpu() if losses else torch.zeros(0, dtype=torch.float64)
-    if not padded:
-        return float(gather_rows(local).mean())
-    # each batch's mean is over its real positions (its rows): weighted by their number, the mean over all of them
     weights = gather_rows(torch.tensor(counts, dtype=torch.float64))
     return float((gather_rows(local) * weights).sum() / weights.sum())
 
 
-def evaluate(experiment: Experiment, method: str, settings: EvalConfig, progress: bool = True) -> EvalResult:
-    """L^x on held-out data and the metric at every budget of ``settings.budgets``.
+def evaluate(
+    experiment: Experiment, method: str, settings: EvalConfig, progress: bool = True, bound_draws: int | None = 0
+) -> EvalResult:
+    """L^x on held-out data and the metric at every budget of ``settings.budgets``, with the FLOPs per sample spent;
+    with ``bound_draws``, the full variational bound on the same held-out rows, that many draws per row (None: one
+    draw where the model's components give a bound, else the bound left out and ``no_bound`` saying why).
 
     Repeat ``r`` (of ``eval.repeats``) draws its reference set and its samples from seeds of its own; the
     data floor compares ``eval.floor_draws`` further data draws with the references of those seeds, so
@@ -81,6 +128,17 @@ def evaluate(experiment: Experiment, method: str, settings: EvalConfig, progress
         repeats=repeats,
         floor_draws=floor_draws,
     )
+    per_row = 1 if bound_draws is None else bound_draws
+    if per_row:
+        try:
+            result.bound = bound_per_token(
+                experiment, settings.loss_batches, settings.batch_size, seeds[0], per_row, precision
+            )
+            result.bound_draws = per_row
+        except IncompatibleComponentsError as why:
+            if bound_draws is not None:
+                raise
+            result.no_bound = str(why)
     references = [next(checked_batches(experiment.dataset, n, seed, "test")) for seed in seeds]
     floors = [
         experiment.metric(next(checked_batches(experiment.dataset, n, seed, "floor")), ref)
@@ -88,12 +146,13 @@ def evaluate(experiment: Experiment, method: str, settings: EvalConfig, progress
     ]
     result.data_floor, result.data_floor_spread = mean_and_spread(floors)
     for steps in shown(settings.budgets, f"evaluating {method}", progress, name=lambda steps: f"{steps} steps"):
-        draws, calls = [], 0
+        draws, flops = [], []
         for seed, reference in zip(seeds[:repeats], references, strict=False):
-            samples, calls = sample(
+            samples, cost = sample_with_cost(
                 experiment, n, int(steps), settings.batch_size, seed + int(steps), precision=precision
             )
             draws.append(experiment.metric(samples, reference))
+            flops.append(cost.flops)
         scores, spread = mean_and_spread(draws)
-        result.scores.append(BudgetScore(int(steps), calls, scores, spread))
+        result.scores.append(BudgetScore(int(steps), cost.network_calls, scores, spread, sum(flops) / len(flops)))
     return result

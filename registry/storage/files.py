@@ -16,7 +16,7 @@ import re
 import secrets
 import shutil
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -48,6 +48,20 @@ def check_target(path: Path) -> None:
             f"refusing to write {path}: it is {kind}, not a regular file, and ladd never replaces or writes into one; "
             f"name a new file or a regular one"
         )
+
+
+def check_outside(target: Path, reads: Iterable[str | Path | None], option: str) -> None:
+    """Raise LaddError when ``target`` is one of ``reads`` (the run or model folders and the files a command reads;
+    None for one not given) or lies inside one: no command writes into what it reads, whatever ``option`` names."""
+    here = Path(target).expanduser().resolve()
+    for read in (Path(r) for r in reads if r is not None):
+        there = read.expanduser().resolve()
+        if here == there or there in here.parents:
+            where = "is" if here == there else "lies inside"
+            raise LaddError(
+                f"refusing to write {target}: it {where} {read}, which this command reads (ladd never writes into "
+                f"what it reads); give {option} a path outside it"
+            )
 
 
 def check_name(key: str, value: object, use: str) -> None:
