@@ -789,8 +789,8 @@ class Importer(ABC):
 
     def carried(self, checkpoint: Any) -> dict[str, Path]:
         """Files the model folder carries besides its weights, by their path inside it, from the given files: what its
-        config names ``model:PATH`` (an imported model's tokenizer: ``dataset.tokenizer=model:tokenizer``). None by
-        default."""
+        config names ``model:PATH`` (an imported model's tokenizer: ``dataset.tokenizer=model:tokenizer``). None (the
+        default): ``{}``."""
         return {}
 
     def example(self, folder: Path) -> str | None:

@@ -129,7 +129,7 @@ def _index_drops(folder):
     (_index_drops, "says otherwise; the shards and their index disagree"),
     (lambda f: (f / "model-00002-of-00003.safetensors").unlink(), "lists the shard 'model-00002-of-00003"),
     (lambda f: (f / "tokenizer.json").unlink() or (f / "tokenizer_config.json").unlink(), "holds no tokenizer"),
-    (lambda f: (f / "tokenizer.json").write_text("{}"), "cannot load the tokenizer"),
+    (lambda f: (f / "tokenizer.json").write_text("{}"), "cannot load LLaDA tokenizer"),
 ])
 def test_a_source_that_is_no_llada_checkpoint_is_refused_in_one_line_before_writing(damage, message, reg, tmp_path):
     write_checkpoint(tmp_path / "src")
@@ -157,3 +157,52 @@ def test_plugins_check_imports_the_llada_example_and_reads_it_back(reg):
     from registry.conformance.exercises import exercise_importer
 
     exercise_importer(reg.importer("llada"), reg)  # raises, naming what failed, where `ladd plugins check` would fail
+
+
+def test_the_harness_frames_a_request_in_the_chat_template_as_sampling_frames_a_prompt(imported):
+    from registry.harness import HarnessSettings, LaddLM
+    from registry.harness.requests import encode
+
+    _, out = imported
+    experiment = registry.from_pretrained(out)
+    lm = LaddLM(experiment=experiment, settings=HarnessSettings())
+    text = lm.apply_chat_template([{"role": "user", "content": "what is one plus two ?"}])
+    assert text == "<s><|user|> what is one plus two ? <|end|> <|assistant|> "
+    assert encode(lm.tokenizer, text) == experiment.dataset.prompt_ids("what is one plus two ?")
+    assert lm.chat_template(True) == lm.tokenizer.chat_template and lm.chat_template(False) is None
+
+
+def test_the_chat_template_asked_of_a_tokenizer_without_one_is_refused_in_one_line():
+    from types import SimpleNamespace
+
+    from registry.harness.adapter import check_chat_template
+
+    with pytest.raises(LaddError, match=r"^--chat-template: the model's tokenizer gpt2 has no chat template; leave"):
+        check_chat_template(SimpleNamespace(chat_template=None, name_or_path="gpt2"))
+
+
+@pytest.mark.parametrize("name, options", [
+    ("ancestral", {}),
+    ("confidence", {"temperature": 0.0, "block_length": 3}),  # LLaDA's own low-confidence remasking, in blocks
+    ("confidence", {"remasking": "entropy", "threshold": 0.5}),  # Dream's order, Fast-dLLM's parallel threshold
+])
+def test_the_imported_model_samples_with_each_decoder_keeping_the_prompt(name, options, imported, reg):
+    from registry.engine.assembly import with_sampler
+    from registry.engine.prompts import fixed_tokens
+    from registry.engine.sampling import sample
+
+    _, out = imported
+    experiment = with_sampler(registry.from_pretrained(out, reg), reg, name, options)
+    fixed = fixed_tokens(experiment.dataset, 2, "what is one plus two ?")
+    tokens, _ = sample(experiment, 2, 8, 2, seed=0, fixed=fixed)
+    known = fixed != K
+    assert torch.equal(tokens[known], fixed[known])
+    assert bool(((tokens >= 0) & (tokens < K) & (tokens != OWN_MASK)).all()), "every position a real token"
+
+
+def test_a_key_value_cache_is_refused_for_the_llada_backbone_which_keeps_none(imported, reg):
+    from registry.engine.assembly import with_sampler
+
+    _, out = imported
+    with pytest.raises(LaddError, match="CachingBackbone"):
+        with_sampler(registry.from_pretrained(out, reg), reg, "confidence", {"cache": "prefix"})
