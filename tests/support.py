@@ -6,6 +6,10 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # annotations only: this module is imported where torch is not needed
+    from torch import nn
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -105,3 +109,19 @@ def redraw_weights(model, scale: float, seed: int = 0):
         for parameter in model.parameters():
             parameter.normal_(0.0, scale)
     return model.eval()
+
+
+class FakeLatent:
+    """Only what a backbone uses of a latent channel: ``length`` 2 slots of ``width`` 6."""
+
+    length, width = 2, 6
+
+    def input_layer(self, width: int) -> nn.Module:
+        from torch import nn
+
+        return nn.Linear(self.width, width)
+
+    def output_layer(self, width: int) -> nn.Module:
+        from torch import nn
+
+        return nn.Linear(width, self.width)

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from torch import nn
+from support import FakeLatent
 
 import registry
 from ladd_plugins.backbones.llada import LLaDA, LLaDAConfig
@@ -15,19 +15,8 @@ from registry.config.composition import compose
 from registry.errors import IncompatibleComponentsError, InvalidConfigError
 from registry.interfaces import Channels
 
-K, S, M, D_L = 20, 12, 2, 6
-
-
-class FakeLatent:
-    """Only what a backbone uses of a latent channel."""
-
-    length, width = M, D_L
-
-    def input_layer(self, width: int) -> nn.Module:
-        return nn.Linear(D_L, width)
-
-    def output_layer(self, width: int) -> nn.Module:
-        return nn.Linear(width, D_L)
+K, S = 20, 12
+M, D_L = FakeLatent.length, FakeLatent.width
 
 
 def test_the_llada_8b_preset_builds_llada_8b():

@@ -152,7 +152,6 @@ def test_a_table_smaller_than_the_tokenizer_is_refused(reg, tmp_path):
 
 
 
-@pytest.mark.slow  # an import of a checkpoint as long as LLaDA-8B's
 def test_plugins_check_imports_the_llada_example_and_reads_it_back(reg):
     from registry.conformance.exercises import exercise_importer
 
