@@ -125,3 +125,16 @@ def test_no_prompt_position_is_ever_masked_or_scored(tmp_path, variant):
             assert not (rows & context).any(), f"draw {draw}: the head ran at a prompt position"
         masked_responses += int((x_t[~context] == model.vocab_size).sum())
     assert masked_responses > 100, "responses are noised"
+
+
+def test_the_held_out_bound_is_the_bound_of_each_answer_given_its_clean_prompt(mdlm):
+    from registry.engine.evaluation import bound_per_token
+    from registry.engine.likelihood import bound
+
+    x0 = next(mdlm.dataset.batches(4, 0, "validation"))  # the one held-out batch the bound reads
+    context = mdlm.dataset.context(x0)
+    answers = bound(mdlm.model, x0, ~context, 2, 0, False, 8)  # the prompt given, every other position scored
+    expected = float(answers.mean(dim=1).sum() / (~context).sum())
+    assert bound_per_token(mdlm, 1, 4, 0, draws=2) == pytest.approx(expected, rel=1e-12)
+    whole = bound(mdlm.model, x0, torch.ones_like(context), 2, 0, False, 8)  # the prompt scored too
+    assert expected != pytest.approx(float(whole.mean(dim=1).sum() / x0.numel()), rel=1e-3)
