@@ -34,5 +34,6 @@ def ladd_model_folders() -> dict[str, str]:
 
 @hookimpl
 def ladd_importers() -> dict[str, str]:
-    # `ladd import mdlm SRC OUT`: MDLM's published checkpoint layout (kuleshov-group/mdlm-owt)
-    return {"mdlm": "ladd_plugins.importers.mdlm:MDLMImporter"}
+    # `ladd import mdlm SRC OUT`: MDLM's published checkpoint layout (kuleshov-group/mdlm-owt); `ladd import llada`:
+    # LLaDA's (GSAI-ML/LLaDA-8B-Base, -Instruct)
+    return {"mdlm": "ladd_plugins.importers.mdlm:MDLMImporter", "llada": "ladd_plugins.importers.llada:LLaDAImporter"}

@@ -48,6 +48,7 @@ __all__ = [
     "device_batches",
     "prepare",
     "padding_of",
+    "context_of",
     "rank_batches",
     "IDS",
     "VECTORS",
@@ -685,6 +686,18 @@ class Dataset(ABC):
         None (the default) when no row holds padding."""
         return None
 
+    def context(self, batch: Tensor) -> Tensor | None:
+        """Bool ``[B, S]``: the positions of ``batch`` that only condition the rest (an instruction's prompt), never
+        noised and never scored. With context, the token loss and ``L^x`` average each row over its other positions
+        and the batch over its rows (per-sequence normalisation, as instruction tuning does). None (the default)
+        when rows hold no context; a row must keep at least one position out of it."""
+        return None
+
+    def prompt_ids(self, text: str) -> list[int] | None:
+        """The ids a generation from the user's ``text`` starts with when the data frames its prompts (a chat
+        template around the text, the assistant's turn opened), or None (the default) for the text's own ids."""
+        return None
+
     def oracle_token_loss(self) -> float | None:
         """The exact optimal token loss when the data model is known (None otherwise)."""
         return None
@@ -733,6 +746,11 @@ def padding_of(dataset: Dataset, batch: Tensor) -> Tensor | None:
     return dataset.padding(batch) if isinstance(dataset, Dataset) else None
 
 
+def context_of(dataset: Dataset, batch: Tensor) -> Tensor | None:
+    """``dataset.context(batch)``; None for a dataset written without the ``Dataset`` base."""
+    return dataset.context(batch) if isinstance(dataset, Dataset) else None
+
+
 class Importer(ABC):
     """Turns another library's checkpoint into a ladd model: ``ladd import NAME SOURCE OUT``.
 
@@ -741,7 +759,8 @@ class Importer(ABC):
     the model from that config (refusing one too large for this machine's memory, and a user's override of what the
     importer sets), sets every parameter to NaN, calls ``fill(model, checkpoint)``, checks that every parameter was
     filled with finite values, and writes the model folder with ``record(checkpoint)`` and the SHA-256 of each file
-    of ``files(checkpoint)`` as its source. ``registry.toolkit.checkpoints`` reads configs and safetensors files.
+    of ``files(checkpoint)`` as its source, and the files of ``carried(checkpoint)`` inside it (the model is built with
+    them in place). ``registry.toolkit.checkpoints`` reads configs and safetensors files.
     """
 
     @abstractmethod
@@ -767,6 +786,12 @@ class Importer(ABC):
     @abstractmethod
     def files(self, checkpoint: Any) -> list[Path]:
         """The files the weights are read from; the model folder records each one's name and SHA-256."""
+
+    def carried(self, checkpoint: Any) -> dict[str, Path]:
+        """Files the model folder carries besides its weights, by their path inside it, from the given files: what its
+        config names ``model:PATH`` (an imported model's tokenizer: ``dataset.tokenizer=model:tokenizer``). None (the
+        default): ``{}``."""
+        return {}
 
     def example(self, folder: Path) -> str | None:
         """A tiny checkpoint of this format written into ``folder``, whose source (``folder`` itself, typically) ``ladd

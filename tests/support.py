@@ -6,6 +6,10 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # annotations only: this module is imported where torch is not needed
+    from torch import nn
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -61,11 +65,21 @@ def install_plugin(project: Path, target: Path, *more: Path) -> str:
     return str(target)
 
 
-def import_mdlm(source: str, out_dir: Path, overrides: list[str], registry, overwrite: bool = False) -> Path:
-    """What ``ladd import mdlm SOURCE OUT_DIR [OVERRIDES]`` does, from Python."""
+def import_with(name: str, source: str, out_dir: Path, overrides: list[str], registry, overwrite: bool = False) -> Path:
+    """What ``ladd import NAME SOURCE OUT_DIR [OVERRIDES]`` does, from Python."""
     from registry.engine.importing import import_checkpoint
 
-    return import_checkpoint(registry.importer("mdlm"), source, out_dir, overrides, registry, overwrite)
+    return import_checkpoint(registry.importer(name), source, out_dir, overrides, registry, overwrite)
+
+
+def import_mdlm(source: str, out_dir: Path, overrides: list[str], registry, overwrite: bool = False) -> Path:
+    """What ``ladd import mdlm SOURCE OUT_DIR [OVERRIDES]`` does, from Python."""
+    return import_with("mdlm", source, out_dir, overrides, registry, overwrite)
+
+
+def import_llada(source: str, out_dir: Path, overrides: list[str], registry, overwrite: bool = False) -> Path:
+    """What ``ladd import llada SOURCE OUT_DIR [OVERRIDES]`` does, from Python."""
+    return import_with("llada", source, out_dir, overrides, registry, overwrite)
 
 
 def assert_trainable_set_is_exact(model, x0) -> None:
@@ -95,3 +109,19 @@ def redraw_weights(model, scale: float, seed: int = 0):
         for parameter in model.parameters():
             parameter.normal_(0.0, scale)
     return model.eval()
+
+
+class FakeLatent:
+    """Only what a backbone uses of a latent channel: ``length`` 2 slots of ``width`` 6."""
+
+    length, width = 2, 6
+
+    def input_layer(self, width: int) -> nn.Module:
+        from torch import nn
+
+        return nn.Linear(self.width, width)
+
+    def output_layer(self, width: int) -> nn.Module:
+        from torch import nn
+
+        return nn.Linear(width, self.width)

@@ -1,11 +1,11 @@
 """Denoising networks: DiT for one channel, MM-DiT for tokens and latent, an MLP latent denoiser, a causal
-transformer, and a pretrained Hugging Face masked LM."""
+transformer, a pretrained Hugging Face masked LM, and LLaDA's LLaMA-style bidirectional transformer."""
 from __future__ import annotations
 
 from registry import ComponentSpec
 from registry.toolkit.options import TransformerConfig
 
-from .config import DiTConfig, HFMaskedLMConfig, MLPDenoiserConfig
+from .config import DiTConfig, HFMaskedLMConfig, LLaDAConfig, MLPDenoiserConfig
 
 #: this subpackage's components, registered by ladd's plugin (``ladd_plugins.ladd_components``)
 SPECS = [
@@ -19,4 +19,6 @@ SPECS = [
                   "a pretrained Hugging Face masked LM (BERT, RoBERTa, ModernBERT, ...) as the untimed token denoiser"),
     ComponentSpec("backbone", "causal", "ladd_plugins.backbones.causal:CausalTransformer", TransformerConfig,
                   "causal transformer (RoPE, no time input): logits at i from tokens < i"),
+    ComponentSpec("backbone", "llada", "ladd_plugins.backbones.llada:LLaDA", LLaDAConfig,
+                  "LLaDA's LLaMA-style bidirectional transformer (RMSNorm, SwiGLU, RoPE), untimed; a latent joins it"),
 ]

@@ -59,3 +59,56 @@ class HFMaskedLMConfig:
     def __post_init__(self) -> None:
         if not self.model:
             raise InvalidConfigError("backbone.model must name a masked language model (a Hub id or a local folder)")
+
+
+@dataclass
+class LLaDAConfig:
+    """A LLaMA-style bidirectional transformer (LLaDA-8B's network; the defaults are a tiny one for tests and CPUs).
+
+    ``vocab_rows`` and ``mask_id`` describe a published network's table: its rows (LLaDA-8B: 126,464) and its own
+    mask id inside it (126,336), to which ladd's mask (the id K after the data's real tokens) is mapped. Null: a
+    table of the data's K tokens plus ladd's mask, as a network trained in ladd has.
+    """
+
+    hidden: int = 64  # width d (LLaDA-8B: 4096)
+    layers: int = 2  # blocks (LLaDA-8B: 32)
+    heads: int = 4  # attention heads (LLaDA-8B: 32); hidden must split into heads of even width (for RoPE)
+    kv_heads: int | None = None  # key/value heads of grouped-query attention; None: as many as heads (LLaDA)
+    mlp_hidden: int = 128  # the SwiGLU's inner width (LLaDA-8B: 12288)
+    rope_theta: float = 500000.0  # RoPE base (LLaDA: 500000)
+    norm_eps: float = 1e-5  # RMSNorm epsilon (LLaDA: 1e-5)
+    qkv_bias: bool = False  # biases on the query, key and value projections (LLaDA: none; Dream: yes)
+    # position i predicted from the state at i - 1, as a network adapted from a causal one does (Dream; LLaDA: no)
+    shift_logits: bool = False
+    vocab_rows: int | None = None  # ids the embedding and head hold; None: the data's K tokens plus ladd's mask
+    mask_id: int | None = None  # the network's own mask id (LLaDA: 126336); None: ladd's mask K
+    cond_dim: int = 128  # with a latent channel: width of the latent stream's time conditioning
+    latent_mlp_ratio: float = 4.0  # with a latent channel: MLP width of the latent stream's blocks, times hidden
+
+    def __post_init__(self) -> None:
+        for key in ("hidden", "layers", "heads", "mlp_hidden", "cond_dim"):
+            check_range(f"backbone.{key}", getattr(self, key), 1)
+        check_range("backbone.kv_heads", self.kv_heads, 1, optional=True)
+        check_range("backbone.rope_theta", self.rope_theta, 0, low_open=True)
+        check_range("backbone.norm_eps", self.norm_eps, 0, low_open=True)
+        check_range("backbone.latent_mlp_ratio", self.latent_mlp_ratio, 0, low_open=True)
+        check_range("backbone.vocab_rows", self.vocab_rows, 1, optional=True)
+        check_range("backbone.mask_id", self.mask_id, 0, optional=True)
+        if self.hidden % self.heads or (self.hidden // self.heads) % 2:
+            raise InvalidConfigError(
+                f"backbone.hidden={self.hidden} must split into backbone.heads={self.heads} heads of even width "
+                f"(for RoPE)"
+            )
+        if self.kv_heads is not None and self.heads % self.kv_heads:
+            raise InvalidConfigError(
+                f"backbone.kv_heads={self.kv_heads} must divide backbone.heads={self.heads} (grouped-query attention)"
+            )
+        if (self.vocab_rows is None) != (self.mask_id is None):
+            raise InvalidConfigError(
+                f"backbone.vocab_rows={self.vocab_rows} and backbone.mask_id={self.mask_id}: give both (a published "
+                f"network's table and its mask) or neither (ladd's own)"
+            )
+        if self.vocab_rows is not None and self.mask_id is not None and self.mask_id >= self.vocab_rows:
+            raise InvalidConfigError(
+                f"backbone.mask_id={self.mask_id} is out of range: it must be < backbone.vocab_rows={self.vocab_rows}"
+            )

@@ -38,6 +38,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--precision", default="32-true", choices=("32-true", "auto", "bf16-mixed"),
                    help="the networks' precision (default 32-true; auto: bf16-mixed on CUDA)")
     p.add_argument("--device", help="where the model runs (default: cuda when available, else cpu)")
+    p.add_argument("--chat-template", action="store_true",
+                   help="frame each request's context in the model tokenizer's chat template (an instruction model)")
     add_sampler_choice(p, "generate")
     p.add_argument("--out", help="folder for results.json and provenance.json (default: ./harness_METHOD)")
     p.set_defaults(run=run)
@@ -58,6 +60,7 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
 
     from registry.engine.loading import load_trained
     from registry.harness import HarnessSettings, LaddLM
+    from registry.harness.adapter import check_chat_template
     from registry.harness.records import provenance, write
     from registry.harness.tasks import evaluate_tasks
 
@@ -67,6 +70,8 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
     )
     experiment, config = load_trained(source, registry)
     experiment = chosen_sampler(args, experiment, registry)
+    if args.chat_template:
+        check_chat_template(experiment.dataset.tokenizer)
     out = out or Path(f"harness_{config.method}")
     _check_new(out)
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
@@ -74,10 +79,10 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
     lm = LaddLM(experiment=experiment, settings=settings)
     started = time.perf_counter()
     include = [Path(folder) for folder in args.include_path]
-    results = evaluate_tasks(lm, names, include, args.limit, args.num_fewshot, args.seed)
+    results = evaluate_tasks(lm, names, include, args.limit, args.num_fewshot, args.seed, args.chat_template)
     sampler = {"name": experiment.components["sampler"].name, "options": args.sampler_option}
     tasks = {"names": names, "include_path": [str(f) for f in include], "limit": args.limit,
-             "num_fewshot": args.num_fewshot}
+             "num_fewshot": args.num_fewshot, "chat_template": args.chat_template}
     record = provenance(source, experiment, settings, lm.counts, sampler, tasks, results, time.perf_counter() - started)
     write(out / RESULTS, out / PROVENANCE, results, record)
     for task, scores in results.get("results", {}).items():

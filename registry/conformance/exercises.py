@@ -30,6 +30,7 @@ from registry.interfaces import (
     RevealingProcess,
     Sampler,
     batches_from,
+    context_of,
     device_batches,
     mask_id,
     needs_of,
@@ -539,7 +540,8 @@ def _backbone_round(backbone: Any, channels: Channels) -> None:
 
 
 def exercise_dataset(component: Component, registry: Registry) -> None:
-    """Token ids ``[B, seq_len]`` inside the vocabulary; the same seed gives the same stream, also resumed at batch 2.
+    """Token ids ``[B, seq_len]`` inside the vocabulary; the same seed gives the same stream, also resumed at batch 2;
+    a batch's context (``Dataset.context``) leaves every row something to score.
 
     A dataset that draws on the training device (``device_batches``) is checked the same way, on the CPU.
     """
@@ -549,6 +551,13 @@ def exercise_dataset(component: Component, registry: Registry) -> None:
     with _during("batches_from"):
         resumed = next(batches_from(dataset, 2, BATCH, 0))
     _check_stream(dataset, streams, resumed, "", "batches_from(2, ...)")
+    with _during("context"):
+        context = context_of(dataset, resumed)
+    _expect(
+        context is None
+        or (context.dtype == torch.bool and context.shape == resumed.shape and bool((~context).any(dim=1).all())),
+        f"context of a batch must be None or bool {tuple(resumed.shape)} leaving each row a position to score",
+    )
     cpu = torch.device("cpu")
     with _during("device_batches"):
         on_device = [device_batches(dataset, start, BATCH, 0, cpu) for start in (0, 0, 2)]
@@ -607,7 +616,7 @@ def _without_text(component: Component, **context: Any) -> Any:
 
 def exercise_importer(entry: PluginImporter, registry: Registry) -> None:
     """The importer's own tiny checkpoint imported as ``ladd import`` does, and the model folder read back: token
-    logits of the right shape, finite."""
+    logits of the right shape, finite where not ruled out."""
     from registry.engine.importing import import_checkpoint
     from registry.engine.loading import from_pretrained
 
@@ -631,9 +640,15 @@ def exercise_importer(entry: PluginImporter, registry: Registry) -> None:
             logits = model.predict(tokens, tau, y_t, None if y_t is None else tau).tokens
         expected = (BATCH, model.seq_len, model.vocab_size)
         _expect(
-            logits is not None and tuple(logits.shape) == expected and bool(torch.isfinite(logits).all()),
-            f"the imported model's token logits must be finite, of shape {expected}",
+            logits is not None and tuple(logits.shape) == expected and _ruled_out_or_finite(logits),
+            f"the imported model's token logits must be of shape {expected}, finite or -inf (a token the network "
+            f"never gives), with some token finite at every position",
         )
+
+
+def _ruled_out_or_finite(logits: torch.Tensor) -> bool:
+    """Every logit finite or -inf (LLaDA's own mask token, which its network never predicts), none all -inf."""
+    return bool((torch.isfinite(logits) | torch.isneginf(logits)).all() and torch.isfinite(logits.amax(-1)).all())
 
 
 #: Kind -> its exercise: one tiny real use of a component of that kind, run by ``ladd plugins check``.

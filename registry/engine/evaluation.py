@@ -9,7 +9,7 @@ import torch
 from registry.config.settings import EvalConfig
 from registry.distributed import gather_rows, share
 from registry.errors import IncompatibleComponentsError
-from registry.interfaces import mask_id, padding_of
+from registry.interfaces import context_of, mask_id, padding_of
 from registry.storage.results import BudgetScore, EvalResult, mean_and_spread
 from registry.toolkit.progress import progress as shown
 
@@ -22,6 +22,8 @@ if TYPE_CHECKING:  # annotations only
 
 #: Seed distance between evaluation repeats: far beyond the chunks of any sample set.
 _REPEAT_SEED_STRIDE = 1_000_000_007
+#: a batch's padding or context positions, where the dataset marks some
+Mask = torch.Tensor | None
 
 
 @torch.no_grad()
@@ -30,16 +32,21 @@ def token_loss(experiment: Experiment, batches: int, batch_size: int, seed: int,
 
     Batch ``k`` draws its noise from its own generator, so under several processes each takes its share
     of the batches and the mean over all of them is the one-process mean. Positions the dataset marks as
-    padding (``Dataset.padding``) are left out: the mean is over the real positions.
+    padding (``Dataset.padding``) are left out: the mean is over the real positions. With context
+    (``Dataset.context``: prompts, clean and unscored), each row is a mean over its other positions and the
+    result the mean over the rows.
     """
     model = experiment.model.eval()
     clean = experiment.sampler.conditions_on_clean_latent
 
-    def batch_loss(index: int, batch: torch.Tensor, padding: torch.Tensor | None) -> torch.Tensor:
+    def batch_loss(index: int, batch: torch.Tensor, padding: Mask, context: Mask) -> tuple[torch.Tensor, int]:
         generator = torch.Generator(device=model.device).manual_seed(seed + index * CHUNK_SEED_STRIDE)
-        keep_out = {} if padding is None else {"padding": padding.to(model.device)}
+        given = {"padding": padding, "context": context}
+        keep_out = {key: mask.to(model.device) for key, mask in given.items() if mask is not None}
         with inference_precision(model.device, precision):
-            return model.token_loss(batch.to(model.device), clean, generator, **keep_out).float().mean()
+            loss = model.token_loss(batch.to(model.device), clean, generator, **keep_out).float().mean()
+        # a batch's mean is over its rows with context (each row a mean of its own), else over its real positions
+        return loss, len(batch) if context is not None else batch.numel() if padding is None else int((~padding).sum())
 
     return _held_out_mean(experiment, batches, batch_size, seed, batch_loss)
 
@@ -51,19 +58,22 @@ def bound_per_token(
     """The full variational bound on ``-log p`` of held-out data, in nats per real token (the same rows as L^x).
 
     Each row is scored with ``draws`` draws of :func:`registry.engine.likelihood.bound`, its padding positions
-    left unknown (masked, summed out); the model is scored as the run's sampler uses it.
+    left unknown (masked, summed out) and its context (``Dataset.context``) given clean and unscored: the bound on
+    the rest given the context; the model is scored as the run's sampler uses it.
     """
     model = experiment.model.eval()
     clean = experiment.sampler.conditions_on_clean_latent
     unknown = mask_id(model.vocab_size)
 
-    def batch_bound(index: int, batch: torch.Tensor, padding: torch.Tensor | None) -> torch.Tensor:
-        scored = torch.ones_like(batch, dtype=torch.bool) if padding is None else ~padding
-        rows = batch.masked_fill(~scored, unknown)
+    def batch_bound(index: int, batch: torch.Tensor, padding: Mask, context: Mask) -> tuple[torch.Tensor, int]:
+        real = torch.ones_like(batch, dtype=torch.bool) if padding is None else ~padding
+        scored = real if context is None else real & ~context
+        rows = batch.masked_fill(~real, unknown)
         estimates = bound(model, rows, scored, draws, seed, clean, batch_size * draws, precision)
-        return estimates.mean(dim=1).sum() / scored.sum()
+        return estimates.mean(dim=1).sum() / scored.sum(), int(scored.sum())
 
     return _held_out_mean(experiment, batches, batch_size, seed, batch_bound)
+
 
 
 def _held_out_mean(
@@ -71,25 +81,23 @@ def _held_out_mean(
     batches: int,
     batch_size: int,
     seed: int,
-    score: Callable[[int, torch.Tensor, torch.Tensor | None], torch.Tensor],
+    score: Callable[[int, torch.Tensor, Mask, Mask], tuple[torch.Tensor, int]],
 ) -> float:
-    """The mean over held-out real positions of ``score(index, batch, padding)``, each batch's mean over its real
-    positions; every rank scores its share of the batches and the result is the one-process mean."""
+    """The mean over held-out batches of ``score(index, batch, padding, context)``, a batch's mean and the number of
+    things (positions or rows) it averages over, weighted by that number: every rank scores its share of the batches
+    and the result is the one-process mean."""
     stream = checked_batches(experiment.dataset, batch_size, seed, "validation")
     mine = share(batches)
-    losses, real_positions, padded = [], [], False
+    losses, counts = [], []
     for index in range(batches):
         batch = next(stream)  # every rank walks the same stream and scores only its own batches
-        padding = padding_of(experiment.dataset, batch)
-        padded = padded or padding is not None
         if index in mine:
-            losses.append(score(index, batch, padding))
-            real_positions.append(batch.numel() if padding is None else int((~padding).sum()))
+            dataset = experiment.dataset
+            loss, count = score(index, batch, padding_of(dataset, batch), context_of(dataset, batch))
+            losses.append(loss)
+            counts.append(count)
     local = torch.stack(losses).double().cpu() if losses else torch.zeros(0, dtype=torch.float64)
-    if not padded:
-        return float(gather_rows(local).mean())
-    # each batch's mean is over its real positions: weighted by their number, the mean over all of them
-    weights = gather_rows(torch.tensor(real_positions, dtype=torch.float64))
+    weights = gather_rows(torch.tensor(counts, dtype=torch.float64))
     return float((gather_rows(local) * weights).sum() / weights.sum())
 
 
@@ -120,13 +128,13 @@ def evaluate(
         repeats=repeats,
         floor_draws=floor_draws,
     )
-    draws = 1 if bound_draws is None else bound_draws
-    if draws:
+    per_row = 1 if bound_draws is None else bound_draws
+    if per_row:
         try:
             result.bound = bound_per_token(
-                experiment, settings.loss_batches, settings.batch_size, seeds[0], draws, precision
+                experiment, settings.loss_batches, settings.batch_size, seeds[0], per_row, precision
             )
-            result.bound_draws = draws
+            result.bound_draws = per_row
         except IncompatibleComponentsError as why:
             if bound_draws is not None:
                 raise

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
@@ -18,6 +19,7 @@ from .loading import CONFIG_JSON, FORMAT, load_run
 from .runs import COMPONENTS_FILE, RECORD_FILE, WEIGHTS_FILE, recorded_components
 
 CARD = "README.md"
+CARRIES = "carries"  # the document's list of files the folder carries besides its own (an imported tokenizer)
 OVERWRITE_FLAG = "--overwrite"
 EXPORT_FILES = (WEIGHTS_FILE, CONFIG_JSON, CARD)
 
@@ -39,31 +41,42 @@ def export(run_dir: str | Path, out_dir: str | Path, registry: Registry, overwri
 
 def write_model(
     out_dir: Path, model: Module, settings: Settings, components: dict[str, Any], overwrite: bool = False,
-    source: dict[str, Any] | None = None,
+    source: dict[str, Any] | None = None, carried: dict[str, Path] | None = None,
 ) -> Path:
     """A ladd model folder: ``model``'s weights as safetensors, the config and component origins as JSON, a card.
 
     ``source``: where the weights came from (an import's checkpoint and its file hash), recorded in the config.
-    Absolute local paths in the config and the source are cut to their last part (they name nothing on another
-    machine and tell others about this one). The files are written whole before any replaces its namesake, so
-    a full disk or an error leaves the folder as it was.
+    ``carried``: files the folder carries besides (an imported model's tokenizer), by their path inside it, copied
+    from the given files; its config names them ``model:PATH``. Absolute local paths in the config and the source
+    are cut to their last part (they name nothing on another machine and tell others about this one). The files
+    are written whole before any replaces its namesake, so a full disk or an error leaves the folder as it was.
     """
     check_destination(out_dir, overwrite)
+    carried = carried or {}
     cfg = portable(settings.plain())
     document = {"format": FORMAT, "method": settings.method, "config": cfg, "components": components, "tokenizer": None}
     if source is not None:
         document["source"] = portable(source)
+    if carried:
+        document[CARRIES] = sorted(carried)
     created = not out_dir.exists()
     if not created:
         remove_partials(out_dir)  # left by an export killed while writing
+    targets = [out_dir / name for name in EXPORT_FILES] + [out_dir / name for name in carried]
     try:
-        with replacing_all([out_dir / name for name in EXPORT_FILES]) as (weights, config, card):
+        with replacing_all(targets) as (weights, config, card, *copies):
             write_weights(model, weights)
             config.write_text(json.dumps(document, indent=2), encoding="utf-8")
             card.write_text(_card(settings.method, components, document.get("source")), encoding="utf-8")
+            for copy, original in zip(copies, carried.values(), strict=True):
+                shutil.copyfile(original, copy)
     except BaseException:
-        if created and out_dir.is_dir() and not any(out_dir.iterdir()):
-            out_dir.rmdir()
+        if created and out_dir.is_dir():
+            for folder in sorted((p for p in out_dir.rglob("*") if p.is_dir()), reverse=True):
+                if not any(folder.iterdir()):
+                    folder.rmdir()  # made for a carried file that was never written
+            if not any(out_dir.iterdir()):
+                out_dir.rmdir()
         raise
     return out_dir
 
@@ -83,13 +96,19 @@ def check_destination(out_dir: Path, overwrite: bool) -> None:
     refusal = f"{OVERWRITE_FLAG} replaces only a folder written by ladd export: choose a new folder"
     if RECORD_FILE in held:
         raise LaddError(f"{out_dir} is a ladd run folder (it holds {RECORD_FILE}), not an exported model; {refusal}")
-    foreign = [name for name in held if name not in EXPORT_FILES or not (out_dir / name).is_file()]
-    if foreign or CONFIG_JSON not in held:
-        what = f"holds {foreign[0]}, which ladd export does not write" if foreign else f"has no {CONFIG_JSON}"
-        raise LaddError(f"{out_dir} is not an exported model (it {what}); {refusal}")
+    if CONFIG_JSON not in held:
+        raise LaddError(f"{out_dir} is not an exported model (it has no {CONFIG_JSON}); {refusal}")
     document = read_json(out_dir / CONFIG_JSON, "an exported model's config", refusal)
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise LaddError(f"{out_dir / CONFIG_JSON} is not an exported model's config (format {FORMAT!r}); {refusal}")
+    listed = document.get(CARRIES)
+    carried = listed if isinstance(listed, list) else []
+    ours = {*EXPORT_FILES, *(PurePosixPath(str(name)).parts[0] for name in carried)}
+    foreign = [name for name in held if name not in ours or (name in EXPORT_FILES and not (out_dir / name).is_file())]
+    if foreign:
+        raise LaddError(
+            f"{out_dir} is not an exported model (it holds {foreign[0]}, which ladd export does not write); {refusal}"
+        )
 
 
 def portable(node: Any) -> Any:

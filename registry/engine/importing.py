@@ -10,8 +10,11 @@ and the folder written through ladd's marked temporary files, so that a kill lea
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from pathlib import Path
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
 import torch
@@ -21,13 +24,13 @@ from registry.config.composition import compose, parse_override
 from registry.config.settings import Settings
 from registry.errors import LaddError
 from registry.host.kinds import SLOTS
-from registry.host.model_folders import PluginImporter
+from registry.host.model_folders import PluginImporter, reading
 from registry.host.plugin_code import FAULTS, PluginCode, describe
 from registry.host.registry import Registry
 from registry.storage.weights import file_sha256
 
 from .assembly import build_experiment
-from .export import check_destination, write_model
+from .export import EXPORT_FILES, check_destination, write_model
 from .memory import GIB, available_bytes
 
 T = TypeVar("T")
@@ -47,9 +50,11 @@ def import_checkpoint(
     if not isinstance(own, list) or not all(isinstance(o, str) and "=" in o for o in own):
         raise LaddError(f"{entry.label}: overrides() returned {own!r}; it must return a list of 'KEY=VALUE' strings")
     _refuse_network_changes(entry, own, overrides)
+    carried = _carried(entry, calling("carried", importer.carried, checkpoint))
     settings = _composed(entry, own, overrides, registry)
-    _check_memory(settings, registry, entry)
-    experiment = build_experiment(settings, registry)
+    with _laid_out(carried) as folder, reading(folder):  # the folder's own files (model:PATH) where it will hold them
+        _check_memory(settings, registry, entry)
+        experiment = build_experiment(settings, registry)
     model = experiment.model
     with torch.no_grad():
         for parameter in model.parameters():
@@ -64,7 +69,7 @@ def import_checkpoint(
             f"{files!r}"
         )
     source_record = {"importer": entry.name, **record, "files": {path.name: file_sha256(path) for path in files}}
-    return write_model(out_dir, model, settings, experiment.origins(), overwrite, source=source_record)
+    return write_model(out_dir, model, settings, experiment.origins(), overwrite, source=source_record, carried=carried)
 
 
 class _Calls:
@@ -87,6 +92,32 @@ class _Calls:
                     f"{self.entry.label} failed in {method}(): {describe(error)}; fix or update plugin "
                     f"{self.entry.origin.plugin!r}"
                 ) from error
+
+
+def _carried(entry: PluginImporter, carried: Any) -> dict[str, Path]:
+    """What ``carried()`` returned, checked: relative paths inside the folder, none of ladd's own files, each a file."""
+    if not isinstance(carried, dict) or not all(isinstance(p, Path) for p in carried.values()):
+        raise LaddError(f"{entry.label}: carried() returned {carried!r}; it must return {{PATH: pathlib.Path}}")
+    for name, path in carried.items():
+        parts = PurePosixPath(name).parts if isinstance(name, str) else ()
+        if not parts or PurePosixPath(name).is_absolute() or ".." in parts or parts[0] in EXPORT_FILES:
+            raise LaddError(
+                f"{entry.label}: carried() names {name!r}, which is no path inside a model folder beside its own files"
+            )
+        if not path.is_file():
+            raise LaddError(f"{entry.label}: carried() gives {path} for {name!r}, which is not a file")
+    return carried
+
+
+@contextmanager
+def _laid_out(carried: dict[str, Path]) -> Iterator[Path]:
+    """A scratch folder holding the carried files at their paths, as the model folder will."""
+    with tempfile.TemporaryDirectory(prefix="ladd-import-") as scratch:
+        for name, path in carried.items():
+            target = Path(scratch) / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, target)
+        yield Path(scratch)
 
 
 def _key(override: str) -> str:

@@ -15,6 +15,7 @@ from registry.config.safety import without_local_paths
 from registry.config.settings import Settings, checked, upgraded
 from registry.errors import LaddError, first_line
 from registry.host.kinds import SLOTS
+from registry.host.model_folders import reading
 from registry.host.registry import Registry, load
 from registry.storage.records import check_yaml, read_json
 from registry.storage.weights import load_weights
@@ -65,7 +66,8 @@ def load_model_folder(path: Path, registry: Registry) -> tuple[Experiment, Setti
     document = read_document(path / CONFIG_JSON)
     check_installed(document["components"], registry, f"model {path}")
     settings = checked(without_local_paths(document["config"], registry))
-    experiment = build_experiment(settings, registry, document["components"])
+    with reading(path):  # files the folder carries (``model:PATH``), e.g. an imported model's tokenizer
+        experiment = build_experiment(settings, registry, document["components"])
     load_weights(experiment.model, path / WEIGHTS_FILE)
     experiment.model.eval()
     return experiment, settings

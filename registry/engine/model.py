@@ -52,6 +52,29 @@ def real_token_weights(padding: Tensor) -> Tensor:
     return real * (real.numel() / real.sum().clamp(min=1.0))
 
 
+def answer_weights(unscored: Tensor) -> Tensor:
+    """Position weights whose mean over a row is the mean over that row's scored positions (those not ``unscored``).
+
+    Each row is normalised by its own count, the answer length of instruction tuning (LLaDA's SFT divides each
+    sequence's loss by it), so the batch's loss is the mean of its rows': ranks averaging their rows average to it.
+    """
+    scored = (~unscored).float()
+    return scored * (scored.shape[1] / scored.sum(dim=1, keepdim=True).clamp(min=1.0))
+
+
+def position_weights(padding: Tensor | None, context: Tensor | None) -> Tensor | None:
+    """The token loss's weights of the positions: with ``context`` (``Dataset.context``), per row over the positions
+    outside the context and the padding; with ``padding`` alone, over the batch's real positions; else None."""
+    if context is None:
+        return None if padding is None else real_token_weights(padding)
+    return answer_weights(context if padding is None else context | padding)
+
+
+def kept_clean(x_t: Tensor, x0: Tensor, context: Tensor | None) -> Tensor:
+    """``x_t`` with the context's positions clean: a prompt is never noised."""
+    return x_t if context is None else torch.where(context, x0, x_t)
+
+
 def _weighted_mean(values: Tensor, weights: Tensor | None) -> Tensor:
     return values.mean() if weights is None else (values * weights).mean()
 
@@ -211,6 +234,7 @@ class DiffusionModel(nn.Module, DenoiserModel):
         generator: torch.Generator | None = None,
         shard: Shard | None = None,
         padding: Tensor | None = None,
+        context: Tensor | None = None,
     ) -> dict[str, Tensor]:
         """The training objective and its terms (batch means).
 
@@ -218,12 +242,15 @@ class DiffusionModel(nn.Module, DenoiserModel):
         shard's rows go through the networks, so the ranks' mean gradient is the one-process gradient.
         ``padding`` (bool, the shape of ``x0``) marks positions that only pad a row: they are noised and
         seen as usual but kept out of the token loss, which averages over the batch's real positions.
+        ``context`` (bool, the shape of ``x0``) marks positions that only condition the rest (a prompt): they stay
+        clean and unscored, and the token loss averages each row over its other positions, then over the rows.
         """
         batch, device = x0.shape[0], x0.device
         tau_all = draw_times(batch, self.process.horizon, generator, device)
-        x_t = take(shard, self.process.corrupt(x0, tau_all, generator))
+        x_t = take(shard, kept_clean(self.process.corrupt(x0, tau_all, generator), x0, context))
         x0, tau_x = take(shard, x0), take(shard, tau_all)
-        positions = None if padding is None else take(shard, real_token_weights(padding))
+        weights = position_weights(padding, context)
+        positions = None if weights is None else take(shard, weights)
         if not self.has_latent:
             with own_noise(shard, device, generator):
                 token = self._token_loss(x0, x_t, tau_x, None, None, positions)[0].mean()
@@ -261,16 +288,22 @@ class DiffusionModel(nn.Module, DenoiserModel):
         return terms
 
     def token_loss(
-        self, x0: Tensor, clean_latent: bool, generator: torch.Generator | None = None, padding: Tensor | None = None
+        self,
+        x0: Tensor,
+        clean_latent: bool,
+        generator: torch.Generator | None = None,
+        padding: Tensor | None = None,
+        context: Tensor | None = None,
     ) -> Tensor:
         """Per-sample token loss L^x, conditioning on the noisy latent (joint) or on the clean one (sequential).
 
         With ``padding``, a row's value counts its real positions only, weighted so that the batch mean is the
-        mean over the batch's real positions.
+        mean over the batch's real positions. With ``context``, those positions stay clean and unscored and a
+        row's value is its mean over its other positions.
         """
         batch, device = x0.shape[0], x0.device
         tau_x = draw_times(batch, self.process.horizon, generator, device)
-        x_t = self.process.corrupt(x0, tau_x, generator)
+        x_t = kept_clean(self.process.corrupt(x0, tau_x, generator), x0, context)
         y_in, tau_y = None, None
         if self.has_latent:
             encoder, (latent, latent_process) = self._encoder(), self.latent_channel()
@@ -282,8 +315,7 @@ class DiffusionModel(nn.Module, DenoiserModel):
                 tau_y, y_t = tau_x, latent_process.corrupt(y0, tau_x, generator)
             y_in = latent.backbone_input(y_t)
         with own_noise(None, device, generator):
-            positions = None if padding is None else real_token_weights(padding)
-            return self._token_loss(x0, x_t, tau_x, y_in, tau_y, positions)[0]
+            return self._token_loss(x0, x_t, tau_x, y_in, tau_y, position_weights(padding, context))[0]
 
     def _token_loss(
         self,
@@ -296,7 +328,8 @@ class DiffusionModel(nn.Module, DenoiserModel):
     ) -> tuple[Tensor, Tensor | None]:
         """Per-sample token loss and the backbone's latent prediction (the head applied at the loss rows only if asked).
 
-        ``positions``: weights of the positions (0 at padding); None, every position alike (``Process.loss``).
+        ``positions``: weights of the positions (0 at padding and context); None, every position alike
+        (``Process.loss``).
         """
         rows = self.process.loss_rows(x_t) if self.objective.head_on_loss_rows else None
         out = self.backbone(x_t, tau_x, y_in, tau_y, rows)

@@ -19,8 +19,9 @@ def _tokenizer(dataset: Dataset):
 
 
 def fixed_tokens(dataset: Dataset, num_samples: int, prefix: str | None = None, suffix: str | None = None) -> Tensor:
-    """``[num_samples, S]`` ids: ``prefix`` at the start, ``suffix`` at the end, the mask id in between."""
-    head = text_ids(dataset, prefix, f"the prompt {prefix!r}") if prefix else []
+    """``[num_samples, S]`` ids: ``prefix`` at the start (framed as the data frames prompts, ``Dataset.prompt_ids``),
+    ``suffix`` at the end, the mask id in between."""
+    head = prompt_ids(dataset, prefix) if prefix else []
     tail = text_ids(dataset, suffix, f"the prompt {suffix!r}") if suffix else []
     free = dataset.seq_len - len(head) - len(tail)
     if free < 1:
@@ -29,6 +30,20 @@ def fixed_tokens(dataset: Dataset, num_samples: int, prefix: str | None = None, 
         )
     row = torch.tensor(head + [mask_id(dataset.vocab_size)] * free + tail, dtype=torch.long)
     return row.expand(num_samples, -1).clone()
+
+
+def prompt_ids(dataset: Dataset, text: str) -> list[int]:
+    """The ids a generation from ``text`` starts with: the data's framing of a prompt (a chat template) where it has
+    one, else the text's own ids."""
+    framed = dataset.prompt_ids(text) if isinstance(dataset, Dataset) else None
+    if framed is None:
+        return text_ids(dataset, text, f"the prompt {text!r}")
+    if any(not 0 <= i < dataset.vocab_size for i in framed):
+        raise LaddError(
+            f"the prompt {text!r} encodes to an id outside 0..{dataset.vocab_size - 1} (the mask's or beyond); "
+            f"remove the mask token's text from it"
+        )
+    return framed
 
 
 def text_ids(dataset: Dataset, text: str, what: str, limit: int | None = None) -> list[int]:

@@ -19,6 +19,7 @@ from torch import Tensor, nn
 from registry.config.safety import without_local_paths
 from registry.config.settings import checked
 from registry.errors import LaddError
+from registry.host.model_folders import reading
 from registry.host.registry import Registry
 from registry.interfaces import Backbone, Dataset
 from registry.storage.weights import check_finite, verify_weights
@@ -89,7 +90,8 @@ def check_vocabulary(dataset: Dataset, source_cfg: dict[str, Any], registry: Reg
     """Refuse a source whose data has other tokens: another count, or a tokenizer mapping ids to other strings."""
     # checked as reading a run or a model back checks it: no expressions, known options in range
     name, options = required_selection(checked(without_local_paths(source_cfg, registry)), "dataset")
-    theirs = registry.build("dataset", name, options)
+    with reading(path):  # a model folder's own files (``model:PATH``), e.g. an imported model's tokenizer
+        theirs = registry.build("dataset", name, options)
     ours_vocab = None if dataset.tokenizer is None else dataset.tokenizer.get_vocab()
     theirs_vocab = None if theirs.tokenizer is None else theirs.tokenizer.get_vocab()
     if theirs.vocab_size != dataset.vocab_size or ours_vocab != theirs_vocab:

@@ -121,6 +121,17 @@ class LaddLM(LM):
     def tokenizer_name(self) -> str:
         return str(getattr(self.tokenizer, "name_or_path", type(self.tokenizer).__name__))
 
+    def chat_template(self, chat_template: bool | str = False) -> str | None:
+        """The tokenizer's chat template, which lm-eval records, when asked for (``--chat-template``)."""
+        return getattr(self.tokenizer, "chat_template", None) if chat_template else None
+
+    def apply_chat_template(self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
+        """A request's turns as the tokenizer's chat template writes them (lm-eval's ``apply_chat_template``)."""
+        check_chat_template(self.tokenizer)
+        return str(self.tokenizer.apply_chat_template(
+            chat_history, tokenize=False, add_generation_prompt=add_generation_prompt
+        ))
+
     def get_model_info(self) -> dict[str, Any]:
         """What lm-eval records of the model in its results."""
         return {"model_components": {slot: c.get("name") for slot, c in self.experiment.origins().items()}}
@@ -234,6 +245,13 @@ class LaddLM(LM):
                 text = text.split(stop)[0]
             texts.append(text)
         return texts
+
+
+def check_chat_template(tokenizer: Any) -> None:
+    """Refuse a tokenizer without a chat template, which ``--chat-template`` asks for."""
+    if not getattr(tokenizer, "chat_template", None):
+        name = getattr(tokenizer, "name_or_path", None) or type(tokenizer).__name__
+        raise LaddError(f"--chat-template: the model's tokenizer {name} has no chat template; leave the option out")
 
 
 def _load(path: str | None) -> Experiment:

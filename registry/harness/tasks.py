@@ -70,15 +70,18 @@ def _spec(manager: TaskManager, name: str) -> str | dict[str, Any]:
 
 
 def evaluate_tasks(
-    lm: LM, names: list[str], include: list[Path], limit: int | None, num_fewshot: int | None, seed: int
+    lm: LM, names: list[str], include: list[Path], limit: int | None, num_fewshot: int | None, seed: int,
+    chat_template: bool = False,
 ) -> dict[str, Any]:
-    """lm-eval's results dictionary of ``names`` (``simple_evaluate``), every seed set to ``seed``."""
+    """lm-eval's results dictionary of ``names`` (``simple_evaluate``), every seed set to ``seed``; with
+    ``chat_template``, each request's context framed in the model tokenizer's chat template."""
     manager = task_manager(names, include)
     specs = [_spec(manager, name) for name in names]
     try:
         results = simple_evaluate(
             model=lm, tasks=specs, num_fewshot=num_fewshot, limit=limit, task_manager=manager, log_samples=False,
             random_seed=seed, numpy_random_seed=seed, torch_random_seed=seed, fewshot_random_seed=seed,
+            apply_chat_template=chat_template,
         )
     except (OSError, ConnectionError, KeyError) as error:  # a task's data that cannot be read (offline, missing)
         raise LaddError(f"lm-eval could not load a task: {first_line(error)}") from error

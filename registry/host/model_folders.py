@@ -4,13 +4,18 @@ checkpoint importers they ship (``ladd import NAME``), found by ``"module:attrib
 A config is data and never names code: ``pkg:NAME`` resolves only a NAME that an installed, permitted
 plugin declares through its ``ladd_model_folders()`` hook, as ``{NAME: "module:function"}``; the function
 returns the folder. Any other ``pkg:`` value is refused before anything is imported.
+
+A model folder may carry files its components read (an imported model's tokenizer): its config names them
+``model:PATH``, resolved inside the folder while ladd builds from it (:func:`reading`), wherever it was moved.
 """
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, cast
 
 from registry.contract import CHANGELOG
@@ -24,6 +29,18 @@ if TYPE_CHECKING:  # annotations only
 
 
 PREFIX = "pkg:"
+MODEL_PREFIX = "model:"
+_READING: ContextVar[Path | None] = ContextVar("ladd_model_folder_read", default=None)
+
+
+@contextmanager
+def reading(folder: str | Path) -> Iterator[None]:
+    """While a model folder's config is built: ``model:PATH`` in it names ``PATH`` inside ``folder``."""
+    token = _READING.set(Path(folder))
+    try:
+        yield
+    finally:
+        _READING.reset(token)
 
 
 def _located(locator: str, label: str, origin: Origin) -> Any:
@@ -113,7 +130,10 @@ class PluginImporter:
 
 
 def resolve(spec: str, folders: dict[str, ModelFolder]) -> str:
-    """``spec`` as given, or for ``pkg:NAME`` the folder a plugin registered under NAME."""
+    """``spec`` as given, for ``pkg:NAME`` the folder a plugin registered under NAME, for ``model:PATH`` that path in
+    the model folder being read."""
+    if spec.startswith(MODEL_PREFIX):
+        return str(_in_model_folder(spec))
     if not spec.startswith(PREFIX):
         return spec
     name = spec.removeprefix(PREFIX)
@@ -125,3 +145,15 @@ def resolve(spec: str, folders: dict[str, ModelFolder]) -> str:
             f"or a name a plugin registers with ladd_model_folders()"
         )
     return str(folders[name].path())
+
+
+def _in_model_folder(spec: str) -> Path:
+    folder, relative = _READING.get(), PurePosixPath(spec.removeprefix(MODEL_PREFIX))
+    if folder is None:
+        raise LaddError(
+            f"{spec!r} names a file inside the model folder whose config holds it, and is read only from there "
+            f"(ladd sample FOLDER, train.init_from=FOLDER); name the file's path instead"
+        )
+    if relative.is_absolute() or ".." in relative.parts or not relative.parts:
+        raise LaddError(f"{spec!r} must name a path inside its model folder (no '..', not absolute)")
+    return folder / relative

@@ -17,7 +17,7 @@ from registry.config.settings import OPTIMIZERS, TrainConfig
 from registry.distributed import Shard, step_seed
 from registry.engine.model import DiffusionModel
 from registry.errors import InvalidConfigError, LaddError
-from registry.interfaces import Dataset, padding_of
+from registry.interfaces import Dataset, context_of, padding_of
 
 from .strategy import precision
 from .trainable import unreached_parameters
@@ -63,7 +63,7 @@ class LaddModule(L.LightningModule):
         self.model = model
         self.train_cfg = train
         self.seed = seed
-        self.dataset = dataset  # its padding (``Dataset.padding``) stays out of the loss
+        self.dataset = dataset  # its padding and context (``Dataset.padding``, ``context``) stay out of the loss
         self.stage = 1
         self.resting: list[torch.nn.Parameter] = []  # parameters this stage's loss does not reach
         self.watch = _FiniteWatch()
@@ -89,7 +89,8 @@ class LaddModule(L.LightningModule):
             Shard(self.global_rank, world, step_seed(self.seed, self.stage, self.global_step)) if world > 1 else None
         )
         padding = None if self.dataset is None else padding_of(self.dataset, batch)
-        terms = self.model.loss(batch, shard=shard, padding=padding)
+        context = None if self.dataset is None else context_of(self.dataset, batch)
+        terms = self.model.loss(batch, shard=shard, padding=padding, context=context)
         # Every rank holds an equal share, so the mean over ranks is the global batch's mean (a NaN anywhere stops all).
         names = list(terms)
         means = self.trainer.strategy.reduce(torch.stack([terms[k].detach() for k in names]), reduce_op="mean")

@@ -59,6 +59,26 @@ FAULTY = '''
             return [*super().overrides(checkpoint), "backbone.hiden=16", "backbone.layer=1"]
 
 
+    class Carrying(Base):
+        def carried(self, checkpoint):
+            return {"notes/readme.txt": checkpoint / "readme.txt"}
+
+
+    class Escaping(Base):
+        def carried(self, checkpoint):
+            return {"../readme.txt": checkpoint / "readme.txt"}
+
+
+    class Clobbering(Base):
+        def carried(self, checkpoint):
+            return {"config.json": checkpoint / "readme.txt"}
+
+
+    class Missing(Base):
+        def carried(self, checkpoint):
+            return {"readme.txt": checkpoint / "absent.txt"}
+
+
     def older(source, out_dir, overrides, registry, overwrite):
         raise AssertionError("never called")
 '''
@@ -83,6 +103,30 @@ def test_the_base_importer_imports(faulty, reg, tmp_path):
     out = import_checkpoint(faulty("Base"), str(tmp_path), tmp_path / "out", [], reg)
     assert json.loads((out / "config.json").read_text())["source"] == {"importer": "base", "folder": tmp_path.name,
                                                                       "files": {}}
+
+
+def test_the_files_an_importer_carries_are_copied_into_the_folder_and_listed(faulty, reg, tmp_path):
+    (tmp_path / "readme.txt").write_text("carried")
+    out = import_checkpoint(faulty("Carrying"), str(tmp_path), tmp_path / "out", [], reg)
+    assert (out / "notes" / "readme.txt").read_text() == "carried"
+    assert json.loads((out / "config.json").read_text())["carries"] == ["notes/readme.txt"]
+
+
+@pytest.mark.parametrize("name, message", [
+    ("Escaping", "importer 'escaping' of plugin 'faulty' (faulty-dist 1.0): carried() names '../readme.txt', which is "
+     "no path inside a model folder beside its own files"),
+    ("Clobbering", "importer 'clobbering' of plugin 'faulty' (faulty-dist 1.0): carried() names 'config.json', which "
+     "is no path inside a model folder beside its own files"),
+    ("Missing", "importer 'missing' of plugin 'faulty' (faulty-dist 1.0): carried() gives {source}/absent.txt for "
+     "'readme.txt', which is not a file"),
+])
+def test_a_carried_file_outside_the_folder_over_its_own_files_or_missing_is_refused(name, message, faulty, reg,
+                                                                                   tmp_path):
+    (tmp_path / "readme.txt").write_text("carried")
+    with pytest.raises(LaddError) as refused:
+        import_checkpoint(faulty(name), str(tmp_path), tmp_path / "out", [], reg)
+    assert str(refused.value) == message.format(source=tmp_path)
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("name, message", [

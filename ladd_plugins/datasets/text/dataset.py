@@ -19,7 +19,7 @@ from ..seeds import stream_seed
 from . import build, cache
 from .config import TextDatasetConfig
 from .shards import Job
-from .sources import Source, SplitSpec, open_source
+from .sources import Source, SplitSpec, mapped_split, open_source
 from .streaming import Stream
 from .tokenizer import Encoder, load_tokenizer, vocab_size
 from .tokenizer import fingerprint as tokenizer_fingerprint
@@ -66,15 +66,7 @@ class TextDataset(Dataset):
 
     def split(self, split: str) -> SplitSpec:
         """The source split (and slice) that ladd's ``split`` reads; ``floor`` reads the validation one."""
-        mapping = {**self.source.splits, **self.config.split_map}
-        if split not in mapping and split == "floor":
-            split = "validation"
-        if split not in mapping:
-            raise InvalidConfigError(
-                f"split {split!r} is not in dataset.split_map for source {self.config.source!r} "
-                f"(known: {', '.join(mapping)}); add it, e.g. +dataset.split_map.{split}='train[95%:]'"
-            )
-        return SplitSpec.parse(mapping[split])
+        return mapped_split(split, {**self.source.splits, **self.config.split_map}, self.config.source)
 
     def fingerprint(self, split: str) -> dict:
         """Everything that decides the rows of ``split`` (the token cache's key)."""

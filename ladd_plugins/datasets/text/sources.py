@@ -105,6 +105,18 @@ class SplitSpec:
         return f"{self.name}[{self.start or ''}:{self.stop or ''}]" if self.sliced else self.name
 
 
+def mapped_split(split: str, mapping: dict[str, str], source: str) -> SplitSpec:
+    """The source split (and slice) that ladd's ``split`` reads by ``mapping``; ``floor`` reads the validation one."""
+    if split not in mapping and split == "floor":
+        split = "validation"
+    if split not in mapping:
+        raise InvalidConfigError(
+            f"split {split!r} is not in dataset.split_map for source {source!r} (known: {', '.join(mapping)}); add "
+            f"it, e.g. +dataset.split_map.{split}='train[95%:]'"
+        )
+    return SplitSpec.parse(mapping[split])
+
+
 def _bound(bound: str | None, n: int) -> int | None:
     if bound is None:
         return None

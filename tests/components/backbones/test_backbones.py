@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from support import FakeLatent
 from torch import nn
 
 from ladd_plugins.backbones.causal import CausalTransformer
@@ -14,20 +15,9 @@ from registry.interfaces import Backbone, Channels
 from registry.toolkit import attention, layers
 from registry.toolkit.options import TransformerConfig
 
-B, S, K, M, D_L = 3, 10, 5, 2, 6
+B, S, K = 3, 10, 5
+M, D_L = FakeLatent.length, FakeLatent.width
 SMALL = dict(hidden=16, layers=2, heads=2, cond_dim=8, dropout=0.1)
-
-
-class FakeLatent:
-    """Only what a backbone uses of a latent channel."""
-
-    length, width = M, D_L
-
-    def input_layer(self, width: int) -> nn.Module:
-        return nn.Linear(D_L, width)
-
-    def output_layer(self, width: int) -> nn.Module:
-        return nn.Linear(width, D_L)
 
 
 TOKENS = Channels(vocab_size=K, seq_len=S, latent=None)
