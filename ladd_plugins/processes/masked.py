@@ -14,7 +14,12 @@ __all__ = ["MaskedProcess", "MaskedProcessConfig"]
 
 
 class MaskedProcess(MaskingProcess):
-    """Each position independently jumps to the mask state ``K``; survival probability ``gbar(tau)``."""
+    """Each position independently jumps to the mask state ``K``; survival probability ``gbar(tau)``.
+
+    Training takes a time per sequence (``[B]``) or per position (``[B, S]``: a block-causal backbone's blocks).
+    """
+
+    position_times = True
 
     def __init__(self, config: MaskedProcessConfig, schedule: Schedule, vocab_size: int) -> None:
         if vocab_size < 1:
@@ -48,11 +53,13 @@ class MaskedProcess(MaskingProcess):
     def loss(self, prediction: Tensor, x0: Tensor, x_t: Tensor, tau: Tensor) -> Tensor:
         """Weighted cross-entropy at the masked positions of real-token logits ``[B, S, K]``, or ``[N, K]`` at those
         positions only."""
+        if tau.dim() == 2:
+            return self.position_loss(prediction, x0, x_t, tau).mean(dim=1)
         return self._cross_entropy(prediction, x0, x_t).mean(dim=1) * self.weight(tau).float()
 
     def position_loss(self, prediction: Tensor, x0: Tensor, x_t: Tensor, tau: Tensor) -> Tensor:
         """The weighted cross-entropy at each position ``[B, S]`` (0 where the position is not masked)."""
-        return self._cross_entropy(prediction, x0, x_t) * self.weight(tau).float()[:, None]
+        return self._cross_entropy(prediction, x0, x_t) * per_sample(self.weight(tau).float(), x0)
 
     def _cross_entropy(self, prediction: Tensor, x0: Tensor, x_t: Tensor) -> Tensor:
         """``[B, S]``: the cross-entropy of ``x0`` at the masked positions, 0 elsewhere."""

@@ -19,7 +19,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from registry.interfaces import Backbone, Channels, TransformerShape
-from registry.toolkit.attention import attention
+from registry.toolkit.attention import BIDIRECTIONAL, attention
 
 if TYPE_CHECKING:  # annotations only
     from .model import DiffusionModel
@@ -99,9 +99,11 @@ class Meter:
     _head_rows: list[tuple[torch.Tensor, float]] = field(default_factory=list)  # (rows counted on the device, FLOPs)
 
     def spend(
-        self, backbone: Backbone, channels: Channels, batch: int, window: slice | None, rows: torch.Tensor | None
+        self, backbone: Backbone, channels: Channels, batch: int, window: slice | None, rows: torch.Tensor | None,
+        tokens: int | None = None,
     ) -> None:
-        """Charge one call of ``backbone`` over ``batch`` sequences (positions ``window``, token head at ``rows``)."""
+        """Charge one call of ``backbone`` over ``batch`` sequences (positions ``window``, token head at ``rows``) of
+        ``tokens`` token positions (the model's length by default; a block-causal backbone takes any)."""
         cost = self._cost(backbone, channels)
         self.calls += 1
         shape = cost.shape
@@ -109,15 +111,18 @@ class Meter:
             self._flops += batch * cost.full
             self._positions += batch * (channels.seq_len or (channels.latent.length if channels.latent else 0))
             return
-        queries = len(range(shape.length)[window]) if window is not None else shape.length
+        head_positions = shape.head_positions if tokens is None else tokens
+        length = shape.length - shape.head_positions + head_positions  # every position attention sees
+        queries = len(range(length)[window]) if window is not None else length
+        # a windowed pass attends over the cached positions its queries see; a full pass over all of them
+        first = 0 if window is None else getattr(backbone, "attention", BIDIRECTIONAL).first_seen(window.start or 0)
         self._positions += batch * queries
-        self._flops += batch * (2 * transformer_macs(shape, queries) + cost.rest)
+        self._flops += batch * (2 * transformer_macs(shape, queries, length - first) + cost.rest)
         per_row = 2 * head_macs(shape, 1)
         if rows is not None:
             self._head_rows.append((rows.sum(), per_row))
         else:
-            head_positions = shape.head_positions if window is None else len(range(shape.head_positions)[window])
-            self._flops += batch * head_positions * per_row
+            self._flops += batch * (head_positions if window is None else len(range(head_positions)[window])) * per_row
 
     def spent(self) -> Spent:
         """The totals so far (reads the head rows counted on the device: call it once sampling is done)."""

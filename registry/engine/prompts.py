@@ -16,14 +16,19 @@ def _tokenizer(dataset: Dataset):
     return dataset.tokenizer
 
 
-def fixed_tokens(dataset: Dataset, num_samples: int, prefix: str | None = None, suffix: str | None = None) -> Tensor:
-    """``[num_samples, S]`` ids: ``prefix`` at the start, ``suffix`` at the end, the mask id in between."""
+def fixed_tokens(
+    dataset: Dataset, num_samples: int, prefix: str | None = None, suffix: str | None = None, length: int | None = None
+) -> Tensor:
+    """``[num_samples, length]`` ids (the data's length S by default): ``prefix`` at the start, ``suffix`` at the end,
+    the mask id in between."""
     head = text_ids(dataset, prefix, f"the prompt {prefix!r}") if prefix else []
     tail = text_ids(dataset, suffix, f"the prompt {suffix!r}") if suffix else []
-    free = dataset.seq_len - len(head) - len(tail)
+    length = dataset.seq_len if length is None else length
+    free = length - len(head) - len(tail)
     if free < 1:
         raise LaddError(
-            f"prompt and suffix take {len(head) + len(tail)} tokens, leaving nothing to generate in {dataset.seq_len}"
+            f"prompt and suffix take {len(head) + len(tail)} tokens, leaving nothing to generate in {length}: "
+            f"give a longer length or a shorter prompt"
         )
     row = torch.tensor(head + [mask_id(dataset.vocab_size)] * free + tail, dtype=torch.long)
     return row.expand(num_samples, -1).clone()
