@@ -489,6 +489,9 @@ class Needs:
     latent: bool | None = None  # True: a latent channel; False: none (a token-only model); None: either
     token_process: type | None = None  # an interface the token process must implement, e.g. RevealingProcess
     backbone: type | None = None  # an interface the token backbone must implement, e.g. CachingBackbone
+    #: True: a token backbone of a block attention pattern (decoded block by block); False: one without (decoded all
+    #: at once); None: either. Checked on a built backbone, whose options set its pattern
+    blocks: bool | None = None
 
     def unmet(
         self, latent: str | None, process_name: str, process: Any, backbone_name: str = "", backbone: Any = None
@@ -514,6 +517,13 @@ class Needs:
             return f"a token backbone that is a {interface}, but backbone {backbone_name!r} is not one", (
                 "choose another backbone"
             )
+        if self.blocks is not None and backbone is not None and not isinstance(backbone, type):
+            block = getattr(backbone, "attention", AttentionPattern()).block
+            if (block is not None) != self.blocks:
+                wanted_pattern = "in blocks" if self.blocks else "without blocks"
+                held = f"in blocks of {block}" if block is not None else "without blocks"
+                need = f"a token backbone that attends {wanted_pattern}, but backbone {backbone_name!r} attends {held}"
+                return need, "choose another backbone"
         return None
 
 

@@ -45,7 +45,7 @@ class BlockwiseSampler(Sampler):
     """
 
     variable_length = True
-    needs = Needs(latent=False)  # and what its token decoder and its cache need (set when it is built)
+    needs = Needs(latent=False, blocks=True)  # and what its token decoder and its cache need (set when it is built)
 
     def __init__(self, config: BlockwiseConfig) -> None:
         self.config = config
@@ -56,8 +56,8 @@ class BlockwiseSampler(Sampler):
                 f"token decoder {config.token_decoder!r} keeps a key-value cache of its own, but the blockwise "
                 "sampler keeps the exact cache of the committed blocks (cache=true); leave the decoder's cache unset"
             )
-        self.needs = Needs(latent=False, token_process=wanted.token_process,
-                           backbone=CachingBackbone if config.cache else None)
+        cache = CachingBackbone if config.cache else None
+        self.needs = Needs(latent=False, token_process=wanted.token_process, backbone=cache, blocks=True)
 
     @torch.no_grad()
     def sample(  # type: ignore[override]  # no latent keyword: block attention is trained without a latent channel

@@ -66,6 +66,8 @@ def _unknown_parts(tokenizer: Any, text: str, ids: list[int]) -> list[str]:
     return list(dict.fromkeys(parts))
 
 
-def decode(dataset: Dataset, tokens: Tensor) -> list[str]:
-    """Each sequence as text, special tokens (EOS between documents) kept visible."""
-    return _tokenizer(dataset).batch_decode(tokens.tolist(), skip_special_tokens=False)
+def decode(dataset: Dataset, tokens: Tensor | list[list[int]]) -> list[str]:
+    """Each sequence (rows of a tensor, or lists of ids of any lengths) as text, special tokens (EOS between
+    documents) kept visible."""
+    rows = tokens.tolist() if isinstance(tokens, Tensor) else tokens
+    return _tokenizer(dataset).batch_decode(rows, skip_special_tokens=False)
