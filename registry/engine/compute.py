@@ -27,13 +27,17 @@ if TYPE_CHECKING:  # annotations only
 __all__ = ["Meter", "Spent", "counting", "counts_attention", "head_macs", "measure_flops", "transformer_macs"]
 
 
-def transformer_macs(shape: TransformerShape, queries: int | None = None, keys: int | None = None) -> float:
-    """Multiply-adds of the transformer blocks for one sequence: ``n_l ((4 + 2r) Q d^2 + 2 Q K d)``, with ``Q``
-    positions computed (all ``L`` by default) attending to ``K`` (all ``L``)."""
+def transformer_macs(
+    shape: TransformerShape, queries: float | None = None, keys: float | None = None, pairs: float | None = None
+) -> float:
+    """Multiply-adds of the transformer blocks for one sequence: ``n_l ((4 + 2r) Q d^2 + 2 P d)``, with ``Q``
+    positions computed (all ``L`` by default) over ``P`` query-key pairs (``Q K``, each query attending to ``K``
+    positions, all ``L`` by default; an attention pattern's pairs when given)."""
     width = shape.width
     queries = shape.length if queries is None else queries
     keys = shape.length if keys is None else keys
-    return shape.layers * ((4 + 2 * shape.mlp_ratio) * queries * width**2 + 2 * queries * keys * width)
+    pairs = queries * keys if pairs is None else pairs
+    return shape.layers * ((4 + 2 * shape.mlp_ratio) * queries * width**2 + 2 * pairs * width)
 
 
 def head_macs(shape: TransformerShape, rows: float | None = None) -> float:
