@@ -32,7 +32,7 @@ from registry.interfaces import Channels
 from registry.toolkit.options import ConfidenceConfig
 
 SIZES = {
-    "full": {"hidden": 256, "layers": 4, "heads": 4, "vocab": 4096, "prompt": 512, "generation": 128, "block": 32,
+    "full": {"hidden": 128, "layers": 2, "heads": 2, "vocab": 4096, "prompt": 512, "generation": 128, "block": 32,
              "steps": 128, "repeats": 3},
     "tiny": {"hidden": 32, "layers": 2, "heads": 2, "vocab": 64, "prompt": 24, "generation": 16, "block": 8,
              "steps": 16, "repeats": 1},

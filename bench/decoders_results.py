@@ -1,9 +1,11 @@
 """The field's decoders against LADD at matched compute: ``results/decoders/`` from trained CPU runs.
 
-    python bench/decoders_results.py --runs runs/decoders --out results/decoders
+    python bench/decoders_results.py --runs runs/decoders --out results/decoders [--jobs 3] \
+        [--eval-option binsaw:--num-samples=500 ...]
 
 Every row is a ``ladd eval`` of a trained run with a sampler chosen on the command line (the commands a user runs,
-printed as they run; each result is kept under ``RUNS/evals/`` and not evaluated again). The sawtooth runs
+printed as they run; each result is kept under ``RUNS/evals/`` and not evaluated again, and a set whose runs are not
+all trained yet is reported when the script runs again after they are). The sawtooth runs
 (``binsaw_mdlm``, ``binsaw_coladd_seq``, ``binsaw_diladd_seq``) are scored by SWD at their presets' budgets, the text
 demo's (``demo_mdlm``, ``demo_coladd``, trained with ``metric=gen_ppl`` and the offline teacher of
 ``bench/demo_teacher.py``) by Gen PPL and the unigram entropy. ``ladd report`` writes each set's tables and plots
@@ -21,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from registry.paper.frontier import interpolate
@@ -76,6 +79,23 @@ def ladd(*args: str) -> None:
         raise SystemExit(f"ladd {args[0]} failed (exit {done.returncode})")
 
 
+def evaluate(commands: list[list[str]], jobs: int) -> None:
+    """Run ``ladd eval`` commands, ``jobs`` at a time, each printed first; stop on the first failure."""
+    running: list[tuple[list[str], subprocess.Popen]] = []
+    for args in commands:
+        print("ladd " + " ".join(args), flush=True)
+        running.append((args, subprocess.Popen([sys.executable, "-m", "registry.cli", *args])))
+        while len(running) >= jobs or (running and args is commands[-1]):
+            for entry in running:
+                if entry[1].poll() is not None:
+                    running.remove(entry)
+                    if entry[1].returncode:
+                        raise SystemExit(f"ladd {' '.join(entry[0])} failed (exit {entry[1].returncode})")
+                    break
+            else:
+                time.sleep(5)
+
+
 def matched_swd(results: list[EvalResult], metric: str) -> tuple[list[float], list[dict[str, str]]]:
     """Each method's metric interpolated at the baseline's measured budgets, with the best method at each."""
     budgets = [s.flops_per_sample / 1e9 for s in results[0].scores if s.flops_per_sample is not None]
@@ -99,17 +119,32 @@ def main() -> None:
     parser.add_argument("--runs", type=Path, default=Path("runs/decoders"))
     parser.add_argument("--out", type=Path, default=Path("results/decoders"))
     parser.add_argument("--sets", default="binsaw,demo")
+    parser.add_argument("--jobs", type=int, default=1, help="evaluations run at once")
+    parser.add_argument(
+        "--eval-option", action="append", default=[], metavar="SET:OPTION=VALUE",
+        help="an option of every `ladd eval` of a set, e.g. binsaw:--num-samples=500",
+    )
     args = parser.parse_args()
+    extra: dict[str, list[str]] = {}
+    for given in args.eval_option:
+        name, _, option = given.partition(":")
+        extra.setdefault(name, []).extend(option.split("=", 1))
     evals = args.runs / "evals"
     evals.mkdir(parents=True, exist_ok=True)
     args.out.mkdir(parents=True, exist_ok=True)
     for name in args.sets.split(","):
-        paths = []
+        paths, commands = [], []
         for method, run, chosen in ROWS[name]:
             path = evals / f"{name}_{method}.json"
-            if not path.is_file():
-                ladd("eval", str(args.runs / run), *chosen, "--method", method, "--out", str(path))
+            if not path.is_file() and (args.runs / run / "model.safetensors").is_file():
+                options = [*chosen, *extra.get(name, []), "--method", method, "--out", str(path)]
+                commands.append(["eval", str(args.runs / run), *options])
             paths.append(path)
+        evaluate(commands, args.jobs)
+        missing = [path.name for path in paths if not path.is_file()]
+        if missing:  # a run not trained yet: run the script again once it is
+            print(f"{name}: not reported yet, {len(missing)} evaluations missing: {', '.join(missing)}", flush=True)
+            continue
         with tempfile.TemporaryDirectory() as folder:
             ladd("report", *map(str, paths), "--out", folder)
             for produced in Path(folder).iterdir():

@@ -1,6 +1,6 @@
 """An offline Gen PPL teacher for the text demo: a small GPT-2 trained on the demo corpus's training split.
 
-    python bench/demo_teacher.py --out runs/teacher [--steps 1500]
+    python bench/demo_teacher.py --out runs/teacher [--steps 300]
 
 No generative LM ships offline, so the demo's samples cannot be scored by GPT-2 Large. This trains a causal
 transformer with Hugging Face's ``GPT2LMHeadModel`` (2 layers, width 128, context 128) on the training split of the
@@ -37,7 +37,7 @@ def rows_of(dataset, split: str, seed: int, start: int):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True)
-    parser.add_argument("--steps", type=int, default=1500)
+    parser.add_argument("--steps", type=int, default=300)
     args = parser.parse_args()
     torch.manual_seed(0)
     reg = registry.load()

@@ -85,8 +85,8 @@ class DiT(CachingBackbone):
         # pattern takes tokens of any length N, and the clean tokens `context` [B, N] in training
         inputs, tau = (x_t, tau_x) if self.denoises_tokens else (y_t, tau_y)
         if inputs is None:
-            what = "tokens" if self.denoises_tokens else "a latent"
-            raise ValueError(f"backbone 'dit' denoises {what}: it needs them")
+            channel = "tokens (x_t)" if self.denoises_tokens else "a latent (y_t)"
+            raise ValueError(f"backbone 'dit' denoises {channel}: it needs them")
         length, pattern = inputs.shape[1], self.attention
         positions, mask = None, None
         if window is not None:  # tokens only: the latent-only network is never given a cache

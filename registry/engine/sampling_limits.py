@@ -95,13 +95,22 @@ def check_sampling_time(
 def _step_seconds(
     experiment: Experiment, rows: int, steps: int, fixed: torch.Tensor | None, length: int | None
 ) -> tuple[float, float]:
-    """The seconds of a call's fixed part and of each step, from calls of 1 and of k steps (k < ``steps``)."""
-    _seconds(experiment, rows, 1, fixed, length)  # the first call pays one-time costs (allocations, caches)
-    one, k = _seconds(experiment, rows, 1, fixed, length), 2
+    """The seconds of a call's fixed part and of each step, from calls of f and of k steps (f < k < ``steps``), f the
+    fewest steps the sampler takes among 1, 2, 4, ... (a block decoder takes no fewer than its blocks)."""
+    first = 1
+    while first < steps:
+        try:
+            _seconds(experiment, rows, first, fixed, length)  # the first call pays one-time costs (allocations)
+            break
+        except InvalidConfigError:
+            first *= 2
+    else:  # no shorter call is taken: the sampler refuses ``steps`` too (its own message), or one call is measured
+        return 0.0, _seconds(experiment, rows, steps, fixed, length) / steps
+    one, k = _seconds(experiment, rows, first, fixed, length), 2 * first
     while (many := _seconds(experiment, rows, k, fixed, length)) < _MEASURED_SECONDS and 2 * k < steps:
         k *= 2
-    per_step = max(many - one, 0.0) / (k - 1)
-    return max(one - per_step, 0.0), per_step
+    per_step = max(many - one, 0.0) / (k - first)
+    return max(one - first * per_step, 0.0), per_step
 
 
 def _seconds(experiment: Experiment, rows: int, steps: int, fixed: torch.Tensor | None, length: int | None) -> float:

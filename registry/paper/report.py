@@ -138,4 +138,10 @@ def format_table(results: list[EvalResult]) -> str:
         spread = floor.data_floor_spread.get(metric)
         header += f"; data vs data {_with_spread(floor.data_floor[metric], spread)}"
         header += f" ({floor.floor_draws} draws)" if floor.floor_draws > 1 else ""
+    counted = [r for r in results if any(s.flops_per_sample is not None for s in r.scores)]
+    if counted:
+        lines.append("GFLOPs per sample spent (two per multiply-add, every network call counted):")
+        for r in counted:
+            spent = {s.steps: gflops(s) or "-" for s in r.scores}
+            lines.append(f"{r.method:<{width}}  {'':>7}  " + "  ".join(f"{spent.get(b, '-'):>{cell}}" for b in budgets))
     return header + "\n" + "\n".join(lines)

@@ -172,8 +172,8 @@ class ConfidenceRule(TokenRule):
         assert rows is not None  # rows() always names the candidates
         policy = self.policy
         logits = logits.double()
-        if policy.eos_logit is not None:
-            logits[:, policy.eos_logit] = -math.inf
+        if policy.eos_logit is not None:  # out of place: the logits may be the network's own output
+            logits = logits.index_fill(-1, torch.tensor([policy.eos_logit], device=logits.device), -math.inf)
         proposal = propose(logits, policy.temperature, generator)
         score = confidence(policy.remasking, logits, proposal, generator)
         if policy.eos_last is not None:

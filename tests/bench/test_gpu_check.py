@@ -56,4 +56,4 @@ def test_gpu_check_tiny_runs_every_section_on_cpu(tmp_path: Path) -> None:
     assert all(r["ms_per_sample"] > 0 and r["gflops"] > 0 for r in decoders)
     cached = [r for r in decoders if "cache" in r["options"]]
     assert len(cached) == 3 and all(r["agreement_refresh_1"] == 1.0 for r in cached), cached
-    assert all(r["token_forwards"] < decoders[2]["token_forwards"] for r in cached), "a cached pass runs fewer positions"
+    assert all(r["token_forwards"] < decoders[2]["token_forwards"] for r in cached), "cached passes run fewer positions"

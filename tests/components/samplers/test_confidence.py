@@ -287,3 +287,14 @@ def test_joint_ladd_runs_a_confidence_rule_beside_its_latent_steps(options):
     assert int((out.tokens == model.vocab_size).sum()) == 0 and out.latent is not None
     with pytest.raises(InvalidConfigError, match="joint sampler cannot use"):
         registry.build("sampler", "joint", {"token_decoder": "confidence", "token_decoder_options": {"cache": "dual"}})
+
+
+def test_the_time_estimate_of_a_job_probes_with_step_counts_a_block_decoder_takes():
+    from registry.engine.sampling_limits import check_sampling_time
+
+    reg = registry.load()
+    cfg = compose(["experiment=binsaw/mdlm_cpu", *TINY, "sampler=confidence", "sampler.block_length=4"], reg)
+    experiment = build_experiment(cfg, reg)
+    check_sampling_time(experiment, 2100, 8, 8, max_hours=1.0)  # timed: 263 chunks x 8 steps; probes of 4 and 8 steps
+    with pytest.raises(InvalidConfigError, match="steps=2 is fewer than the 4 blocks"):
+        check_sampling_time(experiment, 9000, 2, 8, max_hours=1.0)
