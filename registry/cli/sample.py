@@ -113,7 +113,8 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
     per = "" if label is None else f" ({args.num} per {label}, {total // args.num} {label}s)"
     spent = f"{cost.network_calls} network calls and {cost.flops / 1e9:.4g} GFLOPs each"
     ended = "" if lengths is None else f", {int((lengths < tokens.shape[1]).sum())} ended at the end of the document"
-    print(f"{total} samples of {tokens.shape[1]} tokens{per}, {args.steps} token steps, {spent}{ended}: {out}")
+    sized = "" if args.length is None else f" of {args.length} tokens"
+    print(f"{total} samples{sized}{per}, {args.steps} token steps, {spent}{ended}: {out}")
 
 
 def _check_choices(args: argparse.Namespace) -> None:
