@@ -26,7 +26,7 @@ import registry
 from registry.config.composition import compose
 from registry.engine.assembly import build_experiment
 from registry.engine.sampling import sample
-from registry.training.loop import LaddModule
+from registry.training.module import LaddModule
 from step import optimisation_step
 
 #: variant -> (preset, sampler override for evaluation); Di-LADD's one model is also sampled sequentially

@@ -30,7 +30,9 @@ from registry.config.settings import checked
 from registry.engine.assembly import build_experiment
 from registry.engine.sampling import inference_precision
 from registry.host_reads import count_host_reads
-from registry.training.loop import METRICS_FILE, LaddModule, train
+from registry.training.loop import train
+from registry.training.metrics_file import METRICS_FILE
+from registry.training.module import LaddModule
 from step import optimisation_step
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "experiment"

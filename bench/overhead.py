@@ -25,7 +25,9 @@ from registry.config.composition import compose
 from registry.config.settings import checked
 from registry.engine.assembly import build_experiment
 from registry.interfaces import device_batches
-from registry.training.loop import METRICS_FILE, LaddModule, train
+from registry.training.loop import train
+from registry.training.metrics_file import METRICS_FILE
+from registry.training.module import LaddModule
 from step import optimisation_step
 
 #: (label, overrides): small enough that the loop, not the arithmetic, is what is measured on a CPU

@@ -27,7 +27,7 @@ from registry.engine.model import DiffusionModel
 from registry.engine.sampling import inference_precision
 from registry.interfaces import Channels
 from registry.paper.flops import head_macs, transformer_macs
-from registry.training.loop import LaddModule
+from registry.training.module import LaddModule
 from step import optimisation_step
 
 SIZES = {  # paper Table model_sizes_and_configs; the vocabulary is Qwen3's with the mask

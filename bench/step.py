@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from registry.engine.model import DiffusionModel
-from registry.training.loop import LaddModule
+from registry.training.module import LaddModule
 
 
 def optimisation_step(

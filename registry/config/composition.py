@@ -20,7 +20,7 @@ from registry.host.presets import CONFIG_MODULE
 from registry.host.registry import Registry
 
 from .safety import check_config, check_interpolations
-from .settings import UNKNOWN_KEY, Settings, StageConfig, checked, named_stages, schema
+from .settings import Settings, StageConfig, checked, named_stages, schema, unknown_option
 
 PRIMARY_CONFIG = "train"
 STAGES_KEY = "train.stages"
@@ -290,7 +290,7 @@ def composition_error(error: Exception) -> InvalidConfigError:
     message = str(error).splitlines()[0]
     if message.startswith("Could not override"):
         key = message.split("'")[1]
-        return InvalidConfigError(f"{key}: {UNKNOWN_KEY}")
+        return InvalidConfigError(unknown_option(key))
     cause = error.__cause__ or error.__context__
     reason = str(cause).splitlines()[0] if cause is not None and str(cause) else message
     if "Cannot merge DictConfig with ListConfig" in reason:  # OmegaConf names no key; the likely one is known

@@ -30,6 +30,8 @@ INFERENCE_PRECISIONS = ("auto", "bf16-mixed", "32-true")
 #: optimiser choices: the names of their torch.optim classes (adamw: decoupled weight decay; adam: weight decay
 #: added to the gradient)
 OPTIMIZERS = {"adamw": "AdamW", "adam": "Adam"}
+#: experiment trackers (Lightning's loggers): csv needs nothing more; the others come with ladd[tracking]
+LOGGERS = ("csv", "tensorboard", "wandb", "mlflow")
 #: seeds stay within the 32-bit range Lightning and NumPy accept, with room for the per-stage offsets
 MAX_SEED = 2**31 - 1
 #: sampling seeds fill the generators' 64 bits, with room for the offsets of chunks and repeats
@@ -37,6 +39,13 @@ MAX_SAMPLING_SEED = 2**63 - 1
 #: the time in the names of default run and sweep folders
 TIME_FORMAT = "%Y-%m-%d_%H-%M-%S"
 UNKNOWN_KEY = "no such option (misspelt, or an option of another component?)"
+#: ``metadata`` of an option that says how a run executes or reports, not what it learns: it changes no trained
+#: weight beyond rounding, so a run in progress takes a new value without ``--allow-changes``
+OPERATIONAL = {"ladd": "operational"}
+#: Options that were removed, with what acts in their place: a config that still sets one is refused naming it.
+REMOVED = {
+    "objective.lambda_latent": "each stage sets its own weight of the latent loss: train.stages.NAME.lambda_latent",
+}
 
 
 @dataclass
@@ -66,11 +75,44 @@ def named_stages(stages: Any) -> Any:
 
 
 def upgraded(cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """A plain config as this ladd writes it, from one an earlier ladd saved (a run folder's, an export's)."""
+    """A plain config as this ladd writes it, from one an earlier ladd saved (a run folder's, an export's).
+
+    Options since removed are dropped: none of them acted on what the saved run learnt.
+    """
     plain = dict(cfg)
     if isinstance(plain.get("train"), Mapping) and "stages" in plain["train"]:
         plain["train"] = {**plain["train"], "stages": named_stages(plain["train"]["stages"])}
+    for key in removed_options(plain):
+        section, name = key.split(".")
+        plain[section] = {k: v for k, v in plain[section].items() if k != name}
     return plain
+
+
+def removed_options(cfg: Mapping[str, Any]) -> list[str]:
+    """The options of ``REMOVED`` that ``cfg`` sets."""
+    return [
+        key for key in REMOVED
+        if isinstance(section := cfg.get(key.split(".")[0]), Mapping) and key.split(".")[1] in section
+    ]
+
+
+def unknown_option(key: str) -> str:
+    """The message for an option the settings do not have: a removed one says what acts in its place."""
+    if key in REMOVED:
+        return f"{key} was removed ({REMOVED[key]}); delete it from the config"
+    return f"{key}: {UNKNOWN_KEY}"
+
+
+def operational_options() -> dict[str, frozenset[str]]:
+    """The options marked ``OPERATIONAL``, by section of the settings (``train``: its hardware and reporting)."""
+    found: dict[str, frozenset[str]] = {}
+    for section in dataclasses.fields(Settings):
+        kind = section.default_factory
+        if isinstance(kind, type) and dataclasses.is_dataclass(kind):
+            options = frozenset(f.name for f in dataclasses.fields(kind) if f.metadata == OPERATIONAL)
+            if options:
+                found[section.name] = options
+    return found
 
 
 @dataclass
@@ -100,16 +142,22 @@ class TrainConfig:
     ema_decay: float = 0.99
     grad_clip: float = 1.0
     precision: str = "auto"  # auto: bf16-mixed on GPU, 32-true on CPU
-    accelerator: str = "auto"
-    devices: Any = 1  # per node: a count, a list of indices, or "auto"
-    num_nodes: int = 1
-    strategy: str = "auto"  # auto, ddp: DDP when there are several processes (docs/distributed.md); no sharding
-    log_every: int = 50
-    checkpoint_every: int = 500  # steps between checkpoints (last.ckpt of the stage, written atomically)
-    progress: bool = True
-    compile: bool = False  # torch.compile the denoising backbones in place (weights and checkpoints unchanged)
-    compile_mode: str | None = None  # torch.compile's mode, e.g. max-autotune
-    fused_adamw: bool | None = None  # None: fused on CUDA (not with 16-mixed, whose scaler it cannot serve)
+    accelerator: str = field(default="auto", metadata=OPERATIONAL)
+    devices: Any = field(default=1, metadata=OPERATIONAL)  # per node: a count, a list of indices, or "auto"
+    num_nodes: int = field(default=1, metadata=OPERATIONAL)
+    # auto, ddp: DDP when there are several processes (docs/distributed.md); no sharding
+    strategy: str = field(default="auto", metadata=OPERATIONAL)
+    log_every: int = field(default=50, metadata=OPERATIONAL)
+    # steps between checkpoints (last.ckpt of the stage, written atomically)
+    checkpoint_every: int = field(default=500, metadata=OPERATIONAL)
+    progress: bool = field(default=True, metadata=OPERATIONAL)
+    # torch.compile the denoising backbones in place (weights and checkpoints unchanged)
+    compile: bool = field(default=False, metadata=OPERATIONAL)
+    compile_mode: str | None = field(default=None, metadata=OPERATIONAL)  # torch.compile's mode, e.g. max-autotune
+    # None: fused on CUDA (not with 16-mixed, whose scaler it cannot serve)
+    fused_adamw: bool | None = field(default=None, metadata=OPERATIONAL)
+    # where the settings and loss terms are logged besides metrics.csv: csv, tensorboard, wandb or mlflow
+    logger: str = field(default="csv", metadata=OPERATIONAL)
     # a model folder or finished run: every parameter of equal name and shape starts Stage 1 from it (read once,
     # when the run begins; a resumed run continues from its checkpoints)
     init_from: str | None = None
@@ -132,6 +180,7 @@ class TrainConfig:
         check_range("train.ema_decay", self.ema_decay, 0, 1)
         check_range("train.grad_clip", self.grad_clip, 0)
         check_choice("train.precision", self.precision, TRAIN_PRECISIONS)
+        check_choice("train.logger", self.logger, LOGGERS)
         _check_devices(self.devices)
         check_range("train.num_nodes", self.num_nodes, 1)
         check_range("train.log_every", self.log_every, 1)
@@ -189,9 +238,9 @@ LATENT_TIMES = ("tied", "independent", "clean")
 
 @dataclass
 class Objective:
-    """How the latent channel is trained: ``L = L^x + lambda_latent L^y + L_aux`` (App. C)."""
+    """How the latent channel is trained: ``L = L^x + lambda_latent L^y + L_aux`` (App. C), with ``lambda_latent``
+    set by each stage (``StageConfig``)."""
 
-    lambda_latent: float = 1.0
     p_cfg: float = 0.0  # classifier-free latent dropout: y0 replaced by the null latent for the token loss
     # True: rows dropped by p_cfg stay in the latent loss with the null latent as target, so the latent
     # denoiser learns to generate it. False (the authors' choice): the latent loss averages over the kept rows.
@@ -202,7 +251,7 @@ class Objective:
     latent_repeats: int = 1
     # output head only where the token loss can be nonzero (masked positions): the same loss, fewer FLOPs
     # with a large vocabulary, at the price of data-dependent shapes (one host sync per step)
-    head_on_loss_rows: bool = False
+    head_on_loss_rows: bool = field(default=False, metadata=OPERATIONAL)
     # training times are drawn in [time_min, time_max] (BD3-LM's clipped schedule: with the log-linear schedule, the
     # mask rate of every block within [eps_min, eps_max]); held-out L^x spans the whole range, an ELBO
     time_min: float = 0.0
@@ -244,6 +293,10 @@ class Settings:
         """A component slot's node (``name`` and the component's options), or None when the slot is empty."""
         return getattr(self, slot, None)
 
+    def stage_steps(self, stage: StageConfig) -> int:
+        """Optimisation steps of one stage: ``trainer.max_steps`` when given, else the stage's own ``steps``."""
+        return stage.steps if self.trainer.max_steps is None else self.trainer.max_steps
+
     def plain(self) -> dict[str, Any]:
         """These settings as plain data, as config.yaml and exported models hold them."""
         return dataclasses.asdict(self)
@@ -263,6 +316,9 @@ def _schema(slots: tuple[str, ...]) -> type:
 def checked(cfg: Mapping[str, Any]) -> Settings:
     """The typed settings of a plain config: expressions and import paths refused anywhere, then unknown keys,
     wrong types and out-of-range values, each in one line naming the key."""
+    removed = removed_options(cfg)  # a saved config had them dropped (`upgraded`); one given now expects them to act
+    if removed:
+        raise InvalidConfigError(unknown_option(removed[0]))
     cfg = upgraded(cfg)
     cfg.setdefault("run_dir", f"runs/{datetime.datetime.now():{TIME_FORMAT}}")  # as composing would have resolved it
     check_config(cfg)
@@ -286,7 +342,7 @@ def _typed(cfg: Mapping[str, Any]) -> Settings:
         typed = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema()), dict(cfg)))
         return typed  # type: ignore[return-value]  # an instance of schema(), a subclass of Settings
     except ConfigKeyError as error:
-        raise InvalidConfigError(f"{error.full_key}: {UNKNOWN_KEY}") from None
+        raise InvalidConfigError(unknown_option(error.full_key or "config")) from None
     except OmegaConfBaseException as error:
         key = getattr(error, "full_key", None) or "config"
         raise InvalidConfigError(f"{key}: {str(error).splitlines()[0]}") from None

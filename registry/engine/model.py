@@ -88,7 +88,7 @@ class DiffusionModel(nn.Module, DenoiserModel):
         self.seq_len = seq_len
         self.eos_id = eos_id
         self.objective = objective
-        self.lambda_latent = objective.lambda_latent  # the training stage's weight of L^y (begin_stage)
+        self.lambda_latent = 1.0  # the weight of L^y: the full objective until a training stage sets its own
         self.encoder_frozen = False
         self.meter: Meter | None = None  # counts the backbone calls of predict while set (engine.compute.counting)
         if self.attention.block is not None:

@@ -20,7 +20,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from registry.config.settings import upgraded
+from registry.config.settings import operational_options, upgraded
 from registry.errors import LaddError
 from registry.storage.files import is_partial, remove_partials, write_text
 from registry.storage.records import checked_components, read_json
@@ -30,15 +30,14 @@ LOCK_FILE = "train.lock"
 CONFIG_FILE = "config.yaml"
 COMPONENTS_FILE = "components.json"
 WEIGHTS_FILE = "model.safetensors"
+CHECKPOINTS = "checkpoints"  # one folder per stage: checkpoints/stageN
+STAGE_WEIGHTS = "final.safetensors"  # a finished stage's EMA weights, the next stage's starting point
+LAST_CHECKPOINT = "last.ckpt"  # a stage's latest checkpoint, where it resumes
+TRACKING_FILE = "tracking.json"  # the logged runs (W&B, MLflow) that a resumed training continues
 FORMAT = "ladd-run/1"
 ALLOW_CHANGES_FLAG = "--allow-changes"
 #: Keys that label, sample or evaluate a run: they never change what is trained.
 LABEL_KEYS = ("method", "run_dir", "sampler", "metric", "eval")
-#: Options of ``train`` that say how a run is executed or reported, not what it learns.
-OPERATIONAL_TRAIN_KEYS = (
-    "progress", "log_every", "checkpoint_every", "accelerator", "devices", "num_nodes", "strategy",
-    "compile", "compile_mode", "fused_adamw",
-)
 
 
 class RunFolderError(LaddError):
@@ -46,9 +45,11 @@ class RunFolderError(LaddError):
 
 
 def training_settings(cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """What decides the trained weights: the config without labels, sampler, metric, evaluation and hardware options."""
+    """What decides the trained weights: the config without labels, sampler, metric, evaluation and the options
+    marked operational (``settings.OPERATIONAL``: hardware, reporting)."""
     settings = {k: v for k, v in cfg.items() if k not in LABEL_KEYS}
-    settings["train"] = {k: v for k, v in (cfg.get("train") or {}).items() if k not in OPERATIONAL_TRAIN_KEYS}
+    for section, operational in operational_options().items():
+        settings[section] = {k: v for k, v in (cfg.get(section) or {}).items() if k not in operational}
     return settings
 
 
@@ -79,6 +80,18 @@ class RunFolder:
         """Whether the run's final weights exist."""
         return (self.path / WEIGHTS_FILE).is_file()
 
+    def stage_dir(self, index: int) -> Path:
+        """The folder of stage ``index`` (its position, from 1): its checkpoint and, once finished, its weights."""
+        return self.path / CHECKPOINTS / f"stage{index}"
+
+    def stage_weights(self, index: int) -> Path:
+        """Stage ``index``'s EMA weights, written when it finishes."""
+        return self.stage_dir(index) / STAGE_WEIGHTS
+
+    def last_checkpoint(self, index: int) -> Path:
+        """Stage ``index``'s latest checkpoint, where it resumes."""
+        return self.stage_dir(index) / LAST_CHECKPOINT
+
     def check(self, cfg: Mapping[str, Any], allow_changes: bool = False) -> list[str]:
         """The setting changes this training brings (accepted only with ``allow_changes``); raises when refused.
 
@@ -97,7 +110,9 @@ class RunFolder:
                 f"{self.path} holds a symbolic link ({links[0]}); ladd writes no links and never writes through one: "
                 f"remove it, or train into a new run_dir"
             )
-        found = differences(upgraded(record["settings"]), json.loads(json.dumps(training_settings(cfg))))
+        # the record through this ladd's reading too: an option since marked operational is no change
+        recorded = training_settings(upgraded(record["settings"]))
+        found = differences(recorded, json.loads(json.dumps(training_settings(cfg))))
         if not found:
             return []
         listed = "; ".join(found)

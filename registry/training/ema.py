@@ -24,6 +24,10 @@ class _Average(AveragedModel):
     def update_parameters(self, model: torch.nn.Module) -> None:
         if self.started is None:
             self.started = bool(self.n_averaged > 0)
+            # the copy was made before Lightning converted the model to its precision (64-true): follow its dtype
+            dtype = next(model.parameters()).dtype
+            if next(self.parameters()).dtype != dtype:
+                self.module.to(dtype)
         averaged = [p.detach() for p in self.parameters()]
         current = [p.detach() for p in model.parameters()]
         if self.started:

@@ -11,7 +11,8 @@ import registry
 from registry.config.composition import compose
 from registry.config.lr_schedules import lr_factor
 from registry.errors import InvalidConfigError
-from registry.training.loop import LaddModule, train
+from registry.training.loop import train
+from registry.training.module import LaddModule
 
 BASE = 1e-3
 

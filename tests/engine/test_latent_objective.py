@@ -13,9 +13,10 @@ from support import TINY, TWO_STAGES
 import registry
 from registry.config.composition import compose
 from registry.engine.assembly import build_experiment
+from registry.engine.runs import WEIGHTS_FILE
 from registry.errors import InvalidConfigError
 from registry.interfaces import Denoised
-from registry.training.loop import WEIGHTS_FILE, train
+from registry.training.loop import train
 
 WIDTH = 32  # d_l of the sawtooth presets
 

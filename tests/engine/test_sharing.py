@@ -17,7 +17,8 @@ from registry.config.safety import UnsafeConfigError
 from registry.engine.loading import load_run
 from registry.engine.sampling import sample
 from registry.errors import LaddError
-from registry.training.loop import load_weights, train
+from registry.storage.weights import load_weights
+from registry.training.loop import train
 
 
 @pytest.fixture(scope="module")

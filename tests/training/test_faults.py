@@ -12,7 +12,8 @@ from registry.config.composition import compose
 from registry.engine.loading import load_run
 from registry.engine.sampling import sample
 from registry.errors import LaddError
-from registry.training.loop import NonFiniteLossError, train
+from registry.training.loop import train
+from registry.training.module import NonFiniteLossError
 
 pytestmark = pytest.mark.slow  # every test trains
 

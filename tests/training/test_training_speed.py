@@ -15,10 +15,12 @@ from registry.config.composition import compose
 from registry.config.settings import TrainConfig
 from registry.engine.assembly import build_experiment
 from registry.engine.evaluation import token_loss
+from registry.engine.runs import WEIGHTS_FILE
 from registry.engine.sampling import inference_precision, sample
 from registry.engine.timesteps import draw_times
 from registry.errors import InvalidConfigError
-from registry.training.loop import WEIGHTS_FILE, _fused_adamw, train
+from registry.training.loop import train
+from registry.training.module import _fused_adamw
 
 SMALL = ["backbone.hidden=32", "backbone.layers=1"]
 

@@ -13,6 +13,7 @@ import sys
 import textwrap
 import threading
 import time
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -232,14 +233,39 @@ def test_a_cache_of_another_format_or_data_is_rebuilt_not_read(tmp_path):
     entry = dataset.cache_entry("train")
     meta = json.loads((entry / cache.META).read_text())
     assert meta["format"] == cache.FORMAT_VERSION and meta["tokens"] == len(expected) * 16 and meta["documents"] == 100
-    for edit in ({"format": cache.FORMAT_VERSION + 1}, {"fingerprint": {**meta["fingerprint"], "eos_id": 0}}):
+    edits = (
+        {"format": cache.FORMAT_VERSION + 1},
+        {"format": 1, "crc32": None},  # built before entries carried a checksum: built again in the same folder
+        {"fingerprint": {**meta["fingerprint"], "eos_id": 0}},
+    )
+    for edit in edits:
         (entry / cache.META).write_text(json.dumps({**meta, **edit}))
         (entry / cache.TOKENS).write_bytes(b"\1\0" * 16)  # what another version might have written
         assert text_dataset(tmp_path, corpus).rows("train").tolist() == expected, edit
-        assert json.loads((entry / cache.META).read_text())["format"] == cache.FORMAT_VERSION
+        rebuilt = json.loads((entry / cache.META).read_text())
+        assert rebuilt["format"] == cache.FORMAT_VERSION and rebuilt["crc32"] == meta["crc32"]
     (entry / cache.TOKENS).write_bytes(b"\0" * 10)  # this format, these data, but cut: damaged, refused
     with pytest.raises(LaddError, match="is damaged .* delete it to rebuild it"):
         text_dataset(tmp_path, corpus).rows("train")
+
+
+
+def test_a_cache_whose_rows_were_changed_to_other_valid_ids_is_refused(tmp_path):
+    corpus = write_corpus(tmp_path / "corpus.jsonl", 100)
+    dataset = text_dataset(tmp_path, corpus)
+    rows = np.array(dataset.rows("train"))  # a copy: the cache's own rows are a map of the file changed below
+    entry = dataset.cache_entry("train")
+    meta = json.loads((entry / cache.META).read_text())
+    # the checksum recomputed here, independently of the cache's own reader
+    assert meta["crc32"] == f"{zlib.crc32((entry / cache.TOKENS).read_bytes()):08x}"
+    changed = np.array(rows[::-1])  # the same ids in another order: the same size, every id valid
+    assert not np.array_equal(changed, rows)
+    (entry / cache.TOKENS).write_bytes(changed.tobytes())
+    message = f"token cache entry {entry} has changed since it was built .* rm -r '{entry}'$"
+    with pytest.raises(LaddError, match=message):
+        text_dataset(tmp_path, corpus).rows("train")
+    (entry / cache.TOKENS).write_bytes(rows.tobytes())  # put back: read again
+    assert text_dataset(tmp_path, corpus).rows("train").tolist() == rows.tolist()
 
 
 # ---------------------------------------------------------------- refusals

@@ -35,7 +35,7 @@ from registry.config.settings import checked
 from registry.engine.assembly import build_experiment
 from registry.errors import InvalidConfigError
 from registry.interfaces import Encoder
-from registry.training.loop import LaddModule
+from registry.training.module import LaddModule
 
 WORDS = [
     "<pad>",
