@@ -32,5 +32,6 @@ def ladd_model_folders() -> dict[str, str]:
 
 @hookimpl
 def ladd_importers() -> dict[str, str]:
-    # `ladd import mdlm SRC OUT`: MDLM's published checkpoint layout (kuleshov-group/mdlm-owt)
-    return {"mdlm": "ladd_plugins.importers.mdlm:import_mdlm"}
+    # `ladd import mdlm SRC OUT`: MDLM's published checkpoint layout (kuleshov-group/mdlm-owt); `ladd import bd3lm`:
+    # BD3-LM's (kuleshov-group/bd3lm-owt-block_size{4,8,16}), MDLM's layout trained with block-causal attention
+    return {"mdlm": "ladd_plugins.importers.mdlm:import_mdlm", "bd3lm": "ladd_plugins.importers.bd3lm:import_bd3lm"}

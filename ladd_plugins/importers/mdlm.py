@@ -9,7 +9,7 @@ the SHA-256 of their file.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from safetensors import SafetensorError, safe_open
 from torch import nn
 
 from registry.config.composition import compose
+from registry.config.settings import Settings
 from registry.engine.assembly import build_experiment
 from registry.engine.export import write_model
 from registry.errors import LaddError, first_line
@@ -47,14 +48,15 @@ PRESET = "owt/mdlm_published"
 _HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
-def locate(source: str) -> tuple[Path, dict[str, str]]:
-    """The folder holding the checkpoint and what names it: the folder as given, or the hub id and its revision."""
+def locate(source: str, what: str = "MDLM") -> tuple[Path, dict[str, str]]:
+    """The folder holding the checkpoint (of library ``what``) and what names it: the folder as given, or the hub id
+    and its revision."""
     path = Path(source)
     if path.is_dir():
         return path, {"folder": path.name or str(path)}
     if path.exists() or not _HUB_ID.fullmatch(source):
         raise LaddError(
-            f"{source!r} is neither a folder holding an MDLM checkpoint nor a Hugging Face hub id (owner/name)"
+            f"{source!r} is neither a folder holding an {what} checkpoint nor a Hugging Face hub id (owner/name)"
         )
     from huggingface_hub import snapshot_download
 
@@ -62,17 +64,21 @@ def locate(source: str) -> tuple[Path, dict[str, str]]:
         folder = Path(snapshot_download(source, allow_patterns=[CONFIG, WEIGHTS], local_files_only=hub.offline()))
     except Exception as error:  # the hub client's errors (offline, not found, HTTP) have no common base but Exception
         fix = "SRC (a local folder with config.json and model.safetensors)"
-        raise hub.unavailable("MDLM checkpoint", source, error, fix) from None
+        raise hub.unavailable(f"{what} checkpoint", source, error, fix) from None
     return folder, {"hub": source, "revision": folder.name}
+
+
+def read_checkpoint_config(folder: Path, what: str = "MDLM") -> Any:
+    """The folder's ``config.json`` (parsed), after checking both files of an ``what`` checkpoint are there."""
+    for name in (CONFIG, WEIGHTS):
+        if not (folder / name).is_file():
+            raise LaddError(f"{folder} is not an {what} checkpoint: it has no {name} (expected {CONFIG} and {WEIGHTS})")
+    return read_json(folder / CONFIG, f"an {what} config", f"give the folder of an {what} checkpoint")
 
 
 def read_checkpoint_shape(folder: Path) -> MDLMShape:
     """The sizes in the folder's ``config.json``, after checking both files are there."""
-    for name in (CONFIG, WEIGHTS):
-        if not (folder / name).is_file():
-            raise LaddError(f"{folder} is not an MDLM checkpoint: it has no {name} (expected {CONFIG} and {WEIGHTS})")
-    fix = "give the folder of an MDLM checkpoint"
-    return read_shape(read_json(folder / CONFIG, "an MDLM config", fix), str(folder / CONFIG))
+    return read_shape(read_checkpoint_config(folder), str(folder / CONFIG))
 
 
 @contextmanager
@@ -86,10 +92,13 @@ def opened_weights(path: Path) -> Iterator[Any]:
         raise LaddError(f"cannot read {path}: {why}; it is truncated, damaged or not safetensors") from None
 
 
-def check_weights(opened: Any, shape: MDLMShape, path: Path) -> None:
-    """Names and shapes against the table, and MDLM's rotary frequencies when the file holds them."""
+def check_weights(
+    opened: Any, shape: MDLMShape, path: Path, others: Mapping[str, tuple[int, ...]] | None = None
+) -> None:
+    """Names and shapes against the table (and the tensors ``others`` a library adds), and MDLM's rotary frequencies
+    when the file holds them."""
     found = {name: tuple(opened.get_slice(name).get_shape()) for name in opened.keys()}
-    check_layout(found, shape, str(path))
+    check_layout(found, shape, str(path), others)
     if PREFIX + ROTARY_BUFFER in found:
         held = opened.get_tensor(PREFIX + ROTARY_BUFFER).double()
         expected = 1.0 / 10_000 ** (torch.arange(0, shape.head_dim, 2, dtype=torch.float64) / shape.head_dim)
@@ -158,16 +167,27 @@ def import_mdlm(source: str, out_dir: Path, overrides: list[str], registry: Regi
     """``ladd import mdlm``: check the checkpoint whole, fill ladd's ``dit`` from it, write the model folder."""
     folder, origin = locate(source)
     shape = read_checkpoint_shape(folder)
-    weights = folder / WEIGHTS
     settings = compose([*model_overrides(shape), *overrides], registry)
+    return write_filled(settings, registry, folder, shape, {"importer": "mdlm", **origin}, out_dir, overwrite)
+
+
+def write_filled(
+    settings: Settings, registry: Registry, folder: Path, shape: MDLMShape, record: dict[str, str], out_dir: Path,
+    overwrite: bool, others: Mapping[str, tuple[int, ...]] | None = None,
+) -> Path:
+    """The model of ``settings`` with ladd's ``dit`` filled from the checkpoint of MDLM's layout in ``folder`` (checked
+    whole first; ``others``: tensors a library adds to the layout), written as a model folder recording where its
+    weights came from."""
+    weights = folder / WEIGHTS
     with opened_weights(weights) as opened:
-        check_weights(opened, shape, weights)
+        check_weights(opened, shape, weights, others)
     experiment = build_experiment(settings, registry)
-    others = sorted(name for name in experiment.model.state_dict() if not name.startswith(PREFIX))
-    if others:
+    outside = sorted(name for name in experiment.model.state_dict() if not name.startswith(PREFIX))
+    if outside:
         raise LaddError(
-            f"{others[0]} is outside the token denoiser an MDLM checkpoint fills: import without a latent channel"
+            f"{outside[0]} is outside the token denoiser an MDLM-layout checkpoint fills: import without a latent "
+            "channel"
         )
     fill(experiment.model.backbone, shape, weights)
-    record = {"importer": "mdlm", **origin, "file": WEIGHTS, "sha256": file_sha256(weights)}
+    record = {**record, "file": WEIGHTS, "sha256": file_sha256(weights)}
     return write_model(out_dir, experiment.model, settings, experiment.origins(), overwrite, source=record)

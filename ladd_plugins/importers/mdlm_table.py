@@ -42,11 +42,13 @@ class MDLMShape:
         return self.hidden // self.heads
 
 
-def read_shape(config: Any, where: str) -> MDLMShape:
-    """The sizes of an MDLM ``config.json`` (parsed), refusing one that is not MDLM's or that ladd cannot represent."""
-    if not isinstance(config, Mapping) or config.get("model_type") != "mdlm":
+def read_shape(config: Any, where: str, model_type: str = "mdlm") -> MDLMShape:
+    """The sizes of an MDLM ``config.json`` (parsed; ``model_type`` that of a library in MDLM's layout), refusing one
+    that is not of that type or that ladd cannot represent."""
+    if not isinstance(config, Mapping) or config.get("model_type") != model_type:
         found = config.get("model_type") if isinstance(config, Mapping) else type(config).__name__
-        raise LaddError(f"{where} is not an MDLM checkpoint's config (model_type {found!r}, expected 'mdlm')")
+        raise LaddError(f"{where} is not a {model_type} checkpoint's config (model_type {found!r}, expected "
+                        f"{model_type!r})")
     for key in _REQUIRED:
         value = config.get(key)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -169,8 +171,14 @@ def source_shapes(shape: MDLMShape) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def check_layout(found: Mapping[str, tuple[int, ...]], shape: MDLMShape, where: str) -> None:
-    """Refuse, naming the first, a tensor missing, of another shape, or extra; the rotary buffer may be absent."""
+def check_layout(
+    found: Mapping[str, tuple[int, ...]],
+    shape: MDLMShape,
+    where: str,
+    others: Mapping[str, tuple[int, ...]] | None = None,
+) -> None:
+    """Refuse, naming the first, a tensor missing, of another shape, or extra; the rotary buffer may be absent, and so
+    may the tensors ``others`` (full names and shapes) a library adds to MDLM's layout."""
     expected = source_shapes(shape)
     for name, size in expected.items():
         held = found.get(PREFIX + name)
@@ -189,7 +197,11 @@ def check_layout(found: Mapping[str, tuple[int, ...]], shape: MDLMShape, where: 
             f"{where}: {PREFIX + ROTARY_BUFFER} has shape {list(rotary)}, not [{shape.head_dim // 2}] of heads "
             f"of width {shape.head_dim}"
         )
-    extra = sorted(set(found) - {PREFIX + name for name in expected} - {PREFIX + ROTARY_BUFFER})
+    others = others or {}
+    for name, size in others.items():
+        if name in found and tuple(found[name]) != size:
+            raise LaddError(f"{where}: {name} has shape {list(found[name])}, not {list(size)}")
+    extra = sorted(set(found) - {PREFIX + name for name in expected} - {PREFIX + ROTARY_BUFFER} - set(others))
     if extra:
         raise LaddError(f"{where} holds {extra[0]}, which MDLM's DiT does not have; it is not an MDLM DiT checkpoint")
 
