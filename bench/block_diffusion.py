@@ -1,6 +1,6 @@
 """Block diffusion's exact key-value cache: token forwards and ms per generated token with the cache and without it.
 
-    python bench/block_diffusion.py --out DIR                      # a DiT of length 1024 in blocks of 16 (GPU)
+    python bench/block_diffusion.py --out DIR                      # OWT's DiT at length 256 in blocks of 16 (GPU)
     python bench/block_diffusion.py --size cpu --out DIR           # length 128 in blocks of 8
     python bench/block_diffusion.py --size tiny --out DIR          # seconds: the same rows at a toy size
     python bench/block_diffusion.py --run RUN --out DIR            # a trained block-causal run
@@ -33,7 +33,7 @@ from registry.engine.loading import load_trained
 from registry.engine.sampling import inference_precision
 
 SIZES = {
-    "full": {"hidden": 768, "layers": 12, "heads": 12, "vocab": 50257, "length": 1024, "block": 16, "repeats": 3},
+    "full": {"hidden": 768, "layers": 12, "heads": 12, "vocab": 50257, "length": 256, "block": 16, "repeats": 1},
     "cpu": {"hidden": 128, "layers": 2, "heads": 2, "vocab": 4096, "length": 128, "block": 8, "repeats": 3},
     "tiny": {"hidden": 32, "layers": 2, "heads": 2, "vocab": 64, "length": 32, "block": 4, "repeats": 1},
 }
