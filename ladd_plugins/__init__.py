@@ -9,6 +9,8 @@ from registry import ComponentSpec, hookimpl
 
 from . import backbones, datasets, encoders, latents, metrics, processes, samplers, schedules
 
+LADD_CONTRACT = 3  # the plugin contract these components are written for (registry.CONTRACT_VERSION)
+
 
 @hookimpl
 def ladd_components() -> list[ComponentSpec]:
@@ -34,4 +36,4 @@ def ladd_model_folders() -> dict[str, str]:
 def ladd_importers() -> dict[str, str]:
     # `ladd import mdlm SRC OUT`: MDLM's published checkpoint layout (kuleshov-group/mdlm-owt); `ladd import bd3lm`:
     # BD3-LM's (kuleshov-group/bd3lm-owt-block_size{4,8,16}), MDLM's layout trained with block-causal attention
-    return {"mdlm": "ladd_plugins.importers.mdlm:import_mdlm", "bd3lm": "ladd_plugins.importers.bd3lm:import_bd3lm"}
+    return {"mdlm": "ladd_plugins.importers.mdlm:MDLMImporter", "bd3lm": "ladd_plugins.importers.bd3lm:BD3LMImporter"}

@@ -21,7 +21,8 @@ PREFIX = "backbone."
 GPT2_TOKENS = 50257
 FREQUENCY_DIM = 256  # width of the sinusoidal features MDLM's sigma map reads
 ROTARY_BUFFER = "rotary_emb.inv_freq"
-_REQUIRED = ("hidden_dim", "cond_dim", "n_blocks", "n_heads", "vocab_size", "model_length")
+#: the sizes an MDLM config.json gives, each a whole number >= 1
+REQUIRED = ("hidden_dim", "cond_dim", "n_blocks", "n_heads", "vocab_size", "model_length")
 
 
 @dataclass(frozen=True)
@@ -42,17 +43,9 @@ class MDLMShape:
         return self.hidden // self.heads
 
 
-def read_shape(config: Any, where: str, model_type: str = "mdlm") -> MDLMShape:
-    """The sizes of an MDLM ``config.json`` (parsed; ``model_type`` that of a library in MDLM's layout), refusing one
-    that is not of that type or that ladd cannot represent."""
-    if not isinstance(config, Mapping) or config.get("model_type") != model_type:
-        found = config.get("model_type") if isinstance(config, Mapping) else type(config).__name__
-        raise LaddError(f"{where} is not a {model_type} checkpoint's config (model_type {found!r}, expected "
-                        f"{model_type!r})")
-    for key in _REQUIRED:
-        value = config.get(key)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise LaddError(f"{where}: {key} is {value!r}; an MDLM config gives it as a whole number >= 1")
+def read_shape(config: Mapping[str, Any], where: str) -> MDLMShape:
+    """The sizes of an MDLM ``config.json`` (parsed, with every key of ``REQUIRED`` a whole number >= 1), refusing one
+    that ladd cannot represent."""
     conditioning, dropout = config.get("time_conditioning", False), config.get("dropout", 0.1)
     if not isinstance(conditioning, bool):
         raise LaddError(f"{where}: time_conditioning is {conditioning!r}; it must be true or false")
@@ -171,14 +164,18 @@ def source_shapes(shape: MDLMShape) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def check_layout(
-    found: Mapping[str, tuple[int, ...]],
-    shape: MDLMShape,
-    where: str,
-    others: Mapping[str, tuple[int, ...]] | None = None,
-) -> None:
-    """Refuse, naming the first, a tensor missing, of another shape, or extra; the rotary buffer may be absent, and so
-    may the tensors ``others`` (full names and shapes) a library adds to MDLM's layout."""
+def check_layout(found: Mapping[str, tuple[int, ...]], shape: MDLMShape, where: str) -> None:
+    """Refuse, naming the first, a tensor missing, of another shape, or extra; the rotary buffer may be absent.
+
+    The number of blocks is compared first: the table is only built for as many blocks as the file holds.
+    """
+    blocks = {int(part) for name in found for part in name.split(".")[2:3] if name.startswith(f"{PREFIX}blocks.")
+              and part.isdigit()}
+    if len(blocks) != shape.blocks:  # before the table is built for n_blocks blocks, which may be absurd
+        raise LaddError(
+            f"{where} holds {len(blocks)} blocks but config.json's n_blocks is {shape.blocks}; the config and the "
+            f"weights disagree"
+        )
     expected = source_shapes(shape)
     for name, size in expected.items():
         held = found.get(PREFIX + name)
@@ -197,11 +194,7 @@ def check_layout(
             f"{where}: {PREFIX + ROTARY_BUFFER} has shape {list(rotary)}, not [{shape.head_dim // 2}] of heads "
             f"of width {shape.head_dim}"
         )
-    others = others or {}
-    for name, size in others.items():
-        if name in found and tuple(found[name]) != size:
-            raise LaddError(f"{where}: {name} has shape {list(found[name])}, not {list(size)}")
-    extra = sorted(set(found) - {PREFIX + name for name in expected} - {PREFIX + ROTARY_BUFFER} - set(others))
+    extra = sorted(set(found) - {PREFIX + name for name in expected} - {PREFIX + ROTARY_BUFFER})
     if extra:
         raise LaddError(f"{where} holds {extra[0]}, which MDLM's DiT does not have; it is not an MDLM DiT checkpoint")
 

@@ -37,6 +37,7 @@ class JointSampler(Sampler):
     """
 
     needs = Needs(latent=True)  # and what its token decoder needs (set when it is built)
+    takes_latent = True  # sample() draws tokens given a clean latent
 
     def __init__(self, config: JointConfig) -> None:
         self.config = config

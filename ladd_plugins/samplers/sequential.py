@@ -25,6 +25,7 @@ class SequentialSampler(Sampler):
 
     needs = Needs(latent=True)  # and what its token decoder needs (set when it is built)
     conditions_on_clean_latent = True
+    takes_latent = True  # sample() draws tokens given a clean latent
 
     def __init__(self, config: SequentialConfig) -> None:
         if config.latent_steps < 1:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from registry.host.registry import Registry
+from registry.storage.files import check_outside
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -36,6 +38,8 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
         read_results,
     )
 
+    if args.plot:
+        check_outside(Path(args.plot), tuple(args.results), "--plot")
     csv_given = [path for path in args.results if not path.endswith(".json")]
     if csv_given and len(args.results) > 1:
         raise FrontierInputError("give one CSV of measurements, or `ladd eval` results (eval_*.json), not both")

@@ -12,7 +12,7 @@ from registry.errors import IncompatibleComponentsError, LaddError, UnknownCompo
 from registry.host.component import Component
 from registry.host.kinds import SLOTS
 from registry.host.registry import Registry
-from registry.interfaces import Dataset, Latent, Metric, Sampler, needs_of
+from registry.interfaces import Dataset, Latent, Metric, Sampler, declares_needs, needs_of
 from registry.storage.records import checked_components, install_hint
 
 from .model import DiffusionModel
@@ -143,9 +143,21 @@ def with_sampler(
     unmet = needs_of(sampler).unmet(latent, process, model.process, backbone, model.backbone)
     if unmet is not None:
         raise IncompatibleComponentsError(
-            f"{slot.name} {name!r} needs {unmet[0]}; choose another {slot.kind} for this model"
+            f"{slot.name} {name!r} needs {unmet[0]}{_undeclared(sampler, component)}; choose another {slot.kind} for "
+            f"this model"
         )
     return dataclasses.replace(experiment, sampler=sampler, components={**recorded, slot.name: component})
+
+
+def with_metric(
+    experiment: Experiment, registry: Registry, name: str, options: Mapping[str, Any] | None = None
+) -> Experiment:
+    """``experiment`` scored by metric ``name`` (built from ``options``, with the dataset's tokenizer) instead of its
+    own: ``ladd eval --metric``."""
+    slot = SLOTS["metric"]
+    component = registry.get(slot.kind, name)
+    metric = component.build(dict(options or {}), **slot.context({"dataset": experiment.dataset}))
+    return dataclasses.replace(experiment, metric=metric, components={**experiment.components, slot.name: component})
 
 
 def _check_needs(components: Mapping[str, Component], declared: Mapping[str, Any], process: Any) -> None:
@@ -164,7 +176,20 @@ def _check_needs(components: Mapping[str, Component], declared: Mapping[str, Any
         if unmet is not None:
             need, fix = unmet
             name, kind = components[slot].name, SLOTS[slot].kind
-            raise IncompatibleComponentsError(f"{slot} {name!r} needs {need}; {fix} or choose another {kind}")
+            note = _undeclared(holder, components[slot])
+            raise IncompatibleComponentsError(f"{slot} {name!r} needs {need}{note}; {fix} or choose another {kind}")
+
+
+def _undeclared(holder: Any, component: Component) -> str:
+    """For a component keeping its interface's default ``needs`` of no latent (a sampler's, since contract 3): a note
+    saying so, naming its plugin."""
+    if needs_of(holder).latent is not False or declares_needs(holder):
+        return ""
+    return (
+        f" (plugin {component.origin.plugin!r} declares no `needs` for it, which since plugin contract 3 means a "
+        f"token-only sampler; one that samples a latent channel declares needs = Needs(latent=True), or Needs() "
+        f"for either: docs/contract.md)"
+    )
 
 
 def _declared(component: Component) -> type | None:

@@ -10,7 +10,7 @@ from torch.nn import Module
 from registry.config.settings import Settings
 from registry.errors import LaddError
 from registry.host.registry import Registry
-from registry.storage.files import is_abandoned, remove_partials, replacing_all
+from registry.storage.files import check_outside, is_abandoned, remove_partials, replacing_all
 from registry.storage.records import read_json
 from registry.storage.weights import write_weights
 
@@ -28,6 +28,7 @@ def export(run_dir: str | Path, out_dir: str | Path, registry: Registry, overwri
     A folder that holds anything is refused unless ``overwrite`` and it is an earlier export.
     """
     out_dir = Path(out_dir)
+    check_outside(out_dir, (run_dir,), "out_dir")
     check_destination(out_dir, overwrite)
     experiment, settings = load_run(run_dir, registry)
     components = recorded_components(run_dir)

@@ -2,16 +2,16 @@
 from __future__ import annotations
 
 import contextlib
-import inspect
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from registry.config.settings import INFERENCE_PRECISIONS, resolve_precision
 from registry.distributed import gather_rows, share
 from registry.errors import InvalidConfigError, LaddError
+from registry.host.component import Component
 from registry.interfaces import Sampler
 from registry.toolkit.progress import progress as shown
 
@@ -21,6 +21,8 @@ if TYPE_CHECKING:  # annotations only
     from .assembly import Experiment
 
 
+#: how torch's categorical draw refuses probabilities that are NaN, infinite or negative
+_NOT_FINITE = "probability tensor contains"
 #: Seed distance between sample chunks (and loss batches): far beyond the step budgets added to the seed.
 CHUNK_SEED_STRIDE = 1_000_003
 
@@ -105,8 +107,8 @@ def sample_rows(
     when None), with the length of each sample when the sampler stops some early (None when every one fills it)."""
     model = experiment.model.eval()
     if latent is not None:
-        check_takes_latent(experiment.sampler)
-    sized = {} if length is None else {"length": check_length(experiment.sampler, length)}
+        check_takes_latent(experiment.sampler, experiment.components.get("sampler"))
+    sized: dict[str, Any] = {} if length is None else {"length": check_length(experiment.sampler, length)}
     width = model.seq_len if length is None else length
     starts = range(0, num_samples, batch_size)
     chunks, ends, calls = [], [], 0
@@ -118,7 +120,12 @@ def sample_rows(
             known = None if fixed is None else fixed[start : start + size].to(model.device)
             given = {} if latent is None else {"latent": latent[start : start + size].to(model.device)}
             with inference_precision(model.device, precision):
-                out = experiment.sampler.sample(model, size, steps, generator, fixed=known, **given, **sized)
+                try:
+                    out = experiment.sampler.sample(model, size, steps, generator, fixed=known, **given, **sized)
+                except RuntimeError as error:
+                    if _NOT_FINITE not in str(error):
+                        raise
+                    raise LaddError(_not_finite(k, latent)) from None
             chunks.append(out.tokens.cpu())
             ends.append(torch.full((size,), width) if out.lengths is None else out.lengths.cpu())
             calls = out.network_calls
@@ -143,16 +150,32 @@ def check_length(sampler: Sampler, length: int) -> int:
     return length
 
 
+def _not_finite(chunk: int, latent: torch.Tensor | None) -> str:
+    """Why a chunk's categorical draw met NaN or infinite probabilities, and what to do about it."""
+    if latent is not None and latent.is_floating_point():
+        cause = (
+            f"the clean latents given reach {float(latent.abs().max()):.3g} in magnitude, beyond what the network's "
+            f"float arithmetic holds: sample at latents that `ladd encode` or --like made"
+        )
+    else:
+        cause = "the weights may have diverged: evaluate the model's loss (ladd eval), or train it again"
+    overflow = "NaN or infinite probabilities (the network's predictions overflowed)"
+    return f"sampling chunk {chunk + 1} met {overflow}: {cause}"
+
+
 def takes_latent(sampler: Sampler) -> bool:
-    """Whether ``sampler.sample`` takes a clean latent (``latent=``); a sampler written before the keyword does not."""
-    parameters = inspect.signature(sampler.sample).parameters.values()
-    return any(p.name == "latent" or p.kind is p.VAR_KEYWORD for p in parameters)
+    """Whether ``sampler.sample`` takes a clean latent (``latent=``), as the sampler declares (``takes_latent``)."""
+    return getattr(sampler, "takes_latent", False) is True
 
 
-def check_takes_latent(sampler: Sampler) -> None:
-    """Refuse a sampler whose ``sample`` takes no clean latent (``latent=``): it could only ignore one."""
+def check_takes_latent(sampler: Sampler, component: Component | None = None) -> None:
+    """Refuse a sampler that does not declare it takes a clean latent (``latent=``): it could only ignore one.
+
+    ``component``: the registered sampler, whose plugin the message names."""
     if not takes_latent(sampler):
+        name = component.label if component is not None else f"sampler {type(sampler).__name__}"
         raise LaddError(
-            f"sampler {type(sampler).__name__} cannot draw samples given a latent (its sample() takes no `latent`); "
-            f"choose one that can, e.g. --sampler sequential or --sampler joint"
+            f"{name} cannot draw samples given a latent: it does not declare `takes_latent = True` (since plugin "
+            f"contract 3 a sampler declares it; ladd no longer reads its sample() signature: docs/contract.md); "
+            f"choose one that does, e.g. --sampler sequential or --sampler joint"
         )

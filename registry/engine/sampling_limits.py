@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from registry.errors import InvalidConfigError
 
@@ -31,15 +31,18 @@ _INFERENCE_WIDTHS = 4
 _TOKEN_BYTES = 8  # int64 ids
 
 
-def sampling_bytes(experiment: Experiment, num_samples: int, batch_size: int, length: int | None = None) -> int:
+def sampling_bytes(
+    experiment: Experiment, num_samples: int, batch_size: int, latent_bytes: int = 0, length: int | None = None
+) -> int:
     """At least what sampling ``num_samples`` sequences of ``length`` tokens (the model's by default) in chunks of
-    ``batch_size`` holds in memory at once."""
+    ``batch_size`` holds in memory at once, each given a clean latent of ``latent_bytes``."""
     from .memory import transformer_shapes
 
     rows = min(batch_size, num_samples)
     model = experiment.model
     tokens = model.seq_len if length is None else length
     kept = 2 * num_samples * tokens * _TOKEN_BYTES  # the chunks, then their concatenation
+    kept += num_samples * latent_bytes
     chunk = 0
     for shape in transformer_shapes(model):
         head = shape.head_positions if length is None else length
@@ -49,12 +52,18 @@ def sampling_bytes(experiment: Experiment, num_samples: int, batch_size: int, le
 
 
 def check_sampling_memory(
-    experiment: Experiment, num_samples: int, batch_size: int, what: str, length: int | None = None
+    experiment: Experiment,
+    num_samples: int,
+    batch_size: int,
+    what: str,
+    latent_bytes: int = 0,
+    length: int | None = None,
 ) -> None:
-    """Refuse sampling whose lower-bound memory exceeds what the model's device (and the host) has free."""
+    """Refuse sampling whose lower-bound memory exceeds what the model's device (and the host) has free; each sample
+    of ``length`` tokens (the model's by default) given a clean latent of ``latent_bytes``."""
     from .memory import GIB, available_bytes
 
-    needed = sampling_bytes(experiment, num_samples, batch_size, length)
+    needed = sampling_bytes(experiment, num_samples, batch_size, latent_bytes, length)
     free = available_bytes(experiment.model.device)
     if free is not None and needed > free:
         rows, device = min(batch_size, num_samples), experiment.model.device.type
@@ -119,7 +128,7 @@ def _seconds(experiment: Experiment, rows: int, steps: int, fixed: torch.Tensor 
     model = experiment.model.eval()
     known = None if fixed is None else fixed[:rows].to(model.device)
     generator = torch.Generator(device=model.device).manual_seed(0)
-    sized = {} if length is None else {"length": length}
+    sized: dict[str, Any] = {} if length is None else {"length": length}
     start = time.perf_counter()
     with torch.no_grad():
         experiment.sampler.sample(model, rows, steps, generator, fixed=known, **sized)

@@ -16,6 +16,8 @@ from .records import read_json
 
 #: printed with every perplexity: LADD's bound also has latent terms that exp(L^x) leaves out
 PPL_NOTE = "PPL = exp(L^x), the token term only: an upper bound for MDLM, not the full ELBO for LADD"
+#: printed with every bound: what it covers
+BOUND_NOTE = "the full variational bound: token and latent channels, endpoint and encoder terms (App. C.1)"
 
 
 @dataclass
@@ -44,6 +46,10 @@ class EvalResult:
     lower_is_better: bool = True  # of the headline score
     repeats: int = 1  # independent sample sets (each against its own reference draw) per budget
     floor_draws: int = 1  # data-vs-data pairs behind data_floor
+    #: the full variational bound on -log p of the held-out rows of token_loss, nats per real token (None: not asked)
+    bound: float | None = None
+    bound_draws: int = 0  # Monte Carlo draws per held-out row behind bound
+    no_bound: str | None = None  # why the bound was left out when it was not asked for explicitly
 
     @property
     def token_perplexity(self) -> float:

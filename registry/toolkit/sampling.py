@@ -2,8 +2,6 @@
 chain's step, which every token decoder runs (``token_step`` with a ``TokenRule``)."""
 from __future__ import annotations
 
-import functools
-import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -122,7 +120,7 @@ def check_fixed_kept(tokens: Tensor, fixed: Tensor | None, model: DenoiserModel)
             if takes_fixed(model.process):
                 fix = "must return them unchanged"
             else:
-                fix = "must take them (step(..., fixed=None)) and keep them"
+                fix = "must take them (step(..., fixed=None)), keep them and not declare takes_fixed = False"
             raise LaddError(
                 f"token process {name} changed tokens given in `fixed` (a prompt or an infill): its step {fix}"
             )
@@ -130,14 +128,9 @@ def check_fixed_kept(tokens: Tensor, fixed: Tensor | None, model: DenoiserModel)
 
 
 def takes_fixed(process: Process) -> bool:
-    """Whether ``process.step`` takes the known tokens (``fixed=``); a process written before the keyword does not."""
-    return _step_takes_fixed(type(process))
-
-
-@functools.cache
-def _step_takes_fixed(process: type[Process]) -> bool:
-    parameters = inspect.signature(process.step).parameters.values()
-    return any(p.name == "fixed" or p.kind is p.VAR_KEYWORD for p in parameters)
+    """Whether ``process.step`` takes the known tokens (``fixed=``), as the process declares (``Process.takes_fixed``,
+    True unless its step was written without the keyword)."""
+    return getattr(process, "takes_fixed", True) is not False
 
 
 def reverse_step(
@@ -149,11 +142,21 @@ def reverse_step(
     generator: torch.Generator,
     fixed: Tensor | None,
 ) -> Tensor:
-    """``process.step``, given the known tokens ``fixed`` when there are some; a step written without the keyword
-    is called without it (``check_fixed_kept`` then tells whether it kept them)."""
+    """``process.step``, given the known tokens ``fixed`` when there are some; a process declaring ``takes_fixed =
+    False`` is called without them (``check_fixed_kept`` then tells whether it kept them)."""
     if fixed is None or not takes_fixed(process):
         return process.step(x_t, prediction, tau_t, tau_s, generator)
-    return process.step(x_t, prediction, tau_t, tau_s, generator, fixed=fixed)
+    try:
+        return process.step(x_t, prediction, tau_t, tau_s, generator, fixed=fixed)
+    except TypeError as error:
+        if "unexpected keyword argument 'fixed'" not in str(error):
+            raise
+        kind = type(process)
+        raise LaddError(
+            f"token process {kind.__name__} ({kind.__module__}) has a step without the `fixed` keyword but does not "
+            f"declare `takes_fixed = False`, which plugin contract 3 asks of such a process instead of reading its "
+            f"signature (docs/contract.md): declare it, or take `fixed` and keep the known tokens"
+        ) from error
 
 
 def revealing(model: DenoiserModel, fast: bool) -> RevealingProcess | None:

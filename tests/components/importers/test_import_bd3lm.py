@@ -9,10 +9,9 @@ import pytest
 import torch
 from bd3lm_reference import sampling_log_probs, training_log_probs, write_bd3lm
 from mdlm_reference import write_checkpoint
+from support import import_mdlm, import_with
 
 import registry
-from ladd_plugins.importers.bd3lm import import_bd3lm
-from ladd_plugins.importers.mdlm import import_mdlm
 from registry.cli import main
 from registry.config.composition import compose
 from registry.engine.assembly import build_experiment
@@ -67,18 +66,19 @@ def test_an_imported_bd3lm_gives_its_networks_log_probabilities(reg, tmp_path, c
     ("config", "overrides", "line"),
     [
         ({"block_size": 5}, [], "block_size 5 does not divide model_length 16"),
-        ({"block_size": 0}, [], "block_size is 0"),
+        ({"block_size": 0}, [], "block_size is 0 \\(it must be a whole number >= 1\\)"),
         ({"time_conditioning": True}, [], "time_conditioning is true"),
         ({"cross_attn": False}, [], "cross_attn is False"),
-        ({}, ["backbone.block_size=8"], "backbone.block_size=8 disagrees with the BD3-LM checkpoint"),
-        ({}, ["dataset.seq_len=32"], "dataset.seq_len=32 disagrees with the BD3-LM checkpoint"),
-        ({"model_type": "mdlm"}, [], "is not a bd3lm checkpoint's config"),
+        ({}, ["backbone.block_size=8"], "backbone.block_size=8: the checkpoint sets backbone.block_size=4"),
+        ({}, ["backbone.attention=bidirectional"], "the checkpoint sets backbone.attention=block_causal"),
+        ({}, ["dataset.seq_len=32"], "dataset.seq_len=32: the checkpoint sets dataset.seq_len=16"),
+        ({"model_type": "mdlm"}, [], "model_type is 'mdlm' \\(it must be 'bd3lm'\\)"),
     ],
 )
 def test_bad_checkpoints_and_overrides_are_refused_in_one_line(reg, tmp_path, config, overrides, line):
     write_bd3lm(tmp_path / "bd3lm", **SIZES, length=16, **{"block_size": 4, **config})
     with pytest.raises(LaddError, match=line) as refused:
-        import_bd3lm(str(tmp_path / "bd3lm"), tmp_path / "ladd", overrides, reg)
+        import_with("bd3lm", str(tmp_path / "bd3lm"), tmp_path / "ladd", overrides, reg)
     assert "\n" not in str(refused.value)
     assert not (tmp_path / "ladd").exists(), "nothing written"
 
@@ -86,7 +86,7 @@ def test_bad_checkpoints_and_overrides_are_refused_in_one_line(reg, tmp_path, co
 def test_clipped_times_outside_the_unit_range_are_refused(reg, tmp_path):
     write_bd3lm(tmp_path / "bd3lm", **SIZES, block_size=4, length=16, times=(0.9, 0.2))
     with pytest.raises(LaddError, match="are not a range within"):
-        import_bd3lm(str(tmp_path / "bd3lm"), tmp_path / "ladd", [], reg)
+        import_with("bd3lm", str(tmp_path / "bd3lm"), tmp_path / "ladd", [], reg)
     config = json.loads((tmp_path / "bd3lm" / "config.json").read_text())
     assert config["model_type"] == "bd3lm"
 
