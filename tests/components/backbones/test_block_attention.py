@@ -96,6 +96,7 @@ def test_block_options_that_cannot_hold_together_are_refused_in_one_line():
                                   "backbone.block_size=4"], reg), reg)
 
 
+@pytest.mark.slow  # seconds: the FLOPs of a composed experiment are measured
 def test_ladd_flops_counts_the_block_pattern_pairs():
     net = flops_report(config(), registry.load()).backbone
     shape, layers, d, r = net.shape, 2, 64, 4.0

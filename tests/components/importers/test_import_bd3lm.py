@@ -36,6 +36,7 @@ def _close(ours, reference, exact, at):
     assert error < 1e-5 and error <= 4 * rounding + 1e-12, (error, rounding)
 
 
+@pytest.mark.slow  # seconds: two models built and a folder written
 def test_an_imported_bd3lm_gives_its_networks_log_probabilities(reg, tmp_path, capsys):
     tensors = write_bd3lm(tmp_path / "bd3lm", **SIZES, block_size=4, length=16)
     assert main(["import", "bd3lm", str(tmp_path / "bd3lm"), str(tmp_path / "ladd")]) in (0, None)
@@ -91,6 +92,7 @@ def test_clipped_times_outside_the_unit_range_are_refused(reg, tmp_path):
     assert config["model_type"] == "bd3lm"
 
 
+@pytest.mark.slow  # seconds: two models built and a folder written
 def test_block_diffusion_warm_starts_from_an_imported_mdlm_with_every_tensor(reg, tmp_path):
     write_checkpoint(tmp_path / "mdlm", hidden=32, blocks=2, heads=4, cond=16, time_conditioning=False, length=16)
     imported = import_mdlm(str(tmp_path / "mdlm"), tmp_path / "imported", [], reg)

@@ -39,8 +39,9 @@ def _sample(model, steps: int = 4, length: int | None = None, fixed=None, seed: 
     return out, meter.spent()
 
 
-@pytest.mark.parametrize(("decoder", "times"), [("ancestral", 1), ("ancestral", 4), ("ancestral", 16),
-                                               ("confidence", 1), ("confidence", 4)])
+@pytest.mark.parametrize(("decoder", "times"), [("ancestral", 1), ("ancestral", 4),
+                                               pytest.param("ancestral", 16, marks=pytest.mark.slow),
+                                               ("confidence", 1), pytest.param("confidence", 4, marks=pytest.mark.slow)])
 def test_the_cache_changes_no_token(short, decoder, times):
     length = times * short.seq_len
     cached, cached_spent = _sample(short, 2, length, **DECODERS[decoder])
@@ -50,6 +51,7 @@ def test_the_cache_changes_no_token(short, decoder, times):
     assert cached_spent.positions < plain_spent.positions
 
 
+@pytest.mark.slow  # seconds: many block steps
 def test_token_forwards_with_and_without_the_cache_have_their_closed_forms(model):
     # 16 blocks of 4 at 4x the trained length; a confidence step commits one token, so each block takes 4 calls
     options = DECODERS["confidence"]
@@ -63,6 +65,7 @@ def test_token_forwards_with_and_without_the_cache_have_their_closed_forms(model
     assert per_step == (blocks + 1) / 2
 
 
+@pytest.mark.slow  # seconds: many block steps
 def test_a_prompt_is_kept_as_leading_blocks_and_read_through_the_cache(model):
     fixed = torch.full((3, 32), MASK)
     fixed[:, :6] = torch.tensor([1, 0, 1, 1, 0, 0])  # a block and a half
