@@ -119,7 +119,7 @@ class Process(ABC):
     #: the state kind this process diffuses (built as ``factory(config, schedule=..., vocab_size=...)``, where
     #: ``vocab_size`` counts the values of an ``IDS`` state and is None for others)
     diffuses: str = IDS
-    #: True when ``corrupt``, ``loss``, ``position_loss`` and ``loss_rows`` also take a time per position (``tau``
+    #: True when ``corrupt``, ``loss`` and ``position_loss`` also take a time per position (``tau``
     #: ``[B, S]``, beside one per sequence ``[B]``): a backbone of block attention trains each block at its own time
     position_times: bool = False
     #: whether ``step`` takes the known tokens (``fixed=``); False for a step written without the keyword, which ladd
