@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from registry.interfaces import Backbone, Channels, TransformerShape
-from registry.toolkit.attention import BIDIRECTIONAL, attention
+from registry.interfaces import AttentionPattern, Backbone, Channels, TransformerShape
+from registry.toolkit.attention import attention
 
 if TYPE_CHECKING:  # annotations only
     from .model import DiffusionModel
@@ -119,7 +119,8 @@ class Meter:
         length = shape.length - shape.head_positions + head_positions  # every position attention sees
         queries = len(range(length)[window]) if window is not None else length
         # a windowed pass attends over the cached positions its queries see; a full pass over all of them
-        first = 0 if window is None else getattr(backbone, "attention", BIDIRECTIONAL).first_seen(window.start or 0)
+        pattern = getattr(backbone, "attention", AttentionPattern())
+        first = 0 if window is None else pattern.first_seen(window.start or 0)
         self._positions += batch * queries
         self._flops += batch * (2 * transformer_macs(shape, queries, length - first) + cost.rest)
         per_row = 2 * head_macs(shape, 1)

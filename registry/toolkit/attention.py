@@ -12,22 +12,23 @@ have changed since they were cached; a network whose attention never reads posit
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from registry.errors import LaddError
-from registry.interfaces import AttentionPattern
+
+if TYPE_CHECKING:  # the contract's interfaces import this module (a backbone's new cache): no import back at run time
+    from registry.interfaces import AttentionPattern
 
 try:
     from flash_attn import flash_attn_func
 except ImportError:
     flash_attn_func = None
 
-__all__ = ["BIDIRECTIONAL", "KVCache", "attention", "context_mask", "pattern_mask"]
-
-#: every position sees every other
-BIDIRECTIONAL = AttentionPattern()
+__all__ = ["KVCache", "attention", "context_mask", "pattern_mask"]
 
 
 def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, mask: Tensor | None = None) -> Tensor:
@@ -42,10 +43,10 @@ def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, mask: Tenso
     return out.flatten(2)
 
 
-def pattern_mask(pattern: AttentionPattern, queries: Tensor, keys: Tensor) -> Tensor | None:
+def pattern_mask(pattern: AttentionPattern | None, queries: Tensor, keys: Tensor) -> Tensor | None:
     """Bool ``[Q, K]``: which of the positions ``keys`` each of the positions ``queries`` sees under ``pattern``;
-    None when it sees every one (bidirectional)."""
-    if pattern.block is None:
+    None when it sees every one (bidirectional, also ``pattern`` None)."""
+    if pattern is None or pattern.block is None:
         return None
     own = queries // pattern.block
     seen = keys[None, :] // pattern.block <= own[:, None]
@@ -86,9 +87,9 @@ class KVCache:
 
     def attend(
         self, layer: int, q: Tensor, k: Tensor, v: Tensor, window: slice | None = None,
-        pattern: AttentionPattern = BIDIRECTIONAL,
+        pattern: AttentionPattern | None = None,
     ) -> Tensor:
-        """Attention of ``layer``'s queries over the cached sequence, under ``pattern``.
+        """Attention of ``layer``'s queries over the cached sequence, under ``pattern`` (None: bidirectional).
 
         ``window`` None: ``q``, ``k``, ``v`` cover the whole sequence from position 0 and are cached. Otherwise they
         cover the positions of ``window`` only (from ``window.start``): those are written into the cache, and the
@@ -118,7 +119,7 @@ class KVCache:
         else:
             keys = torch.cat([keys[:, : start - first], k], dim=1)
             values = torch.cat([values[:, : start - first], v], dim=1)
-        drop = max(pattern.first_seen(start) - first, 0)
+        drop = 0 if pattern is None else max(pattern.first_seen(start) - first, 0)
         keys, values, first = keys[:, drop:], values[:, drop:], first + drop
         self._keys[layer], self._values[layer], self._first[layer] = keys, values, first
         queries = torch.arange(start, start + width, device=q.device)

@@ -16,7 +16,7 @@ from torch import Tensor, nn
 
 from registry.interfaces import AttentionPattern
 
-from .attention import BIDIRECTIONAL, attention
+from .attention import attention
 from .tokens import at_rows
 
 __all__ = [
@@ -194,7 +194,7 @@ class DiTBlock(nn.Module):
 
     def forward(
         self, x: Tensor, c: Tensor, rope: Rotary, cache: Any = None, layer: int = 0, window: slice | None = None,
-        mask: Tensor | None = None, pattern: AttentionPattern = BIDIRECTIONAL,
+        mask: Tensor | None = None, pattern: AttentionPattern | None = None,
     ) -> Tensor:
         """The block over ``x``, attending under ``mask`` (bool, True: may attend); with ``cache`` (a ``KVCache``),
         attending through it as this trunk's ``layer`` under ``pattern``, ``x`` holding the positions of ``window``
@@ -228,7 +228,7 @@ class DiTTrunk(nn.Module):
 
     def forward(
         self, x: Tensor, c: Tensor, cache: Any = None, window: slice | None = None, *,
-        positions: Tensor | None = None, mask: Tensor | None = None, pattern: AttentionPattern = BIDIRECTIONAL,
+        positions: Tensor | None = None, mask: Tensor | None = None, pattern: AttentionPattern | None = None,
     ) -> Tensor:
         """Hidden states of ``x`` ``[B, L, D]`` at RoPE ``positions`` (``0..L-1`` by default), attending under ``mask``
         (bool ``[L, L]``); with ``cache``, ``x`` holds the positions of ``window`` (``window.start`` on), the other

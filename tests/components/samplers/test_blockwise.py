@@ -39,9 +39,14 @@ def _sample(model, steps: int = 4, length: int | None = None, fixed=None, seed: 
     return out, meter.spent()
 
 
-@pytest.mark.parametrize(("decoder", "times"), [("ancestral", 1), ("ancestral", 4),
-                                               pytest.param("ancestral", 16, marks=pytest.mark.slow),
-                                               ("confidence", 1), pytest.param("confidence", 4, marks=pytest.mark.slow)])
+SLOW = pytest.mark.slow  # seconds: 32 and 16 blocks, each step over the whole prefix without the cache
+
+
+@pytest.mark.parametrize(
+    ("decoder", "times"),
+    [("ancestral", 1), ("ancestral", 4), pytest.param("ancestral", 16, marks=SLOW), ("confidence", 1),
+     pytest.param("confidence", 4, marks=SLOW)],
+)
 def test_the_cache_changes_no_token(short, decoder, times):
     length = times * short.seq_len
     cached, cached_spent = _sample(short, 2, length, **DECODERS[decoder])
