@@ -2,6 +2,7 @@
 (the same samples), evaluated, counted by ``ladd flops``, and bad lengths refused in one line."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,8 @@ def test_eval_and_flops_of_a_block_causal_model(run, tmp_path, capsys):
         "--loss-batches", 1, "--out", result,
     )
     assert status == 0 and result.is_file(), err
+    assert "note: no bound on -log p: the token backbone attends in blocks of 4" in printed  # its NELBO is L^x
+    assert json.loads(result.read_text())["bound"] is None
     status, printed, _ = ladd(capsys, "flops", "experiment=binsaw/bd3lm_cpu")
     assert status == 0 and "block step with cache, mean (1 op per MAC)" in printed
 
