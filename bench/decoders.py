@@ -58,13 +58,14 @@ DECODERS = [
 ]
 
 
-def model_of(size: dict, device: torch.device) -> DiffusionModel:
-    """A token-only DiT of length prompt + generation with random weights."""
-    length = size["prompt"] + size["generation"]
+def model_of(size: dict, device: torch.device, length: int | None = None, **backbone: object) -> DiffusionModel:
+    """A token-only DiT of ``length`` (prompt + generation by default; other ``backbone`` options given) with random
+    weights."""
+    length = size["prompt"] + size["generation"] if length is None else length
     reg = registry.load()
     schedule = reg.build("schedule", "linear")
     process = reg.build("process", "masked", schedule=schedule, vocab_size=size["vocab"])
-    options = {"hidden": size["hidden"], "layers": size["layers"], "heads": size["heads"], "dropout": 0.0}
+    options = {"hidden": size["hidden"], "layers": size["layers"], "heads": size["heads"], "dropout": 0.0, **backbone}
     backbone = reg.build("backbone", "dit", options, channels=Channels(size["vocab"], length, None))
     model = DiffusionModel(process, None, backbone, size["vocab"], length, Objective(), schedule=schedule)
     generator = torch.Generator().manual_seed(0)

@@ -12,14 +12,16 @@
 #     sampled: ms/sample at 128 steps and batch 64, plain against fast (bench/import_mdlm.py);
 #   - the field's decoders at batch 1 on a DiT of length 640 (prompt 512, generation 128, block 32, 128 steps):
 #     network calls, FLOPs and ms/sample against uncached ancestral sampling, the prefix and dual key-value caches
-#     and their token agreement with uncached decoding (bench/decoders.py).
+#     and their token agreement with uncached decoding (bench/decoders.py);
+#   - block diffusion's exact key-value cache on OWT's DiT (length 256, blocks of 16): token forwards of 16 blocks with
+#     and without it against (K + 1) / 2, ms per generated token at 4x the length, tokens compared (bench/block_diffusion.py).
 #
 #   OUT=/tmp/out bash bench/gpu_check.sh                # on a GPU, the wheels of missing packages in .whl/
 #   OUT=/tmp/out bash bench/gpu_check.sh --size tiny    # anywhere: the same steps with tiny networks
 #
 # Each section runs in its own process under a time limit (LIMIT_SYNCS, LIMIT_SPEED, LIMIT_BINSAW, LIMIT_GRAPHS,
-# LIMIT_LM1B, LIMIT_OWT, LIMIT_IMPORT, LIMIT_DECODERS seconds; 9.7 minutes in all by default), so a failure or a timeout is a row and
-# the next section still runs. Run folders and stand-ins go to SCRATCH (default: a temporary folder on
+# LIMIT_LM1B, LIMIT_OWT, LIMIT_IMPORT, LIMIT_DECODERS, LIMIT_BLOCKS seconds; 10 minutes in all by default), so a
+# failure or a timeout is a row and the next section still runs. Run folders and stand-ins go to SCRATCH (default: a temporary folder on
 # /dev/shm, removed at the end). Rows are printed as measured and kept under OUT
 # (JSON and logs); a run cut short keeps what it measured.
 set -uo pipefail
@@ -36,7 +38,7 @@ if [ -z "${SCRATCH:-}" ]; then
 fi
 source bench/checkout_env.sh
 
-ROWS='^(train |sample |import |decoder |output head|host syncs|NVIDIA|cpu,|(binsaw|lm1b|owt)/)|skipping cudagraphs'
+ROWS='^(train |sample |import |decoder |output head|host syncs|token forwards|length |NVIDIA|cpu,|(binsaw|lm1b|owt)/)|skipping cudagraphs'
 section() {  # section NAME SECONDS COMMAND...: run it, print its rows, report a failure or timeout as a row
   local name=$1 limit=$2 started rc
   shift 2
@@ -78,4 +80,6 @@ done
 mdlm_size=$([ "$SIZE" = tiny ] && echo tiny || echo owt)
 section import "${LIMIT_IMPORT:-60}" python3 bench/import_mdlm.py --size "$mdlm_size" --sample --out "$OUT/import" --scratch "$SCRATCH"
 section decoders "${LIMIT_DECODERS:-30}" python3 bench/decoders.py --size "$SIZE" --out "$OUT/decoders"
+section block_diffusion "${LIMIT_BLOCKS:-20}" python3 bench/block_diffusion.py --size "$SIZE" --batch 8 \
+  --out "$OUT/block_diffusion"
 date -u +"end %Y-%m-%dT%H:%M:%SZ"

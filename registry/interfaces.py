@@ -27,6 +27,7 @@ __all__ = [
     "Latent",
     "LatentCode",
     "Encoder",
+    "AttentionPattern",
     "Backbone",
     "CachingBackbone",
     "TransformerShape",
@@ -119,6 +120,9 @@ class Process(ABC):
     #: the state kind this process diffuses (built as ``factory(config, schedule=..., vocab_size=...)``, where
     #: ``vocab_size`` counts the values of an ``IDS`` state and is None for others)
     diffuses: str = IDS
+    #: True when ``corrupt``, ``loss`` and ``position_loss`` also take a time per position (``tau``
+    #: ``[B, S]``, beside one per sequence ``[B]``): a backbone of block attention trains each block at its own time
+    position_times: bool = False
     #: whether ``step`` takes the known tokens (``fixed=``); False for a step written without the keyword, which ladd
     #: then calls without it (a prompt is refused if its chain changed a known token)
     takes_fixed: bool = True
@@ -366,11 +370,44 @@ class TransformerShape:
     head_outputs: int  # classes of the token output head (K)
 
 
+@dataclass(frozen=True)
+class AttentionPattern:
+    """Which token positions the attention of a backbone lets each position see (``Backbone.attention``).
+
+    ``block`` None: every position sees every other (bidirectional). ``block`` b: the positions are cut into blocks of
+    b from the left, and a block sees itself and the blocks before it (block-causal), at most ``span`` positions in all
+    counting its own (None: every block before it). A backbone of a block pattern is trained on each block noised
+    given the clean blocks before it: its ``forward`` takes the clean tokens as ``context`` in training.
+    """
+
+    block: int | None = None
+    span: int | None = None
+
+    def first_seen(self, position: int) -> int:
+        """The first position that a query at ``position`` sees."""
+        if self.block is None or self.span is None:
+            return 0
+        return max(0, position // self.block * self.block + self.block - self.span)
+
+    def pairs(self, length: int) -> int:
+        """The query-key pairs that one pass over ``length`` positions attends over."""
+        if self.block is None:
+            return length * length
+        total = 0
+        for start in range(0, length, self.block):
+            stop = min(start + self.block, length)
+            total += (stop - start) * (stop - self.first_seen(start))
+        return total
+
+
 class Backbone(nn.Module, ABC):
     """A denoising network. Built as ``factory(config, channels=Channels(...))``."""
 
     #: False when token predictions do not depend on ``tau_x`` (enables the sampler's no-change cache)
     token_time_conditioned: bool = True
+    #: what each token position attends to; with a block pattern, ``forward`` also takes ``context`` (the clean
+    #: tokens ``[B, S]``) in training, and each block of ``x_t`` is denoised given the clean blocks before it
+    attention: AttentionPattern = AttentionPattern()
 
     @abstractmethod
     def forward(
@@ -385,7 +422,8 @@ class Backbone(nn.Module, ABC):
 
         ``rows`` (bool ``[B, S]``) asks for token logits at those positions only, as ``[N, K]`` in row-major
         order (``registry.toolkit.tokens.at_rows``), ideally with the output head applied there alone. None:
-        logits ``[B, S, K]`` at every position. A backbone without a token channel ignores it.
+        logits ``[B, S, K]`` at every position. A backbone without a token channel ignores it. A backbone of a block
+        ``attention`` pattern takes ``x_t`` of any length ``[B, N]`` when sampling, and ``context=x0`` in training.
         """
 
     def transformer_shape(self) -> TransformerShape | None:
@@ -413,6 +451,7 @@ class CachingBackbone(Backbone):
     covers the latent slots (``window.stop`` None), else None. When other positions changed since they were cached,
     a windowed pass is Fast-dLLM's approximation; ``cache_exact`` says it equals the full pass (a block-causal
     network reading the committed blocks before the window). Called without ``cache``, it is a plain ``Backbone``.
+    A window may also start where the cached positions end: the cache grows (a block-causal network's next block).
     """
 
     #: True when a windowed pass equals the full pass exactly; False for the approximate cache of full attention
@@ -450,6 +489,11 @@ class DenoiserModel(ABC):
     vocab_size: int
     #: the end-of-document id of the data the model was trained on (text), None when sequences have no documents
     eos_id: int | None = None
+
+    @property
+    def attention(self) -> AttentionPattern:
+        """The attention pattern of the token backbone (``Backbone.attention``)."""
+        return AttentionPattern()
 
     @abstractmethod
     def predict(
@@ -506,11 +550,16 @@ class DenoiserModel(ABC):
 
 @dataclass
 class SampleOutput:
-    """Generated tokens ``[N, S]``, the final latent (if any) and the number of network calls."""
+    """Generated tokens ``[N, S]``, the final latent (if any) and the number of network calls.
+
+    ``lengths`` (``[N]``, a sampler that stops early): the tokens each sequence holds before its end, which are
+    followed by the end-of-document id up to ``S``; None when every sequence fills ``S``.
+    """
 
     tokens: Tensor
     latent: Tensor | None = None
     network_calls: int = 0
+    lengths: Tensor | None = None
 
 
 @dataclass(frozen=True)
@@ -524,6 +573,9 @@ class Needs:
     latent: bool | None = None  # True: a latent channel; False: none (a token-only model); None: either
     token_process: type | None = None  # an interface the token process must implement, e.g. RevealingProcess
     backbone: type | None = None  # an interface the token backbone must implement, e.g. CachingBackbone
+    #: True: a token backbone of a block attention pattern (decoded block by block); False: one without (decoded all
+    #: at once); None: either. Checked on a built backbone, whose options set its pattern
+    blocks: bool | None = None
 
     def unmet(
         self, latent: str | None, process_name: str, process: Any, backbone_name: str = "", backbone: Any = None
@@ -549,6 +601,13 @@ class Needs:
             return f"a token backbone that is a {interface}, but backbone {backbone_name!r} is not one", (
                 "choose another backbone"
             )
+        if self.blocks is not None and backbone is not None and not isinstance(backbone, type):
+            block = getattr(backbone, "attention", AttentionPattern()).block
+            if (block is not None) != self.blocks:
+                wanted_pattern = "in blocks" if self.blocks else "without blocks"
+                held = f"in blocks of {block}" if block is not None else "without blocks"
+                need = f"a token backbone that attends {wanted_pattern}, but backbone {backbone_name!r} attends {held}"
+                return need, "choose another backbone"
         return None
 
 
@@ -580,6 +639,9 @@ class Sampler(ABC):
     needs: Needs = Needs(latent=False)
     #: True when tokens are denoised given a finished clean latent (sequential); evaluation follows it
     conditions_on_clean_latent: bool = False
+    #: True when ``sample`` takes ``length=`` (the positions to generate, any whole number >= 1; default the model's
+    #: length): ladd passes it to such a sampler only (``ladd sample --length``), and ``fixed`` is then that long
+    variable_length: bool = False
     #: True when ``sample`` takes a clean latent to draw tokens given (``latent=``); ladd gives one to no other sampler
     takes_latent: bool = False
 

@@ -80,8 +80,14 @@ def _rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     return x * cos + turned * sin
 
 
-def log_probs(t: dict[str, Tensor], heads: int, ids: Tensor, sigma: Tensor, time_conditioning: bool) -> Tensor:
-    """MDLM's SUBS log-probabilities ``[B, S, vocab]`` at every position, in the dtype of the tensors ``t``."""
+def log_probs(
+    t: dict[str, Tensor], heads: int, ids: Tensor, sigma: Tensor, time_conditioning: bool,
+    mask: Tensor | None = None, positions: Tensor | None = None,
+) -> Tensor:
+    """MDLM's SUBS log-probabilities ``[B, S, vocab]`` at every position, in the dtype of the tensors ``t``.
+
+    ``mask`` (bool ``[S, S]``, True: may attend; None: all) and ``positions`` (RoPE positions ``[S]``; ``0..S-1`` by
+    default) serve networks of MDLM's layout trained with another attention (BD3-LM)."""
     dtype = t[P + "vocab_embed.embedding"].dtype
     sigma = sigma.to(dtype) if time_conditioning else torch.zeros(ids.shape[0], dtype=dtype)
     half = t[P + "sigma_map.mlp.0.weight"].shape[1] // 2
@@ -95,9 +101,10 @@ def log_probs(t: dict[str, Tensor], heads: int, ids: Tensor, sigma: Tensor, time
     batch, length, d = x.shape
     head_dim = d // heads
     inv_freq = 1.0 / (10_000 ** (torch.arange(0, head_dim, 2, dtype=dtype) / head_dim))
-    positions = torch.arange(length, dtype=dtype)[:, None] * inv_freq[None]
-    cos = torch.cat([positions.cos(), positions.cos()], -1)[None, :, None, :]
-    sin = torch.cat([positions.sin(), positions.sin()], -1)[None, :, None, :]
+    positions = torch.arange(length) if positions is None else positions
+    angles = positions.to(dtype)[:, None] * inv_freq[None]
+    cos = torch.cat([angles.cos(), angles.cos()], -1)[None, :, None, :]
+    sin = torch.cat([angles.sin(), angles.sin()], -1)[None, :, None, :]
     i = 0
     while f"{P}blocks.{i}.norm1.weight" in t:
         b = f"{P}blocks.{i}."
@@ -107,6 +114,8 @@ def log_probs(t: dict[str, Tensor], heads: int, ids: Tensor, sigma: Tensor, time
         q, k, v = (a @ t[b + "attn_qkv.weight"].T).view(batch, length, 3, heads, head_dim).unbind(2)
         q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
         scores = torch.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(head_dim)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, -math.inf)
         attended = torch.einsum("bhqk,bkhd->bqhd", scores.softmax(-1), v).reshape(batch, length, d)
         x = x + gate_msa * (attended @ t[b + "attn_out.weight"].T)
         m = _norm(x, t[b + "norm2.weight"]) * (1 + scale_mlp) + shift_mlp

@@ -72,6 +72,11 @@ class MMDiT(CachingBackbone):
             raise IncompatibleComponentsError(
                 "backbone 'mmdit' denoises tokens plus a latent; for a single channel use 'dit' (or 'mlp' for a latent)"
             )
+        if config.attention != "bidirectional":
+            raise IncompatibleComponentsError(
+                f"backbone 'mmdit' attends bidirectionally over tokens and latent, not attention={config.attention}; "
+                "set attention=bidirectional (block_causal attention: backbone 'dit')"
+            )
         self.token_time_conditioned = config.token_time_conditioning
         self.head_dim = config.hidden // config.heads
         self.embed_x = nn.Embedding(channels.vocab_size + 1, config.hidden)

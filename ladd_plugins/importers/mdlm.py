@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors.torch import save_file
@@ -44,14 +46,15 @@ PRESET = "owt/mdlm_published"
 _HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
-def locate(source: str) -> tuple[Path, dict[str, str]]:
-    """The folder holding the checkpoint and what names it: the folder as given, or the hub id and its revision."""
+def locate(source: str, what: str = "MDLM") -> tuple[Path, dict[str, str]]:
+    """The folder holding the checkpoint (of library ``what``) and what names it: the folder as given, or the hub id
+    and its revision."""
     path = Path(source)
     if path.is_dir():
         return path, {"folder": path.name or str(path)}
     if path.exists() or not _HUB_ID.fullmatch(source):
         raise LaddError(
-            f"{source!r} is neither a folder holding an MDLM checkpoint nor a Hugging Face hub id (owner/name)"
+            f"{source!r} is neither a folder holding an {what} checkpoint nor a Hugging Face hub id (owner/name)"
         )
     from huggingface_hub import snapshot_download
 
@@ -59,7 +62,7 @@ def locate(source: str) -> tuple[Path, dict[str, str]]:
         folder = Path(snapshot_download(source, allow_patterns=[CONFIG, WEIGHTS], local_files_only=hub.offline()))
     except Exception as error:  # the hub client's errors (offline, not found, HTTP) have no common base but Exception
         fix = "SRC (a local folder with config.json and model.safetensors)"
-        raise hub.unavailable("MDLM checkpoint", source, error, fix) from None
+        raise hub.unavailable(f"{what} checkpoint", source, error, fix) from None
     return folder, {"hub": source, "revision": folder.name}
 
 
@@ -69,13 +72,19 @@ RULES = {"model_type": Rule(lambda v: v == "mdlm", "'mdlm'"), **dict.fromkeys(RE
 DTYPE = "F32"
 
 
-def read_checkpoint_shape(folder: Path) -> MDLMShape:
-    """The sizes in the folder's ``config.json``, after checking both files are there."""
+def read_checkpoint_config(folder: Path, rules: Mapping[str, Rule], what: str = "MDLM") -> dict[str, Any]:
+    """The folder's ``config.json`` checked against ``rules``, after checking both files of an ``what`` checkpoint
+    are there."""
     for name in (CONFIG, WEIGHTS):
         if not (folder / name).is_file():
-            raise LaddError(f"{folder} is not an MDLM checkpoint: it has no {name} (expected {CONFIG} and {WEIGHTS})")
-    fix = "give the folder of an MDLM checkpoint"
-    return read_shape(read_config(folder / CONFIG, "an MDLM checkpoint's config", RULES, fix), str(folder / CONFIG))
+            raise LaddError(f"{folder} is not an {what} checkpoint: it has no {name} (expected {CONFIG} and {WEIGHTS})")
+    fix = f"give the folder of an {what} checkpoint"
+    return read_config(folder / CONFIG, f"an {what} checkpoint's config", rules, fix)
+
+
+def read_checkpoint_shape(folder: Path) -> MDLMShape:
+    """The sizes in the folder's ``config.json``, after checking both files are there."""
+    return read_shape(read_checkpoint_config(folder, RULES), str(folder / CONFIG))
 
 
 def check_weights(headers: dict[str, TensorHeader], shape: MDLMShape, path: Path) -> None:

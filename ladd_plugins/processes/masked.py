@@ -23,9 +23,12 @@ class MaskedProcess(MaskingProcess):
     draw masks ``l``, stratified over ``1..L``, at a grid time drawn given ``l``; the masked cross-entropies are
     weighted by ``L W_l``, where ``W_l`` is the chance that the reverse chain reveals a given position while exactly
     ``l`` are masked (``1/l`` as ``T`` grows: LLaDA's ``L/l``). A draw's mean is the chain's bound exactly.
+
+    Training takes a time per sequence (``[B]``) or per position (``[B, S]``: a block-causal backbone's blocks).
     """
 
     elbo = True
+    position_times = True
 
     def __init__(self, config: MaskedProcessConfig, schedule: Schedule, vocab_size: int) -> None:
         if vocab_size < 1:
@@ -60,11 +63,13 @@ class MaskedProcess(MaskingProcess):
     def loss(self, prediction: Tensor, x0: Tensor, x_t: Tensor, tau: Tensor) -> Tensor:
         """Weighted cross-entropy at the masked positions of real-token logits ``[B, S, K]``, or ``[N, K]`` at those
         positions only."""
+        if tau.dim() == 2:
+            return self.position_loss(prediction, x0, x_t, tau).mean(dim=1)
         return self._cross_entropy(prediction, x0, x_t).mean(dim=1) * self.weight(tau).float()
 
     def position_loss(self, prediction: Tensor, x0: Tensor, x_t: Tensor, tau: Tensor) -> Tensor:
         """The weighted cross-entropy at each position ``[B, S]`` (0 where the position is not masked)."""
-        return self._cross_entropy(prediction, x0, x_t) * self.weight(tau).float()[:, None]
+        return self._cross_entropy(prediction, x0, x_t) * per_sample(self.weight(tau).float(), x0)
 
     def _cross_entropy(self, prediction: Tensor, x0: Tensor, x_t: Tensor) -> Tensor:
         """``[B, S]``: the cross-entropy of ``x0`` at the masked positions, 0 elsewhere."""

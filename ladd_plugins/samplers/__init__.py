@@ -1,10 +1,10 @@
 """Reverse-process samplers: MDLM ancestral, confidence decoding (LLaDA, Fast-dLLM), LADD joint and sequential,
-left-to-right autoregressive."""
+left-to-right autoregressive, block diffusion (BD3-LM)."""
 from __future__ import annotations
 
 from registry import ComponentSpec
 
-from .config import AncestralConfig, ConfidenceConfig, JointConfig, SequentialConfig
+from .config import AncestralConfig, BlockwiseConfig, ConfidenceConfig, JointConfig, SequentialConfig
 
 #: this subpackage's components, registered by ladd's plugin (``ladd_plugins.ladd_components``)
 SPECS = [
@@ -16,6 +16,8 @@ SPECS = [
                   "LADD joint inference: both channels at every step"),
     ComponentSpec("sampler", "sequential", "ladd_plugins.samplers.sequential:SequentialSampler", SequentialConfig,
                   "LADD sequential inference: latent first (T^Y steps), then tokens (T^X)"),
+    ComponentSpec("sampler", "blockwise", "ladd_plugins.samplers.blockwise:BlockwiseSampler", BlockwiseConfig,
+                  "block diffusion (BD3-LM): blocks left to right by a token decoder, exact KV cache, any length"),
     ComponentSpec("sampler", "autoregressive", "ladd_plugins.samplers.autoregressive:AutoregressiveSampler", None,
                   "left to right, one token per network call (always S steps)"),
 ]

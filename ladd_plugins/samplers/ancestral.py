@@ -15,7 +15,7 @@ from .config import AncestralConfig
 class AncestralSampler(TokenDecoder):
     """MDLM sampling: the token chain alone, the token process's own reverse step at each step of the time grid."""
 
-    needs = Needs(latent=False)  # its predictions take no latent
+    needs = Needs(latent=False, blocks=False)  # its predictions take no latent; it denoises every position at once
 
     def __init__(self, config: AncestralConfig) -> None:
         self.config = config

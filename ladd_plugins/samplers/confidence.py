@@ -28,12 +28,12 @@ class ConfidenceSampler(TokenDecoder):
     confidence broken towards the leftmost position); ``guidance`` w is LLaDA's ``cfg_scale`` w - 1.
     """
 
-    needs = Needs(latent=False, token_process=MaskingProcess)
+    needs = Needs(latent=False, token_process=MaskingProcess, blocks=False)
 
     def __init__(self, config: ConfidenceConfig) -> None:
         self.config = config
         if config.cache != "none":  # a cache needs a backbone that keeps one: checked before anything runs
-            self.needs = Needs(latent=False, token_process=MaskingProcess, backbone=CachingBackbone)
+            self.needs = Needs(latent=False, token_process=MaskingProcess, backbone=CachingBackbone, blocks=False)
 
     @torch.no_grad()
     def sample(  # type: ignore[override]  # no latent keyword: a LADD sampler hands its latent to decode_tokens

@@ -7,7 +7,7 @@ from typing import Any
 from registry.ranges import check_range
 from registry.toolkit.options import ConfidenceConfig
 
-__all__ = ["AncestralConfig", "ConfidenceConfig", "JointConfig", "SequentialConfig"]
+__all__ = ["AncestralConfig", "BlockwiseConfig", "ConfidenceConfig", "JointConfig", "SequentialConfig"]
 
 
 @dataclass
@@ -43,3 +43,15 @@ class SequentialConfig:
     def __post_init__(self) -> None:
         check_range("latent_steps", self.latent_steps, 1)
         check_range("guidance", self.guidance, 0)
+
+
+@dataclass
+class BlockwiseConfig:
+    """Block diffusion sampling: the token decoder of each block (its steps chosen per call, per block), the exact
+    key-value cache of the committed blocks and stopping at the end of the document."""
+
+    token_decoder: str = "ancestral"  # the registered token decoder that decodes each block (e.g. confidence)
+    token_decoder_options: dict[str, Any] = field(default_factory=dict)  # its options (fast: set below)
+    fast: bool = True  # exact fast path: token head and draws only at the positions that reveal
+    cache: bool = True  # keep the keys and values of committed blocks (exact); false recomputes every position
+    stop_at_eos: bool = True  # a sequence ends at its first end-of-document token (data that has one)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from registry.engine.sampling_limits import DEFAULT_MAX_HOURS, MAX_HOURS_FLAG
 from registry.errors import LaddError
@@ -30,7 +30,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "run_dir", nargs="?", metavar="RUN_OR_MODEL", help="a run folder or a model folder (ladd export, ladd import)"
     )
     p.add_argument("--model", help="a folder written by `ladd export` instead of a run folder")
-    p.add_argument("--steps", type=positive, default=32)
+    p.add_argument("--steps", type=positive, default=32, help="token steps (of each block, for a blockwise sampler)")
+    p.add_argument(
+        "--length", type=positive,
+        help="tokens to generate, fewer or more than the model's length (a sampler that declares variable_length)",
+    )
     p.add_argument(
         "--num", type=positive, default=16, help="samples; with --like, --latents or --interpolate: per latent"
     )
@@ -71,7 +75,7 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
     """Sample, checking the arguments, the latents, the output file, memory and time first; one line per sample."""
     from registry.engine.loading import load_model_folder, load_trained  # torch: only when sampling
     from registry.engine.prompts import decode, fixed_tokens
-    from registry.engine.sampling import sample_with_cost
+    from registry.engine.sampling import sample_rows
     from registry.engine.sampling_limits import check_sampling_memory, check_sampling_time
     from registry.storage.files import write_text
 
@@ -83,28 +87,36 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
     else:
         experiment, settings = load_model_folder(Path(args.model), registry)
     experiment = guided(args, chosen_sampler(args, experiment, registry), registry, settings)
+    _check_length(args, experiment, registry)
     latents, label = _latents(args, experiment)
     total = args.num if latents is None else len(latents) * args.num
     text = experiment.dataset.tokenizer is not None
     out = Path(args.out or f"samples_{args.steps}steps.{'jsonl' if text else 'txt'}")
     _check_out(args, out)  # before sampling, not after
-    check_sampling_memory(experiment, total, args.batch_size, "ladd sample", _row_bytes(latents))
+    check_sampling_memory(experiment, total, args.batch_size, "ladd sample", _row_bytes(latents), args.length)
     rows = None if latents is None else latents.repeat_interleave(args.num, dim=0)
-    fixed = fixed_tokens(experiment.dataset, total, args.prompt, args.suffix) if args.prompt or args.suffix else None
-    check_sampling_time(experiment, total, args.steps, args.batch_size, args.max_hours, fixed)
-    tokens, cost = sample_with_cost(
+    fixed = None
+    if args.prompt or args.suffix:
+        fixed = fixed_tokens(experiment.dataset, total, args.prompt, args.suffix, args.length)
+    check_sampling_time(experiment, total, args.steps, args.batch_size, args.max_hours, fixed, args.length)
+    tokens, cost, lengths = sample_rows(
         experiment, total, args.steps, args.batch_size, args.seed, progress=True, fixed=fixed,
-        precision=args.precision, latent=rows,
+        precision=args.precision, latent=rows, length=args.length,
     )
+    ids = tokens.tolist()
+    if lengths is not None:  # each sample up to its end of the document
+        ids = [row[:end] for row, end in zip(ids, lengths.tolist(), strict=True)]
     if text:
         keys = [{} if label is None else {label: index // args.num} for index in range(total)]
-        rows_out = zip(keys, tokens.tolist(), decode(experiment.dataset, tokens), strict=True)
-        write_text(out, "".join(json.dumps({**key, "ids": ids, "text": line}) + "\n" for key, ids, line in rows_out))
+        rows_out = zip(keys, ids, decode(experiment.dataset, ids), strict=True)
+        write_text(out, "".join(json.dumps({**key, "ids": row, "text": line}) + "\n" for key, row, line in rows_out))
     else:
-        write_text(out, "\n".join(" ".join(map(str, row.tolist())) for row in tokens) + "\n")
+        write_text(out, "\n".join(" ".join(map(str, row)) for row in ids) + "\n")
     per = "" if label is None else f" ({args.num} per {label}, {total // args.num} {label}s)"
     spent = f"{cost.network_calls} network calls and {cost.flops / 1e9:.4g} GFLOPs each"
-    print(f"{total} samples{per}, {args.steps} token steps, {spent}: {out}")
+    ended = "" if lengths is None else f", {int((lengths < tokens.shape[1]).sum())} ended at the end of the document"
+    sized = "" if args.length is None else f" of {args.length} tokens"
+    print(f"{total} samples{sized}{per}, {args.steps} token steps, {spent}{ended}: {out}")
 
 
 def _check_out(args: argparse.Namespace, out: Path) -> None:
@@ -127,6 +139,24 @@ def _check_choices(args: argparse.Namespace) -> None:
         )
     if args.points is not None and args.interpolate is None:
         raise LaddError("--points sets how many latents --interpolate FILE samples at: give --interpolate too")
+
+
+def _check_length(args: argparse.Namespace, experiment: Experiment, registry: Registry) -> None:
+    """Refuse --length for a sampler that generates the model's length only, naming those that take one."""
+    if args.length is None or experiment.sampler.variable_length:
+        return
+    valid = sorted(c.name for c in registry if c.kind == "sampler" and _variable_length(c))
+    raise LaddError(
+        f"--length {args.length}: sampler {type(experiment.sampler).__name__} generates the model's length "
+        f"{experiment.model.seq_len} only; valid with --length: --sampler {' or '.join(valid) or '(none installed)'}"
+    )
+
+
+def _variable_length(component: Any) -> bool:
+    try:
+        return bool(getattr(component.factory(), "variable_length", False))
+    except LaddError:
+        return False  # a broken plugin's sampler is reported where it is used
 
 
 def _latents(args: argparse.Namespace, experiment: Experiment) -> tuple[Tensor | None, str | None]:

@@ -252,8 +252,19 @@ class Objective:
     # output head only where the token loss can be nonzero (masked positions): the same loss, fewer FLOPs
     # with a large vocabulary, at the price of data-dependent shapes (one host sync per step)
     head_on_loss_rows: bool = field(default=False, metadata=OPERATIONAL)
+    # training times are drawn in [time_min, time_max] (BD3-LM's clipped schedule: with the log-linear schedule, the
+    # mask rate of every block within [eps_min, eps_max]); held-out L^x spans the whole range, an ELBO
+    time_min: float = 0.0
+    time_max: float = 1.0
 
     def __post_init__(self) -> None:
+        check_range("objective.time_min", self.time_min, 0, 1)
+        check_range("objective.time_max", self.time_max, 0, 1)
+        if self.time_min > self.time_max:
+            raise InvalidConfigError(
+                f"objective.time_min={self.time_min} is above objective.time_max={self.time_max}: the training times "
+                f"lie between them; valid: 0 <= time_min <= time_max <= 1"
+            )
         if self.latent_time not in LATENT_TIMES:
             raise InvalidConfigError(f"objective.latent_time={self.latent_time!r}; valid: {', '.join(LATENT_TIMES)}")
         if not 0.0 <= self.p_cfg < 1.0:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from registry.interfaces import Backbone, Channels, TransformerShape
+from registry.interfaces import AttentionPattern, Backbone, Channels, TransformerShape
 from registry.toolkit.attention import attention
 
 if TYPE_CHECKING:  # annotations only
@@ -27,13 +27,17 @@ if TYPE_CHECKING:  # annotations only
 __all__ = ["Meter", "Spent", "counting", "counts_attention", "head_macs", "measure_flops", "transformer_macs"]
 
 
-def transformer_macs(shape: TransformerShape, queries: int | None = None, keys: int | None = None) -> float:
-    """Multiply-adds of the transformer blocks for one sequence: ``n_l ((4 + 2r) Q d^2 + 2 Q K d)``, with ``Q``
-    positions computed (all ``L`` by default) attending to ``K`` (all ``L``)."""
+def transformer_macs(
+    shape: TransformerShape, queries: float | None = None, keys: float | None = None, pairs: float | None = None
+) -> float:
+    """Multiply-adds of the transformer blocks for one sequence: ``n_l ((4 + 2r) Q d^2 + 2 P d)``, with ``Q``
+    positions computed (all ``L`` by default) over ``P`` query-key pairs (``Q K``, each query attending to ``K``
+    positions, all ``L`` by default; an attention pattern's pairs when given)."""
     width = shape.width
     queries = shape.length if queries is None else queries
     keys = shape.length if keys is None else keys
-    return shape.layers * ((4 + 2 * shape.mlp_ratio) * queries * width**2 + 2 * queries * keys * width)
+    pairs = queries * keys if pairs is None else pairs
+    return shape.layers * ((4 + 2 * shape.mlp_ratio) * queries * width**2 + 2 * pairs * width)
 
 
 def head_macs(shape: TransformerShape, rows: float | None = None) -> float:
@@ -99,9 +103,11 @@ class Meter:
     _head_rows: list[tuple[torch.Tensor, float]] = field(default_factory=list)  # (rows counted on the device, FLOPs)
 
     def spend(
-        self, backbone: Backbone, channels: Channels, batch: int, window: slice | None, rows: torch.Tensor | None
+        self, backbone: Backbone, channels: Channels, batch: int, window: slice | None, rows: torch.Tensor | None,
+        tokens: int | None = None,
     ) -> None:
-        """Charge one call of ``backbone`` over ``batch`` sequences (positions ``window``, token head at ``rows``)."""
+        """Charge one call of ``backbone`` over ``batch`` sequences (positions ``window``, token head at ``rows``) of
+        ``tokens`` token positions (the model's length by default; a block-causal backbone takes any)."""
         cost = self._cost(backbone, channels)
         self.calls += 1
         shape = cost.shape
@@ -109,15 +115,19 @@ class Meter:
             self._flops += batch * cost.full
             self._positions += batch * (channels.seq_len or (channels.latent.length if channels.latent else 0))
             return
-        queries = len(range(shape.length)[window]) if window is not None else shape.length
+        head_positions = shape.head_positions if tokens is None else tokens
+        length = shape.length - shape.head_positions + head_positions  # every position attention sees
+        queries = len(range(length)[window]) if window is not None else length
+        # a windowed pass attends over the cached positions its queries see; a full pass over all of them
+        pattern = getattr(backbone, "attention", AttentionPattern())
+        first = 0 if window is None else pattern.first_seen(window.start or 0)
         self._positions += batch * queries
-        self._flops += batch * (2 * transformer_macs(shape, queries) + cost.rest)
+        self._flops += batch * (2 * transformer_macs(shape, queries, length - first) + cost.rest)
         per_row = 2 * head_macs(shape, 1)
         if rows is not None:
             self._head_rows.append((rows.sum(), per_row))
         else:
-            head_positions = shape.head_positions if window is None else len(range(shape.head_positions)[window])
-            self._flops += batch * head_positions * per_row
+            self._flops += batch * (head_positions if window is None else len(range(head_positions)[window])) * per_row
 
     def spent(self) -> Spent:
         """The totals so far (reads the head rows counted on the device: call it once sampling is done)."""

@@ -79,6 +79,12 @@ def check_bound(model: DiffusionModel, clean_latent: bool) -> None:
                 f"{slot} {type(process).__name__} gives no variational bound (it does not declare elbo = True): no "
                 f"likelihood can be reported for this model"
             )
+    block = model.attention.block
+    if block is not None:  # the chain's bound denoises every position at once; such a model is decoded block by block
+        raise IncompatibleComponentsError(
+            f"the token backbone attends in blocks of {block}, so the model is decoded block by block and the bound of "
+            f"a chain over all positions at once is not its likelihood; its NELBO is the sum of its blocks' (L^x)"
+        )
     if model.latent_process is not None and not clean_latent and model.latent_process.horizon != model.process.horizon:
         raise IncompatibleComponentsError(
             f"a joint model's bound needs both channels on one time grid, but process.horizon="

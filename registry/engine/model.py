@@ -10,6 +10,7 @@ from registry.config.settings import Objective, StageConfig
 from registry.distributed import Shard, own_noise, spread, take
 from registry.errors import IncompatibleComponentsError
 from registry.interfaces import (
+    AttentionPattern,
     Backbone,
     CachingBackbone,
     Channels,
@@ -113,6 +114,8 @@ class DiffusionModel(nn.Module, DenoiserModel):
         self.lambda_latent = 1.0  # the weight of L^y: the full objective until a training stage sets its own
         self.encoder_frozen = False
         self.meter: Meter | None = None  # counts the backbone calls of predict while set (engine.compute.counting)
+        if self.attention.block is not None:
+            _check_block_training(process, latent)
 
     @property
     def has_latent(self) -> bool:
@@ -125,6 +128,10 @@ class DiffusionModel(nn.Module, DenoiserModel):
     @property
     def caches_token_predictions(self) -> bool:
         return not self.backbone.token_time_conditioned
+
+    @property
+    def attention(self) -> AttentionPattern:
+        return getattr(self.backbone, "attention", AttentionPattern())
 
     def begin_stage(self, stage: StageConfig) -> None:
         """Train as ``stage`` says: its weight of the latent loss, and a frozen encoder once a stage freezes it."""
@@ -195,7 +202,8 @@ class DiffusionModel(nn.Module, DenoiserModel):
     ) -> None:
         """Charge a backbone call to the meter, when one counts."""
         if self.meter is not None and inputs is not None:
-            self.meter.spend(backbone, channels, inputs.shape[0], window, rows)
+            tokens = inputs.shape[1] if channels.tokens else None
+            self.meter.spend(backbone, channels, inputs.shape[0], window, rows, tokens)
 
     def new_cache(self, batch: int) -> Any:
         """An empty key-value cache of the token backbone (a ``CachingBackbone``) for ``batch`` sequences."""
@@ -246,7 +254,8 @@ class DiffusionModel(nn.Module, DenoiserModel):
         clean and unscored, and the token loss averages each row over its other positions, then over the rows.
         """
         batch, device = x0.shape[0], x0.device
-        tau_all = draw_times(batch, self.process.horizon, generator, device)
+        objective = self.objective
+        tau_all = self._token_times(batch, generator, device, objective.time_min, objective.time_max)
         x_t = take(shard, kept_clean(self.process.corrupt(x0, tau_all, generator), x0, context))
         x0, tau_x = take(shard, x0), take(shard, tau_all)
         weights = position_weights(padding, context)
@@ -302,7 +311,7 @@ class DiffusionModel(nn.Module, DenoiserModel):
         row's value is its mean over its other positions.
         """
         batch, device = x0.shape[0], x0.device
-        tau_x = draw_times(batch, self.process.horizon, generator, device)
+        tau_x = self._token_times(batch, generator, device)
         x_t = kept_clean(self.process.corrupt(x0, tau_x, generator), x0, context)
         y_in, tau_y = None, None
         if self.has_latent:
@@ -332,10 +341,26 @@ class DiffusionModel(nn.Module, DenoiserModel):
         (``Process.loss``).
         """
         rows = self.process.loss_rows(x_t) if self.objective.head_on_loss_rows else None
-        out = self.backbone(x_t, tau_x, y_in, tau_y, rows)
+        if self.attention.block is None:
+            out = self.backbone(x_t, tau_x, y_in, tau_y, rows)
+        else:  # each noisy block given the clean blocks before it
+            out = self.backbone(x_t, tau_x, y_in, tau_y, rows, context=x0)
         if positions is None:
             return self.process.loss(out.tokens, x0, x_t, tau_x), out.latent
         return (self.process.position_loss(out.tokens, x0, x_t, tau_x) * positions).mean(dim=1), out.latent
+
+    def _token_times(
+        self, batch: int, generator: torch.Generator | None, device: torch.device, low: float = 0.0, high: float = 1.0
+    ) -> Tensor:
+        """Token times within ``[low, high]``: one per sequence ``[B]``, or, for a backbone of block attention, one per
+        block ``[B, S]`` (every position of a block at its block's time; all blocks of the batch stratified together).
+        """
+        block = self.attention.block
+        if block is None:
+            return draw_times(batch, self.process.horizon, generator, device, low, high)
+        blocks = -(-self.seq_len // block)
+        tau = draw_times(batch * blocks, self.process.horizon, generator, device, low, high).view(batch, blocks)
+        return tau.repeat_interleave(block, dim=1)[:, : self.seq_len]
 
     def _token_side_latent(
         self, y0: Tensor, tau_all: Tensor, generator: torch.Generator | None, shard: Shard | None
@@ -385,3 +410,19 @@ class DiffusionModel(nn.Module, DenoiserModel):
         if weights is not None:
             weights = weights.repeat_interleave(repeats, dim=0)
         return _weighted_mean(latent_process.loss(prediction, y0, y_noisy, tau), weights)
+
+
+def _check_block_training(process: Process, latent: Latent | None) -> None:
+    """Refuse what a backbone of block attention cannot be trained with: a process without a time per position, or
+    a latent channel (whose time would have to follow a time per block)."""
+    if not process.position_times:
+        raise IncompatibleComponentsError(
+            f"a backbone of block attention trains every block at its own time, but token process "
+            f"{type(process).__name__} takes one time per sequence (it declares no position_times); choose a process "
+            f"that declares position_times"
+        )
+    if latent is not None:
+        raise IncompatibleComponentsError(
+            "a backbone of block attention trains every block at its own time, which a latent channel's time cannot "
+            "follow; set latent=null"
+        )

@@ -18,15 +18,19 @@ def _tokenizer(dataset: Dataset):
     return dataset.tokenizer
 
 
-def fixed_tokens(dataset: Dataset, num_samples: int, prefix: str | None = None, suffix: str | None = None) -> Tensor:
-    """``[num_samples, S]`` ids: ``prefix`` at the start (framed as the data frames prompts, ``Dataset.prompt_ids``),
-    ``suffix`` at the end, the mask id in between."""
+def fixed_tokens(
+    dataset: Dataset, num_samples: int, prefix: str | None = None, suffix: str | None = None, length: int | None = None
+) -> Tensor:
+    """``[num_samples, length]`` ids (the data's length S by default): ``prefix`` at the start (framed as the data
+    frames prompts, ``Dataset.prompt_ids``), ``suffix`` at the end, the mask id in between."""
     head = prompt_ids(dataset, prefix) if prefix else []
     tail = text_ids(dataset, suffix, f"the prompt {suffix!r}") if suffix else []
-    free = dataset.seq_len - len(head) - len(tail)
+    length = dataset.seq_len if length is None else length
+    free = length - len(head) - len(tail)
     if free < 1:
         raise LaddError(
-            f"prompt and suffix take {len(head) + len(tail)} tokens, leaving nothing to generate in {dataset.seq_len}"
+            f"prompt and suffix take {len(head) + len(tail)} tokens, leaving nothing to generate in {length}: "
+            f"give a longer length or a shorter prompt"
         )
     row = torch.tensor(head + [mask_id(dataset.vocab_size)] * free + tail, dtype=torch.long)
     return row.expand(num_samples, -1).clone()
@@ -101,6 +105,8 @@ def _unknown_parts(tokenizer: Any, text: str, ids: list[int]) -> list[str]:
     return list(dict.fromkeys(parts))
 
 
-def decode(dataset: Dataset, tokens: Tensor) -> list[str]:
-    """Each sequence as text, special tokens (EOS between documents) kept visible."""
-    return _tokenizer(dataset).batch_decode(tokens.tolist(), skip_special_tokens=False)
+def decode(dataset: Dataset, tokens: Tensor | list[list[int]]) -> list[str]:
+    """Each sequence (rows of a tensor, or lists of ids of any lengths) as text, special tokens (EOS between
+    documents) kept visible."""
+    rows = tokens.tolist() if isinstance(tokens, Tensor) else tokens
+    return _tokenizer(dataset).batch_decode(rows, skip_special_tokens=False)

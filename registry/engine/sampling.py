@@ -4,7 +4,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -86,11 +86,32 @@ def sample_with_cost(
 ) -> tuple[torch.Tensor, Cost]:
     """:func:`sample`, with what it spent per sample: every backbone call of any sampler is counted as the model
     makes it (``engine.compute``), over every process's chunks."""
+    tokens, cost, _ = sample_rows(experiment, num_samples, steps, batch_size, seed, progress, fixed, precision, latent)
+    return tokens, cost
+
+
+@torch.no_grad()
+def sample_rows(
+    experiment: Experiment,
+    num_samples: int,
+    steps: int,
+    batch_size: int,
+    seed: int,
+    progress: bool = False,
+    fixed: torch.Tensor | None = None,
+    precision: str = "auto",
+    latent: torch.Tensor | None = None,
+    length: int | None = None,
+) -> tuple[torch.Tensor, Cost, torch.Tensor | None]:
+    """:func:`sample_with_cost` at ``length`` positions (a sampler declaring ``variable_length``; the model's length
+    when None), with the length of each sample when the sampler stops some early (None when every one fills it)."""
     model = experiment.model.eval()
     if latent is not None:
         check_takes_latent(experiment.sampler, experiment.components.get("sampler"))
+    sized: dict[str, Any] = {} if length is None else {"length": check_length(experiment.sampler, length)}
+    width = model.seq_len if length is None else length
     starts = range(0, num_samples, batch_size)
-    chunks, calls = [], 0
+    chunks, ends, calls = [], [], 0
     with counting(model) as meter:
         for k in shown(share(len(starts)), f"sampling {steps} steps", progress, name=lambda k: f"chunk {k + 1}"):
             start = starts[k]
@@ -100,18 +121,33 @@ def sample_with_cost(
             given = {} if latent is None else {"latent": latent[start : start + size].to(model.device)}
             with inference_precision(model.device, precision):
                 try:
-                    out = experiment.sampler.sample(model, size, steps, generator, fixed=known, **given)
+                    out = experiment.sampler.sample(model, size, steps, generator, fixed=known, **given, **sized)
                 except RuntimeError as error:
                     if _NOT_FINITE not in str(error):
                         raise
                     raise LaddError(_not_finite(k, latent)) from None
             chunks.append(out.tokens.cpu())
+            ends.append(torch.full((size,), width) if out.lengths is None else out.lengths.cpu())
             calls = out.network_calls
-    local = torch.cat(chunks) if chunks else torch.zeros(0, model.seq_len, dtype=torch.long)
+    local = torch.cat(chunks) if chunks else torch.zeros(0, width, dtype=torch.long)
     spent = meter.spent()
     totals = gather_rows(torch.tensor([[spent.flops, spent.positions, len(local)]], dtype=torch.float64)).sum(0)
     per_sample = totals / totals[2].clamp(min=1)
-    return gather_rows(local), Cost(calls, float(per_sample[0]), float(per_sample[1]))
+    lengths = gather_rows(torch.cat(ends) if ends else torch.zeros(0, dtype=torch.long))
+    stopped = None if bool((lengths == width).all()) else lengths
+    return gather_rows(local), Cost(calls, float(per_sample[0]), float(per_sample[1])), stopped
+
+
+def check_length(sampler: Sampler, length: int) -> int:
+    """``length``, after refusing a sampler that generates the model's length only, or a length below 1."""
+    if not sampler.variable_length:
+        raise LaddError(
+            f"sampler {type(sampler).__name__} generates sequences of the model's length only; a length of your "
+            f"choice needs a sampler that declares variable_length"
+        )
+    if length < 1:
+        raise InvalidConfigError(f"length={length} is not valid: it must be a whole number >= 1")
+    return length
 
 
 def _not_finite(chunk: int, latent: torch.Tensor | None) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from registry.errors import InvalidConfigError
 
@@ -31,33 +31,43 @@ _INFERENCE_WIDTHS = 4
 _TOKEN_BYTES = 8  # int64 ids
 
 
-def sampling_bytes(experiment: Experiment, num_samples: int, batch_size: int, latent_bytes: int = 0) -> int:
-    """At least what sampling ``num_samples`` sequences in chunks of ``batch_size`` holds in memory at once, each
-    given a clean latent of ``latent_bytes``."""
+def sampling_bytes(
+    experiment: Experiment, num_samples: int, batch_size: int, latent_bytes: int = 0, length: int | None = None
+) -> int:
+    """At least what sampling ``num_samples`` sequences of ``length`` tokens (the model's by default) in chunks of
+    ``batch_size`` holds in memory at once, each given a clean latent of ``latent_bytes``."""
     from .memory import transformer_shapes
 
     rows = min(batch_size, num_samples)
     model = experiment.model
-    kept = 2 * num_samples * model.seq_len * _TOKEN_BYTES  # the chunks, then their concatenation
+    tokens = model.seq_len if length is None else length
+    kept = 2 * num_samples * tokens * _TOKEN_BYTES  # the chunks, then their concatenation
     kept += num_samples * latent_bytes
     chunk = 0
     for shape in transformer_shapes(model):
-        chunk += rows * shape.length * shape.width * _INFERENCE_WIDTHS * 4
-        chunk += rows * shape.head_positions * shape.head_outputs * 4  # float32 logits
+        head = shape.head_positions if length is None else length
+        chunk += rows * (shape.length - shape.head_positions + head) * shape.width * _INFERENCE_WIDTHS * 4
+        chunk += rows * head * shape.head_outputs * 4  # float32 logits
     return kept + chunk
 
 
 def check_sampling_memory(
-    experiment: Experiment, num_samples: int, batch_size: int, what: str, latent_bytes: int = 0
+    experiment: Experiment,
+    num_samples: int,
+    batch_size: int,
+    what: str,
+    latent_bytes: int = 0,
+    length: int | None = None,
 ) -> None:
     """Refuse sampling whose lower-bound memory exceeds what the model's device (and the host) has free; each sample
-    given a clean latent of ``latent_bytes``."""
+    of ``length`` tokens (the model's by default) given a clean latent of ``latent_bytes``."""
     from .memory import GIB, available_bytes
 
-    needed = sampling_bytes(experiment, num_samples, batch_size, latent_bytes)
+    needed = sampling_bytes(experiment, num_samples, batch_size, latent_bytes, length)
     free = available_bytes(experiment.model.device)
     if free is not None and needed > free:
-        rows, length, device = min(batch_size, num_samples), experiment.model.seq_len, experiment.model.device.type
+        rows, device = min(batch_size, num_samples), experiment.model.device.type
+        length = experiment.model.seq_len if length is None else length
         raise InvalidConfigError(
             f"{what}: {num_samples} samples of length {length} in chunks of {rows} need at least "
             f"{needed / GIB:.1f} GiB (an estimate: the samples and one chunk's activations), but {device} has "
@@ -72,13 +82,16 @@ def check_sampling_time(
     batch_size: int,
     max_hours: float,
     fixed: torch.Tensor | None = None,
+    length: int | None = None,
 ) -> None:
-    """Refuse a job whose measured estimate exceeds ``max_hours`` (jobs too small to matter are not timed)."""
+    """Refuse a job whose measured estimate exceeds ``max_hours`` (jobs too small to matter are not timed).
+
+    ``steps`` of a sampler of variable length are per block of its model: the timing calls sample ``length``."""
     rows = min(batch_size, num_samples)
     chunks = math.ceil(num_samples / rows)
     if chunks * steps <= _TIMED_WORK:
         return
-    fixed_part, per_step = _step_seconds(experiment, rows, steps, fixed)
+    fixed_part, per_step = _step_seconds(experiment, rows, steps, fixed, length)
     estimate = chunks * (fixed_part + steps * per_step)
     if estimate > max_hours * 3600:
         raise InvalidConfigError(
@@ -88,34 +101,37 @@ def check_sampling_time(
         )
 
 
-def _step_seconds(experiment: Experiment, rows: int, steps: int, fixed: torch.Tensor | None) -> tuple[float, float]:
+def _step_seconds(
+    experiment: Experiment, rows: int, steps: int, fixed: torch.Tensor | None, length: int | None
+) -> tuple[float, float]:
     """The seconds of a call's fixed part and of each step, from calls of f and of k steps (f < k < ``steps``), f the
     fewest steps the sampler takes among 1, 2, 4, ... (a block decoder takes no fewer than its blocks)."""
     first = 1
     while first < steps:
         try:
-            _seconds(experiment, rows, first, fixed)  # the first call pays one-time costs (allocations, caches)
+            _seconds(experiment, rows, first, fixed, length)  # the first call pays one-time costs (allocations)
             break
         except InvalidConfigError:
             first *= 2
     else:  # no shorter call is taken: the sampler refuses ``steps`` too (its own message), or one call is measured
-        return 0.0, _seconds(experiment, rows, steps, fixed) / steps
-    one, k = _seconds(experiment, rows, first, fixed), 2 * first
-    while (many := _seconds(experiment, rows, k, fixed)) < _MEASURED_SECONDS and 2 * k < steps:
+        return 0.0, _seconds(experiment, rows, steps, fixed, length) / steps
+    one, k = _seconds(experiment, rows, first, fixed, length), 2 * first
+    while (many := _seconds(experiment, rows, k, fixed, length)) < _MEASURED_SECONDS and 2 * k < steps:
         k *= 2
     per_step = max(many - one, 0.0) / (k - first)
     return max(one - first * per_step, 0.0), per_step
 
 
-def _seconds(experiment: Experiment, rows: int, steps: int, fixed: torch.Tensor | None) -> float:
+def _seconds(experiment: Experiment, rows: int, steps: int, fixed: torch.Tensor | None, length: int | None) -> float:
     import torch
 
     model = experiment.model.eval()
     known = None if fixed is None else fixed[:rows].to(model.device)
     generator = torch.Generator(device=model.device).manual_seed(0)
+    sized: dict[str, Any] = {} if length is None else {"length": length}
     start = time.perf_counter()
     with torch.no_grad():
-        experiment.sampler.sample(model, rows, steps, generator, fixed=known)
+        experiment.sampler.sample(model, rows, steps, generator, fixed=known, **sized)
     return time.perf_counter() - start
 
 

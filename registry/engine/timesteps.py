@@ -20,10 +20,12 @@ def to_grid(u: Tensor, horizon: int) -> Tensor:
 
 
 def draw_times(
-    batch: int, horizon: int, generator: torch.Generator | None = None, device: torch.device | str = "cpu"
+    batch: int, horizon: int, generator: torch.Generator | None = None, device: torch.device | str = "cpu",
+    low: float = 0.0, high: float = 1.0,
 ) -> Tensor:
-    """Low-discrepancy times on the training grid."""
-    return to_grid(stratified_uniform(batch, generator, device), horizon)
+    """Low-discrepancy times on the training grid, within ``[low, high]`` (the whole grid by default)."""
+    u = stratified_uniform(batch, generator, device)
+    return to_grid(u if (low, high) == (0.0, 1.0) else low + (high - low) * u, horizon)
 
 
 def draw_independent_times(

@@ -6,8 +6,11 @@ out the output head, adaLN, embeddings and the timestep MLP. This module reports
 same at two FLOPs per MAC, the output head's cost, and an independent count measured with
 ``torch.utils.flop_counter.FlopCounterMode`` over one whole forward pass at batch 1 (two FLOPs per
 MAC; every matrix product and attention, head at all S positions included; elementwise work such as
-norms and activations is not counted). Backbones are built on the meta device: no memory, no weights, and no
-dataset or encoder is loaded when the dataset config declares ``vocab_size`` and ``seq_len``.
+norms and activations is not counted). A backbone of a block attention pattern (``Backbone.attention``) also gets
+the costs of block-causal attention, counting only the query-key pairs the pattern attends over: a sampling step
+of one block with the key-value cache of the blocks before it (a mean over the blocks), a full pass, and the training
+pass over ``[x_t ; x0]``. Backbones are built on the meta device: no memory, no weights, and no dataset or encoder is
+loaded when the dataset config declares ``vocab_size`` and ``seq_len``.
 """
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ from registry.engine.assembly import selection
 from registry.engine.compute import head_macs, measure_flops, transformer_macs
 from registry.host.kinds import SLOTS
 from registry.host.registry import Registry
-from registry.interfaces import Backbone, Channels, Latent, TransformerShape
+from registry.interfaces import AttentionPattern, Backbone, Channels, Latent, TransformerShape
 
 __all__ = [
     "CONVENTION",
@@ -49,6 +52,7 @@ class NetworkFlops:
     component: str
     shape: TransformerShape | None
     measured_flops: int
+    attention: AttentionPattern = AttentionPattern()
 
     @property
     def gflops_per_step(self) -> float | None:
@@ -70,6 +74,34 @@ class NetworkFlops:
         return self.measured_flops / GIGA
 
     @property
+    def block_step_gflops(self) -> float | None:
+        """A block pattern's sampling step of one block with the cache of the blocks before it, mean over the blocks
+        of the model's length, at one operation per multiply-add (the paper's convention), head excluded."""
+        block, shape = self.attention.block, self.shape
+        if block is None or shape is None:
+            return None
+        blocks = -(-shape.length // block)
+        pairs = self.attention.pairs(shape.length) / blocks
+        return transformer_macs(shape, shape.length / blocks, pairs=pairs) / GIGA
+
+    @property
+    def block_pass_gflops(self) -> float | None:
+        """A block pattern's full pass over the model's length, over the pairs it attends alone (1 op per MAC)."""
+        shape = self.shape
+        if self.attention.block is None or shape is None:
+            return None
+        return transformer_macs(shape, pairs=self.attention.pairs(shape.length)) / GIGA
+
+    @property
+    def block_training_gflops(self) -> float | None:
+        """A block pattern's training pass over ``[x_t ; x0]`` (2L positions; each half attends over the pattern's
+        pairs), at one operation per multiply-add."""
+        shape = self.shape
+        if self.attention.block is None or shape is None:
+            return None
+        return transformer_macs(shape, 2 * shape.length, pairs=2 * self.attention.pairs(shape.length)) / GIGA
+
+    @property
     def other_gflops_2x(self) -> float | None:
         """Measured minus blocks and head: adaLN, timestep MLP, latent input and output layers."""
         blocks, head = self.gflops_per_step_2x, self.head_gflops_2x
@@ -87,6 +119,10 @@ class NetworkFlops:
             "head_gflops_2x": self.head_gflops_2x,
             "measured_gflops": self.measured_gflops,
             "other_gflops_2x": self.other_gflops_2x,
+            "attention": asdict(self.attention),
+            "block_step_gflops": self.block_step_gflops,
+            "block_pass_gflops": self.block_pass_gflops,
+            "block_training_gflops": self.block_training_gflops,
         }
 
 
@@ -127,6 +163,12 @@ class FlopsReport:
             ("measured forward, FlopCounterMode", lambda n: _gflops(n.measured_gflops)),
         ]
         networks = self.networks()
+        if any(n.attention.block is not None for n in networks):
+            rows += [
+                ("block step with cache, mean (1 op per MAC)", lambda n: _gflops(n.block_step_gflops)),
+                ("full pass, block pairs only (1 op per MAC)", lambda n: _gflops(n.block_pass_gflops)),
+                ("training [x_t ; x0] pass (1 op per MAC)", lambda n: _gflops(n.block_training_gflops)),
+            ]
         width = max(len(label) for label, _ in rows)
         lines = [
             f"{self.method}: K={self.vocab_size}, S={self.seq_len}, M={self.latent_length}, one sample, one step",
@@ -180,4 +222,5 @@ def _build(settings: Settings, registry: Registry, slot: str, **context: Any) ->
 def _network(settings: Settings, registry: Registry, slot: str, channels: Channels) -> NetworkFlops:
     backbone: Backbone = _build(settings, registry, slot, channels=channels)
     name = settings.selection(slot)["name"]  # type: ignore[index]  # the network was built: its slot is filled
-    return NetworkFlops(slot, name, backbone.transformer_shape(), measure_flops(backbone, channels))
+    pattern = getattr(backbone, "attention", AttentionPattern())
+    return NetworkFlops(slot, name, backbone.transformer_shape(), measure_flops(backbone, channels), pattern)

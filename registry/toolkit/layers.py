@@ -14,6 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from registry.interfaces import AttentionPattern
+
 from .attention import attention
 from .tokens import at_rows
 
@@ -190,16 +192,19 @@ class DiTBlock(nn.Module):
         """Residual update from this block's share of the attention output ``[B, L, hidden]``, then the MLP."""
         return self.mlp(x + gate * self.dropout(self.proj(attn)), c)
 
-    def forward(self, x: Tensor, c: Tensor, rope: Rotary, cache: Any = None, layer: int = 0,
-                window: slice | None = None) -> Tensor:
-        """The block over ``x``; with ``cache`` (a ``KVCache``), attending through it as this trunk's ``layer``, ``x``
-        holding the positions of ``window`` only (all when None)."""
+    def forward(
+        self, x: Tensor, c: Tensor, rope: Rotary, cache: Any = None, layer: int = 0, window: slice | None = None,
+        mask: Tensor | None = None, pattern: AttentionPattern | None = None,
+    ) -> Tensor:
+        """The block over ``x``, attending under ``mask`` (bool, True: may attend); with ``cache`` (a ``KVCache``),
+        attending through it as this trunk's ``layer`` under ``pattern``, ``x`` holding the positions of ``window``
+        only (all when None)."""
         q, k, v, gate = self.pre_attention(x, c, rope)
         if cache is None:
-            return self.post_attention(x, attention(q, k, v, self.causal), gate, c)
+            return self.post_attention(x, attention(q, k, v, self.causal, mask), gate, c)
         if self.causal:
             raise ValueError("the key-value cache serves blocks of full attention; this block is causal")
-        return self.post_attention(x, cache.attend(layer, q, k, v, window), gate, c)
+        return self.post_attention(x, cache.attend(layer, q, k, v, window, pattern), gate, c)
 
 
 class DiTTrunk(nn.Module):
@@ -221,13 +226,19 @@ class DiTTrunk(nn.Module):
         block = (hidden, heads, cond_dim, mlp_ratio, dropout, causal, style)
         self.blocks = nn.ModuleList(DiTBlock(*block) for _ in range(layers))
 
-    def forward(self, x: Tensor, c: Tensor, cache: Any = None, window: slice | None = None) -> Tensor:
-        """Hidden states of ``x`` ``[B, L, D]`` at positions ``0..L-1``; with ``cache``, ``x`` holds the positions of
-        ``window`` (``window.start`` on) and the other positions' keys and values come from the cache."""
-        start = 0 if window is None else window.start or 0
-        rope = rotary(torch.arange(start, start + x.shape[1], device=x.device), self.head_dim)
+    def forward(
+        self, x: Tensor, c: Tensor, cache: Any = None, window: slice | None = None, *,
+        positions: Tensor | None = None, mask: Tensor | None = None, pattern: AttentionPattern | None = None,
+    ) -> Tensor:
+        """Hidden states of ``x`` ``[B, L, D]`` at RoPE ``positions`` (``0..L-1`` by default), attending under ``mask``
+        (bool ``[L, L]``); with ``cache``, ``x`` holds the positions of ``window`` (``window.start`` on), the other
+        positions' keys and values come from the cache, and ``pattern`` says which of them each position sees."""
+        if positions is None:
+            start = 0 if window is None else window.start or 0
+            positions = torch.arange(start, start + x.shape[1], device=x.device)
+        rope = rotary(positions, self.head_dim)
         for layer, block in enumerate(self.blocks):
-            x = block(x, c, rope, cache, layer, window)
+            x = block(x, c, rope, cache, layer, window, mask, pattern)
         return x
 
 

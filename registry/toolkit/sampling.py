@@ -59,13 +59,17 @@ def times(batch: int, tau: float, device: torch.device) -> Tensor:
     return torch.full((batch,), tau, device=device)
 
 
-def known_tokens(model: DenoiserModel, num_samples: int, fixed: Tensor | None, device: torch.device) -> Tensor | None:
-    """``fixed`` checked (shape, dtype, ids) and moved to ``device``; None when nothing is known."""
+def known_tokens(
+    model: DenoiserModel, num_samples: int, fixed: Tensor | None, device: torch.device, length: int | None = None
+) -> Tensor | None:
+    """``fixed`` checked (shape, dtype, ids) and moved to ``device``; None when nothing is known. ``length``: the
+    positions generated (the model's length by default)."""
     if fixed is None:
         return None
-    if fixed.shape != (num_samples, model.seq_len) or fixed.dtype != torch.long:
+    length = model.seq_len if length is None else length
+    if fixed.shape != (num_samples, length) or fixed.dtype != torch.long:
         raise InvalidConfigError(
-            f"fixed tokens must be a LongTensor of shape ({num_samples}, {model.seq_len}), "
+            f"fixed tokens must be a LongTensor of shape ({num_samples}, {length}), "
             f"got {fixed.dtype} of shape {tuple(fixed.shape)}"
         )
     free = mask_id(model.vocab_size)

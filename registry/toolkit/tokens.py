@@ -21,8 +21,9 @@ __all__ = [
 
 
 def per_sample(values: Tensor, like: Tensor) -> Tensor:
-    """Reshape per-sample values ``[B]`` (times, signal levels) to broadcast against ``like`` ``[B, ...]``."""
-    return values.view(-1, *([1] * (like.dim() - 1)))
+    """Reshape per-sample values ``[B]`` (times, signal levels) to broadcast against ``like`` ``[B, ...]``; values
+    already shaped like ``like`` (one per position) are returned as they are."""
+    return values if values.dim() == like.dim() else values.view(-1, *([1] * (like.dim() - 1)))
 
 
 def at_rows(values: Tensor, rows: Tensor | None) -> Tensor:

@@ -57,3 +57,6 @@ def test_gpu_check_tiny_runs_every_section_on_cpu(tmp_path: Path) -> None:
     cached = [r for r in decoders if "cache" in r["options"]]
     assert len(cached) == 3 and all(r["agreement_refresh_1"] == 1.0 for r in cached), cached
     assert all(r["token_forwards"] < decoders[2]["token_forwards"] for r in cached), "cached passes run fewer positions"
+    blocks = json.loads((tmp_path / "block_diffusion" / "block_diffusion.json").read_text())
+    assert blocks["identical_tokens"] and blocks["forwards"]["per_step_ratio"] == blocks["forwards"]["analytic"]
+    assert blocks["forwards"]["with_cache"] == blocks["forwards"]["closed_form_with_cache"]

@@ -26,6 +26,7 @@ PRESETS = {
     "joint": ["coladd_joint", "diladd_joint"],
     "sequential": ["coladd_seq", "diladd_seq"],
     "autoregressive": ["ar"],
+    "blockwise": ["mdlm +setup=bd3lm backbone.block_size=4"],  # block diffusion: the DiT made block-causal
 }
 SEQ = 16  # TINY's dataset.seq_len
 MASK = mask_id(2)
@@ -38,13 +39,15 @@ def reg():
 
 @pytest.fixture(scope="module")
 def tiny_models(reg):
-    """Preset name -> a TINY-sized model with random (not zero-initialised) weights, built once."""
+    """Preset name (and overrides) -> a TINY-sized model with random (not zero-initialised) weights, built once."""
     models = {}
 
     def get(variant: str):
         if variant not in models:
             torch.manual_seed(0)
-            model = build_experiment(compose([f"experiment=binsaw/{variant}_cpu", *TINY], reg).plain(), reg).model
+            name, *overrides = variant.split()
+            settings = compose([f"experiment=binsaw/{name}_cpu", *TINY, *overrides], reg).plain()
+            model = build_experiment(settings, reg).model
             generator = torch.Generator().manual_seed(0)
             with torch.no_grad():
                 for parameter in model.parameters():

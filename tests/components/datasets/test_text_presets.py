@@ -74,7 +74,8 @@ def offline_overrides(assets: dict[str, str], preset: str) -> list[str]:
         "backbone.heads=2",
         "train.init_from=null",  # a warm start needs a source model (tests/engine/test_warm_start.py)
     ]
-    if preset.split("/")[1] not in ("ar", "mdlm", "mdlm_published"):  # the presets with a pretrained encoder
+    name = preset.split("/")[1]
+    if name not in ("ar", "mdlm", "mdlm_published") and not name.startswith("bd3lm"):  # those with a pretrained encoder
         overrides.append(f"encoder.model={assets['encoder']}")
     return overrides
 

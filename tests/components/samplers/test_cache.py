@@ -59,9 +59,14 @@ def test_a_windowed_pass_over_unchanged_inputs_equals_the_full_pass(variant, win
             assert torch.allclose(windowed.latent, full.latent, atol=1e-5)
 
 
-def test_a_windowed_pass_needs_a_cache_a_full_pass_filled():
-    with pytest.raises(registry.LaddError, match="no full pass has filled"):
-        KVCache().attend(0, *torch.zeros(3, 1, 2, 1, 4), window=slice(0, 1))
+def test_a_windowed_pass_reads_only_positions_a_pass_filled():
+    cache = KVCache()
+    with pytest.raises(registry.LaddError, match="no pass has filled"):
+        cache.attend(0, *torch.zeros(3, 1, 2, 1, 4), window=slice(1, 3))
+    cache.attend(0, *torch.zeros(3, 1, 2, 1, 4), window=slice(0, 2))  # from the start: the cache grows
+    with pytest.raises(registry.LaddError, match="it holds positions 0 to 1"):
+        cache.attend(0, *torch.zeros(3, 1, 2, 1, 4), window=slice(3, 5))
+    assert cache.length == 2
 
 
 @pytest.mark.parametrize(
