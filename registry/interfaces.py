@@ -307,6 +307,21 @@ class Backbone(nn.Module, ABC):
         """
         return {}
 
+    def layers(self) -> Sequence[nn.Module]:
+        """The network's repeated blocks, in order: the units of activation checkpointing
+        (``train.activation_checkpointing``) and of sharding (``train.strategy=fsdp``).
+
+        Each is called as a module (``block(...)``, its ``forward``) once per forward pass. Default: none, and
+        those options are refused for this backbone.
+        """
+        return ()
+
+    def adapter_targets(self) -> tuple[str, ...]:
+        """Name patterns of the modules LoRA adapts by default (``train.lora.targets`` unset), relative to this
+        backbone: dotted names whose parts match a run of a module name's parts, ``*`` standing for any one part
+        (``blocks.*.attn.q``). Default: none, and ``train.lora`` then needs its ``targets``."""
+        return ()
+
 
 class DenoiserModel(ABC):
     """What a sampler sees of a trained model (implemented by the core's model)."""

@@ -7,6 +7,8 @@ on ``tau_y``.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from torch import Tensor, nn
 
 from registry.errors import IncompatibleComponentsError
@@ -79,3 +81,10 @@ class DiT(Backbone):
 
     def transformer_shape(self) -> TransformerShape:
         return self._shape
+
+    def layers(self) -> Sequence[nn.Module]:
+        return self.trunk.blocks
+
+    def adapter_targets(self) -> tuple[str, ...]:
+        """Attention's input and output projections, as LoRA adapts a transformer."""
+        return ("blocks.*.qkv", "blocks.*.proj")

@@ -14,7 +14,8 @@ from registry.storage.files import is_abandoned, remove_partials, replacing_all
 from registry.storage.records import read_json
 from registry.storage.weights import write_weights
 
-from .loading import CONFIG_JSON, FORMAT, load_run
+from .documents import CONFIG_JSON, FORMAT
+from .loading import load_run
 from .runs import COMPONENTS_FILE, RECORD_FILE, WEIGHTS_FILE, recorded_components
 
 CARD = "README.md"

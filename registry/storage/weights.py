@@ -16,7 +16,7 @@ import pickle
 import re
 import struct
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -79,11 +79,16 @@ def _system_errors() -> Iterator[None]:
 
 def state_digest(module: torch.nn.Module) -> str:
     """The SHA-256 of a module's state (names, dtypes, shapes, values): equal for equal weights, wherever they live."""
+    return tensors_digest(module.state_dict())
+
+
+def tensors_digest(tensors: Mapping[str, torch.Tensor]) -> str:
+    """The SHA-256 of named tensors (names, dtypes, shapes, values), in the order of their names."""
     digest = hashlib.sha256()
-    for name, tensor in sorted(module.state_dict().items()):
+    for name, tensor in sorted(tensors.items()):
         value = tensor.detach().cpu()
         digest.update(f"{name}|{value.dtype}|{tuple(value.shape)}|".encode())
-        digest.update(value.reshape(-1).view(torch.uint8).numpy().tobytes())
+        digest.update(value.reshape(-1).view(torch.uint8).numpy())  # the bytes, read in place
     return digest.hexdigest()
 
 

@@ -16,12 +16,13 @@ import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
 from registry.config.settings import Settings
+from registry.engine.adapters import BASE_KEY, Base, base_fix
 from registry.engine.assembly import check_installed
 from registry.engine.model import DiffusionModel
 from registry.engine.runs import RunFolder
 from registry.errors import LaddError
 from registry.host.registry import Registry
-from registry.storage.weights import CorruptFileError, check_checkpoint, check_dtypes, check_shapes, verify_weights
+from registry.storage.weights import CorruptFileError, check_checkpoint, check_dtypes, check_shapes, read_tensors
 
 from .metrics_file import METRICS_FILE, MetricsFile, check_logged_through
 from .stopping import Stopped, received, reclaim
@@ -36,15 +37,18 @@ def has_saved_state(folder: RunFolder, stages: int) -> bool:
     )
 
 
-def check_saved_state(model: DiffusionModel, folder: RunFolder, settings: Settings) -> None:
-    """Every stage's saved weights or checkpoint is intact, fits ``model`` and is within the stage's steps.
+def check_saved_state(model: DiffusionModel, folder: RunFolder, settings: Settings, base: Base | None = None) -> None:
+    """Every stage's saved weights or checkpoint is intact, fits ``model``, is within the stage's steps and, over a
+    frozen base, was trained over this one.
 
     Checked before the run writes anything.
     """
     for index, (name, stage) in enumerate(settings.train.stages_to_run().items(), start=1):
         final, last = folder.stage_weights(index), folder.last_checkpoint(index)
         if final.is_file():
-            tensors = verify_weights(final)
+            tensors, metadata = read_tensors(final)
+            if base is not None:
+                base.check(metadata.get(BASE_KEY, "(none: whole weights)"), str(final), base_fix(settings))
             check_dtypes(model, tensors, final)
             check_shapes(model, {name: tuple(tensor.shape) for name, tensor in tensors.items()}, final)
         elif last.is_file():
@@ -52,6 +56,9 @@ def check_saved_state(model: DiffusionModel, folder: RunFolder, settings: Settin
             checkpoint = read_checkpoint(last)
             # LaddModule holds the model as its attribute `model`
             state, step = checkpoint["state_dict"], checkpoint["global_step"]
+            if base is not None:
+                recorded = (checkpoint.get("ladd") or {}).get("base", "(none: whole weights)")
+                base.check(recorded, str(last), base_fix(settings))
             check_shapes(
                 model, {name.removeprefix("model."): tuple(tensor.shape) for name, tensor in state.items()}, last
             )
@@ -139,8 +146,11 @@ class ResumeState(Callback):
     ``stream`` is the stage's batch stream: its ``start`` is set to the batches already trained on.
     """
 
-    def __init__(self, stream: Any, stage: int, origins: dict[str, dict[str, Any]], registry: Registry) -> None:
+    def __init__(
+        self, stream: Any, stage: int, origins: dict[str, dict[str, Any]], registry: Registry, base: Base | None = None
+    ) -> None:
         self.stream, self.stage, self.origins, self.registry = stream, stage, origins, registry
+        self.base = base
 
     def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]) -> None:
         checkpoint["ladd"] = {
@@ -148,6 +158,7 @@ class ResumeState(Callback):
             "components": self.origins,
             "rng_cpu": torch.get_rng_state(),
             "rng_cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+            **({} if self.base is None else {"base": self.base.digest}),
         }
 
     def on_load_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]) -> None:
