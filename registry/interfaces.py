@@ -7,7 +7,7 @@ state is the extra id ``K`` (see :func:`mask_id`).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from itertools import islice
 from typing import Any
@@ -307,7 +307,7 @@ class Backbone(nn.Module, ABC):
         """
         return {}
 
-    def layers(self) -> Sequence[nn.Module]:
+    def layers(self) -> Iterable[nn.Module]:
         """The network's repeated blocks, in order: the units of activation checkpointing
         (``train.activation_checkpointing``) and of sharding (``train.strategy=fsdp``).
 

@@ -7,7 +7,7 @@ adaLN conditioning is a learned constant.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 
 import torch
 from torch import Tensor, nn
@@ -64,7 +64,7 @@ class CausalTransformer(Backbone):
     def transformer_shape(self) -> TransformerShape:
         return self._shape
 
-    def layers(self) -> Sequence[nn.Module]:
+    def layers(self) -> Iterable[nn.Module]:
         return self.trunk.blocks
 
     def adapter_targets(self) -> tuple[str, ...]:

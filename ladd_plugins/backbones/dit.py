@@ -7,7 +7,7 @@ on ``tau_y``.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 
 from torch import Tensor, nn
 
@@ -82,7 +82,7 @@ class DiT(Backbone):
     def transformer_shape(self) -> TransformerShape:
         return self._shape
 
-    def layers(self) -> Sequence[nn.Module]:
+    def layers(self) -> Iterable[nn.Module]:
         return self.trunk.blocks
 
     def adapter_targets(self) -> tuple[str, ...]:

@@ -12,7 +12,7 @@ layer tied to the input embeddings, the rest newly initialised; a one-line note 
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable
 from typing import Any
 
 import torch
@@ -118,7 +118,7 @@ class HFMaskedLM(Backbone):
             logits = logits.index_fill(-1, torch.tensor([self.source_mask], device=logits.device), float("-inf"))
         return Denoised(tokens=at_rows(logits, rows))
 
-    def layers(self) -> Sequence[nn.Module]:
+    def layers(self) -> Iterable[nn.Module]:
         """The model's transformer layers: its one list of ``num_hidden_layers`` modules."""
         count = getattr(self.model.config, "num_hidden_layers", None)
         found = [m for m in self.model.modules() if isinstance(m, nn.ModuleList) and len(m) == count]

@@ -5,7 +5,7 @@ conditioned on ``tau_y``, and mapped back to ``M`` hidden vectors for the latent
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 
 from torch import Tensor, nn
 
@@ -53,7 +53,7 @@ class MLPDenoiser(Backbone):
         h = self.final(h, c).unflatten(-1, (self.length, -1)).squeeze(1)  # [B, 1, M * D] -> [B, M, D]
         return Denoised(latent=self.head(h))  # [B, M, d_l] (or code logits)
 
-    def layers(self) -> Sequence[nn.Module]:
+    def layers(self) -> Iterable[nn.Module]:
         return self.blocks
 
     def adapter_targets(self) -> tuple[str, ...]:

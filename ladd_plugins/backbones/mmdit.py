@@ -14,7 +14,7 @@ and the latent time embedding, which conditions both streams, start from their i
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 
 import torch
 from torch import Tensor, nn
@@ -94,7 +94,7 @@ class MMDiT(Backbone):
     def transformer_shape(self) -> TransformerShape:
         return self._shape
 
-    def layers(self) -> Sequence[nn.Module]:
+    def layers(self) -> Iterable[nn.Module]:
         return self.blocks
 
     def adapter_targets(self) -> tuple[str, ...]:

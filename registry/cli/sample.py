@@ -30,6 +30,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "run_dir", nargs="?", metavar="RUN_OR_MODEL", help="a run folder or a model folder (ladd export, ladd import)"
     )
     p.add_argument("--model", help="a folder written by `ladd export` instead of a run folder")
+    p.add_argument(
+        "--adapter", help="a folder written by `ladd export --adapter`, merged into the model it was trained over first"
+    )
     p.add_argument("--steps", type=positive, default=32)
     p.add_argument(
         "--num", type=positive, default=16, help="samples; with --like, --latents or --interpolate: per latent"
@@ -69,7 +72,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace, registry: Registry) -> None:
     """Sample, checking the arguments, the latents, the output file, memory and time first; one line per sample."""
-    from registry.engine.loading import load_model_folder, load_trained  # torch: only when sampling
+    from registry.engine.loading import add_adapter, load_model_folder, load_trained  # torch: only when sampling
     from registry.engine.prompts import decode, fixed_tokens
     from registry.engine.sampling import sample
     from registry.engine.sampling_limits import check_sampling_memory, check_sampling_time
@@ -80,6 +83,8 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
         experiment, settings = load_trained(args.run_dir, registry)
     else:
         experiment, settings = load_model_folder(Path(args.model), registry)
+    if args.adapter:
+        add_adapter(experiment, Path(args.adapter), registry)
     experiment = guided(args, chosen_sampler(args, experiment, registry), registry, settings)
     latents, label = _latents(args, experiment)
     rows = None if latents is None else latents.repeat_interleave(args.num, dim=0)

@@ -238,7 +238,7 @@ def cast_base(model: nn.Module, base: Base, dtype: torch.dtype) -> None:
 
 def save_state(model: nn.Module, base: Base | None, path: str | Path) -> Path:
     """A run's weights: the whole model's, or over a frozen base what trains alone."""
-    return save_weights(model, path) if base is None else save_trained(model, base, path)
+    return save_weights(model, path) if base is None else save_adapted(model, base, path)
 
 
 def load_state(model: nn.Module, base: Base | None, path: str | Path, what: str, settings: Settings) -> None:
@@ -246,7 +246,7 @@ def load_state(model: nn.Module, base: Base | None, path: str | Path, what: str,
     if base is None:
         load_weights(model, path)
     else:
-        load_trained(model, base, path, what, base_fix(settings))
+        load_adapted(model, base, path, what, base_fix(settings))
 
 
 def base_fix(settings: Settings) -> str:
@@ -265,13 +265,13 @@ def trained_state(model: nn.Module, base: Base) -> dict[str, Tensor]:
     return {name: tensor for name, tensor in model.state_dict().items() if name in base.trained}
 
 
-def save_trained(model: nn.Module, base: Base, path: str | Path) -> Path:
+def save_adapted(model: nn.Module, base: Base, path: str | Path) -> Path:
     """What trains over ``base`` as safetensors naming the base's digest, written atomically."""
     tensors = {name: tensor.detach().contiguous() for name, tensor in trained_state(model, base).items()}
     return save_tensors(tensors, path, {BASE_KEY: base.digest})
 
 
-def load_trained(model: nn.Module, base: Base, path: str | Path, what: str, fix: str) -> None:
+def load_adapted(model: nn.Module, base: Base, path: str | Path, what: str, fix: str) -> None:
     """Load what trains over ``base`` from ``path``: every entry, of this base (``what`` names the file's owner)."""
     path = Path(path)
     tensors, metadata = read_tensors(path)

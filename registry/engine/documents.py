@@ -18,6 +18,10 @@ from .runs import CONFIG_FILE
 
 CONFIG_JSON = "config.json"
 FORMAT = "ladd-model/1"
+#: an exported adapter's document and weights (``ladd export --adapter``)
+ADAPTER_JSON = "adapter.json"
+ADAPTER_WEIGHTS = "adapter.safetensors"
+ADAPTER_FORMAT = "ladd-adapter/1"
 
 
 def read_config(path: Path) -> dict[str, Any]:
@@ -71,3 +75,17 @@ def _check_agreement(config: dict[str, Any], components: dict[str, Any], path: P
         raise LaddError(
             f"{path}: components records unknown slots {', '.join(unknown)}; the export was edited or damaged"
         )
+
+
+def read_adapter_document(path: Path) -> dict[str, Any]:
+    """An exported adapter's ``adapter.json``, checked: JSON, this format, the base's SHA-256 and a config."""
+    document = read_json(path, "an exported adapter's config", "the export is damaged")
+    base = document.get("base") if isinstance(document, dict) else None
+    if not isinstance(document, dict) or document.get("format") != ADAPTER_FORMAT:
+        found = document.get("format") if isinstance(document, dict) else type(document).__name__
+        raise LaddError(f"{path} has format {found!r}; this ladd reads adapters of format {ADAPTER_FORMAT!r}")
+    if not isinstance(base, dict) or not isinstance(base.get("sha256"), str) or not isinstance(document.get("config"),
+                                                                                               dict):
+        raise LaddError(f"{path} lacks its base's SHA-256 or its config; the export is damaged")
+    document["config"] = upgraded(document["config"])
+    return document

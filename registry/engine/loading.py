@@ -12,9 +12,17 @@ from registry.errors import LaddError
 from registry.host.registry import Registry, load
 from registry.storage.weights import load_weights
 
-from .adapters import load_state, merge_adapters, seed_for_building, start
+from .adapters import adapt, load_adapted, load_state, merge_adapters, seed_for_building, start
 from .assembly import Experiment, build_experiment, check_installed
-from .documents import CONFIG_JSON, is_model_folder, read_config, read_document
+from .documents import (
+    ADAPTER_JSON,
+    ADAPTER_WEIGHTS,
+    CONFIG_JSON,
+    is_model_folder,
+    read_adapter_document,
+    read_config,
+    read_document,
+)
 from .runs import CONFIG_FILE, WEIGHTS_FILE, recorded_components
 
 
@@ -42,9 +50,33 @@ def load_run(run_dir: str | Path, registry: Registry) -> tuple[Experiment, Setti
     return experiment, settings
 
 
-def from_pretrained(path: str | Path, registry: Registry | None = None) -> Experiment:
-    """Rebuild a model folder (written by ``ladd export`` or ``ladd import``), ready to sample."""
-    return load_model_folder(Path(path), registry or load())[0]
+def from_pretrained(
+    path: str | Path, registry: Registry | None = None, adapter: str | Path | None = None
+) -> Experiment:
+    """Rebuild a model folder (written by ``ladd export`` or ``ladd import``), ready to sample; with ``adapter`` (a
+    folder ``ladd export --adapter`` wrote), that adapter merged into it."""
+    registry = registry or load()
+    experiment = load_model_folder(Path(path), registry)[0]
+    if adapter is not None:
+        add_adapter(experiment, Path(adapter), registry)
+    return experiment
+
+
+def add_adapter(experiment: Experiment, folder: Path, registry: Registry) -> None:
+    """Merge an exported adapter into the model it was trained over; any other model is refused by the SHA-256 of
+    the frozen weights the adapter was trained over, before anything is changed."""
+    if not (folder / ADAPTER_JSON).is_file() or not (folder / ADAPTER_WEIGHTS).is_file():
+        raise LaddError(f"{folder} is not an exported adapter (expected {ADAPTER_JSON} and {ADAPTER_WEIGHTS})")
+    document = read_adapter_document(folder / ADAPTER_JSON)
+    settings = checked(without_local_paths(document["config"], registry))
+    start = document["base"].get("init_from") or "the seeded initialisation of its config"
+    what, fix = f"adapter {folder}", f"load it onto the model it was trained over ({start})"
+    base = adapt(experiment.model, settings.train, expected=(document["base"]["sha256"], what, fix))
+    if base is None:
+        raise LaddError(f"{folder / ADAPTER_JSON} trains every weight (no train.lora or train.freeze): it is damaged")
+    load_adapted(experiment.model, base, folder / ADAPTER_WEIGHTS, what, fix)
+    merge_adapters(experiment.model)
+    experiment.model.eval()
 
 
 def load_model_folder(path: Path, registry: Registry) -> tuple[Experiment, Settings]:

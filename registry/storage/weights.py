@@ -58,10 +58,16 @@ def write_weights(model: torch.nn.Module, path: Path) -> None:
 def save_tensors(tensors: dict[str, torch.Tensor], path: str | Path, metadata: dict[str, str]) -> Path:
     """Tensors as safetensors with ``metadata`` and the checksum of the whole file, written atomically."""
     with replacing(path) as partial:
-        with _system_errors():
-            save_file(tensors, str(partial), metadata={**metadata, FILE_DIGEST_KEY: _PLACEHOLDER})
-        _write_digest(partial)
+        write_tensors(tensors, partial, metadata)
     return Path(path)
+
+
+def write_tensors(tensors: dict[str, torch.Tensor], path: Path, metadata: dict[str, str]) -> None:
+    """Tensors as safetensors with ``metadata`` and the checksum of the whole file, written in place (to a fresh
+    file)."""
+    with _system_errors():
+        save_file(tensors, str(path), metadata={**metadata, FILE_DIGEST_KEY: _PLACEHOLDER})
+    _write_digest(path)
 
 
 @contextmanager
@@ -88,7 +94,7 @@ def tensors_digest(tensors: Mapping[str, torch.Tensor]) -> str:
     for name, tensor in sorted(tensors.items()):
         value = tensor.detach().cpu()
         digest.update(f"{name}|{value.dtype}|{tuple(value.shape)}|".encode())
-        digest.update(value.reshape(-1).view(torch.uint8).numpy())  # the bytes, read in place
+        digest.update(value.reshape(-1).view(torch.uint8).numpy().data)  # the bytes, read in place
     return digest.hexdigest()
 
 
