@@ -10,11 +10,12 @@ import errno
 import re
 import sys
 import traceback
+from contextlib import nullcontext
 
 from registry.errors import LaddError
 from registry.host.registry import load
 from registry.host.switches import debugging
-from registry.training.stopping import Stopped
+from registry.training.stopping import Stopped, stopping_on_signals
 
 from . import (
     compare,
@@ -63,10 +64,13 @@ def _show_error(error: BaseException, message: str | None = None) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``ladd`` command."""
     argv = sys.argv[1:] if argv is None else argv
+    # training stops on a signal with a ladd line from its first moment, also while it loads plugins and libraries
+    stops = stopping_on_signals() if argv[:1] == [train.NAME] else nullcontext()
     try:
-        registry = load()
-        args = parser().parse_args(argv)
-        args.run(args, registry)
+        with stops:
+            registry = load()
+            args = parser().parse_args(argv)
+            args.run(args, registry)
         return 0
     except Stopped as stop:
         if not stop.quiet:

@@ -30,6 +30,7 @@ from registry.training.stopping import check, stopping_on_signals
 
 from .notices import print_problems
 
+NAME = "train"
 SWEEP_FLAGS = ("-m", "--multirun")
 HELP_FLAGS = ("-h", "--help")
 SWEEP_DIR = "hydra.sweep.dir"
@@ -126,6 +127,10 @@ class TrainCommand:
                 settings, run_dir = self.compose(overrides, number, registry)
                 _check_options(settings, registry)
                 RunFolder(run_dir).check(settings.plain(), self.allow_changes)
+                if settings.train.init_from is not None:
+                    from registry.engine.warm_start import source_config  # torch: only when a job warm-starts
+
+                    source_config(Path(settings.train.init_from))
             except LaddError as error:
                 if not self.multirun:
                     raise
@@ -181,7 +186,7 @@ def _without_run_dir(job: list[str]) -> list[str]:
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the command; its arguments are Hydra overrides and flags that argparse leaves as they are."""
     p = sub.add_parser(
-        "train",
+        NAME,
         add_help=False,
         prefix_chars="\0",
         help="train an experiment: ladd train [experiment=NAME] [key=value ...] (Hydra overrides, -m for sweeps)",
@@ -192,8 +197,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace, registry: Registry) -> None:
     """Train every job the arguments ask for (one, or a sweep's), each checked before the first trains."""
-    from registry.training.loop import train  # Lightning: only when training
-
     if any(arg in HELP_FLAGS for arg in args.arguments):
         print(USAGE)
         return
@@ -201,6 +204,8 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
     command = TrainCommand.parse(args.arguments)
     check_selections(command.overrides, registry)  # every value of a sweep, before its first run trains
     jobs = command.prepared(registry)
+    from registry.training.loop import train  # Lightning: only once every job is checked
+
     with stopping_on_signals():
         for number, job in enumerate(jobs):
             check()  # a signal that came as the last job's last stage ended
@@ -208,6 +213,6 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
                 swept = " ".join(job.swept) or "(nothing swept)"
                 print(f"job {number} of {len(jobs)}: {swept} -> {job.run_dir}", flush=True)
             # Lightning's DDP launcher starts the other ranks by running this process's command line again.
-            sys.argv = [sys.argv[0], "train", *command.relaunch(job.overrides, job.run_dir)]
+            sys.argv = [sys.argv[0], NAME, *command.relaunch(job.overrides, job.run_dir)]
             train(job.settings, job.run_dir, registry, command.allow_changes)
             print(f"trained {job.settings.method}: {job.run_dir}")

@@ -30,6 +30,8 @@ INFERENCE_PRECISIONS = ("auto", "bf16-mixed", "32-true")
 #: optimiser choices: the names of their torch.optim classes (adamw: decoupled weight decay; adam: weight decay
 #: added to the gradient)
 OPTIMIZERS = {"adamw": "AdamW", "adam": "Adam"}
+#: experiment trackers (Lightning's loggers): csv needs nothing more; the others come with ladd[tracking]
+LOGGERS = ("csv", "tensorboard", "wandb", "mlflow")
 #: seeds stay within the 32-bit range Lightning and NumPy accept, with room for the per-stage offsets
 MAX_SEED = 2**31 - 1
 #: dtypes the frozen weights (the base that ``train.lora`` and ``train.freeze`` leave untrained) may be held in
@@ -105,13 +107,14 @@ def unknown_option(key: str) -> str:
 
 def operational_options() -> dict[str, frozenset[str]]:
     """The options marked ``OPERATIONAL``, by section of the settings (``train``: its hardware and reporting)."""
-    sections = {f.name: f.default_factory for f in dataclasses.fields(Settings) if callable(f.default_factory)}
-    found = {
-        name: frozenset(f.name for f in dataclasses.fields(kind) if f.metadata == OPERATIONAL)
-        for name, kind in sections.items()
-        if dataclasses.is_dataclass(kind)
-    }
-    return {name: options for name, options in found.items() if options}
+    found: dict[str, frozenset[str]] = {}
+    for section in dataclasses.fields(Settings):
+        kind = section.default_factory
+        if isinstance(kind, type) and dataclasses.is_dataclass(kind):
+            options = frozenset(f.name for f in dataclasses.fields(kind) if f.metadata == OPERATIONAL)
+            if options:
+                found[section.name] = options
+    return found
 
 
 def check_patterns(key: str, patterns: list[str]) -> None:
@@ -202,6 +205,8 @@ class TrainConfig:
     compile_mode: str | None = field(default=None, metadata=OPERATIONAL)  # torch.compile's mode, e.g. max-autotune
     # None: fused on CUDA (not with 16-mixed, whose scaler it cannot serve)
     fused_adamw: bool | None = field(default=None, metadata=OPERATIONAL)
+    # where the settings and loss terms are logged besides metrics.csv: csv, tensorboard, wandb or mlflow
+    logger: str = field(default="csv", metadata=OPERATIONAL)
     # a model folder or finished run: every parameter of equal name and shape starts Stage 1 from it (read once,
     # when the run begins; a resumed run continues from its checkpoints)
     init_from: str | None = None
@@ -231,6 +236,7 @@ class TrainConfig:
         check_range("train.ema_decay", self.ema_decay, 0, 1)
         check_range("train.grad_clip", self.grad_clip, 0)
         check_choice("train.precision", self.precision, TRAIN_PRECISIONS)
+        check_choice("train.logger", self.logger, LOGGERS)
         _check_devices(self.devices)
         check_range("train.num_nodes", self.num_nodes, 1)
         check_range("train.log_every", self.log_every, 1)
@@ -314,7 +320,7 @@ class Objective:
     latent_repeats: int = 1
     # output head only where the token loss can be nonzero (masked positions): the same loss, fewer FLOPs
     # with a large vocabulary, at the price of data-dependent shapes (one host sync per step)
-    head_on_loss_rows: bool = False
+    head_on_loss_rows: bool = field(default=False, metadata=OPERATIONAL)
 
     def __post_init__(self) -> None:
         if self.latent_time not in LATENT_TIMES:
@@ -394,7 +400,7 @@ def _typed(cfg: Mapping[str, Any]) -> Settings:
         typed = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema()), dict(cfg)))
         return typed  # type: ignore[return-value]  # an instance of schema(), a subclass of Settings
     except ConfigKeyError as error:
-        raise InvalidConfigError(unknown_option(error.full_key)) from None
+        raise InvalidConfigError(unknown_option(error.full_key or "config")) from None
     except OmegaConfBaseException as error:
         key = getattr(error, "full_key", None) or "config"
         raise InvalidConfigError(f"{key}: {str(error).splitlines()[0]}") from None

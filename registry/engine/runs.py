@@ -33,6 +33,7 @@ WEIGHTS_FILE = "model.safetensors"
 CHECKPOINTS = "checkpoints"  # one folder per stage: checkpoints/stageN
 STAGE_WEIGHTS = "final.safetensors"  # a finished stage's EMA weights, the next stage's starting point
 LAST_CHECKPOINT = "last.ckpt"  # a stage's latest checkpoint, where it resumes
+TRACKING_FILE = "tracking.json"  # the logged runs (W&B, MLflow) that a resumed training continues
 FORMAT = "ladd-run/1"
 ALLOW_CHANGES_FLAG = "--allow-changes"
 #: Keys that label, sample or evaluate a run: they never change what is trained.

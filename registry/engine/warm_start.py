@@ -60,8 +60,9 @@ def _pattern(name: str) -> str:
     return re.sub(r"\.\d+\.", ".N.", name)
 
 
-def source_of(path: Path) -> tuple[dict[str, Tensor], dict[str, Any]]:
-    """The weights and the config of a model folder or a finished run, checked."""
+def source_config(path: Path) -> dict[str, Any]:
+    """The config of a model folder or a finished run, checked as far as reading no weights allows (``ladd train``
+    checks every job of a sweep so before the first trains)."""
     fix = f"set {SETTING} to a model folder (ladd export, ladd import) or a finished run"
     if is_model_folder(path):
         cfg = read_document(path / CONFIG_JSON)["config"]
@@ -73,6 +74,12 @@ def source_of(path: Path) -> tuple[dict[str, Tensor], dict[str, Any]]:
         )
     if not (path / WEIGHTS_FILE).is_file():
         raise LaddError(f"{SETTING}={path} has no {WEIGHTS_FILE}: the run has not finished; {fix}")
+    return cfg
+
+
+def source_of(path: Path) -> tuple[dict[str, Tensor], dict[str, Any]]:
+    """The weights and the config of a model folder or a finished run, checked."""
+    cfg = source_config(path)
     tensors = verify_weights(path / WEIGHTS_FILE)
     check_finite(tensors, path / WEIGHTS_FILE)
     return tensors, cfg

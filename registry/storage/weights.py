@@ -212,14 +212,22 @@ def _torch_tensors(path: Path) -> dict[str, torch.Tensor]:
     return state
 
 
-def check_finite(tensors: dict[str, torch.Tensor], path: Path) -> None:
-    """Refuse weights holding NaN or infinity: a model loaded from them samples nothing (or crashes while sampling)."""
+def first_non_finite(tensors: Mapping[str, torch.Tensor]) -> str | None:
+    """The name of the first floating-point tensor holding NaN or infinity, or None."""
     for name, tensor in tensors.items():
         if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
-            raise LaddError(
-                f"{path} holds non-finite values (NaN or inf) in {name}: the weights are damaged, or come from a run "
-                f"that diverged; restore them from a copy, or train the model again"
-            )
+            return name
+    return None
+
+
+def check_finite(tensors: dict[str, torch.Tensor], path: Path) -> None:
+    """Refuse weights holding NaN or infinity: a model loaded from them samples nothing (or crashes while sampling)."""
+    name = first_non_finite(tensors)
+    if name is not None:
+        raise LaddError(
+            f"{path} holds non-finite values (NaN or inf) in {name}: the weights are damaged, or come from a run "
+            f"that diverged; restore them from a copy, or train the model again"
+        )
 
 
 def check_dtypes(model: torch.nn.Module, tensors: dict[str, torch.Tensor], path: Path) -> None:

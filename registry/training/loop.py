@@ -18,7 +18,6 @@ from typing import Any
 
 import lightning as L
 import torch
-from lightning.pytorch.loggers import CSVLogger
 from torch.utils.data import DataLoader, IterableDataset
 
 from registry.config.settings import Settings, checked
@@ -29,10 +28,11 @@ from registry.engine.batches import check_batch, first_batch, stream_ended
 from registry.engine.loading import load_run
 from registry.engine.memory import check_fits
 from registry.engine.runs import COMPONENTS_FILE, WEIGHTS_FILE, RunFolder
-from registry.errors import InvalidConfigError
+from registry.errors import InvalidConfigError, LaddError
 from registry.host.registry import Registry
 from registry.interfaces import Dataset, batches_from, device_batches, prepare, rank_batches
 from registry.storage.files import write_text
+from registry.storage.weights import first_non_finite
 
 from .console import progress_bar, quiet_lightning_notices
 from .ema import EMAWeights
@@ -41,6 +41,7 @@ from .module import LaddModule
 from .resume import ResumeState, StopOnSignal, check_saved_state, has_saved_state, resume_point, stage_checkpoint
 from .stopping import Stopped, deferred, stopping_on_signals
 from .strategy import Hardware, check_layers
+from .tracking import Tracking
 
 
 class _Stream(IterableDataset):
@@ -108,12 +109,15 @@ def _train_checked(
         os.environ["WORLD_SIZE"] = str(world)
     if main:
         folder.check(plain, allow_changes)
+    tracking = Tracking(train_cfg.logger, folder, settings, main)
     L.seed_everything(settings.seed, workers=True, verbose=False)
     experiment = build_experiment(settings, registry)
     # every process, before any joins the others: one prepares the data (tokenises, on first use) while the
     # others wait for it on the file system, so no process group setup times out meanwhile
     prepare(experiment.dataset, ["train"])
     base = _start(experiment, settings, folder, registry, main)
+    if main and not has_saved_state(folder, len(train_cfg.stages_to_run())):
+        _check_starting_weights(experiment, settings)
     check_layers(experiment.model, train_cfg.activation_checkpointing, hardware.shards > 1)
     if main:
         # damaged or unfitting saved state, a foreign metrics file, or data that cannot give a first batch:
@@ -125,7 +129,12 @@ def _train_checked(
     with folder.claim(plain, allow_changes) if main else nullcontext():
         if main:
             write_text(folder.path / COMPONENTS_FILE, json.dumps(experiment.origins(), indent=2))
-        _train_stages(experiment, settings, folder, hardware, registry, base)
+        try:
+            _train_stages(experiment, settings, folder, hardware, registry, tracking, base)
+        except BaseException as error:
+            tracking.end("killed" if isinstance(error, Stopped) else "failed")
+            raise
+        tracking.end("success")
     if base is not None and main:
         # what trained, merged into the layers it adapts over the base in its own dtype: as reading the run gives it
         return load_run(folder.path, registry)[0]
@@ -151,8 +160,28 @@ def _start(
     return base
 
 
+def _check_starting_weights(experiment: Experiment, settings: Settings) -> None:
+    """Refuse to begin from weights holding NaN or inf (a damaged checkpoint a component loads), naming the component
+    and the tensor, rather than meet them as a non-finite loss at step 0."""
+    name = first_non_finite(experiment.model.state_dict())
+    if name is None:
+        return
+    slot = name.split(".")[0]  # the model holds each component under its slot's name
+    node = settings.selection(slot)
+    component = f"{slot} {node['name']!r}" if isinstance(node, dict) and "name" in node else slot
+    raise LaddError(
+        f"{component} holds non-finite values (NaN or inf) in {name} before training: the weights it was built "
+        f"from are damaged; replace them (a pretrained model's files), or choose another"
+    )
+
+
 def _train_stages(
-    experiment: Experiment, settings: Settings, folder: RunFolder, hardware: Hardware, registry: Registry,
+    experiment: Experiment,
+    settings: Settings,
+    folder: RunFolder,
+    hardware: Hardware,
+    registry: Registry,
+    tracking: Tracking,
     base: Base | None,
 ) -> None:
     """Run every stage not finished yet, then save the final EMA weights (global rank 0)."""
@@ -161,7 +190,8 @@ def _train_stages(
     if train_cfg.compile:
         experiment.model.compile_backbones(train_cfg.compile_mode)
     module = LaddModule(experiment.model, train_cfg, settings.seed, experiment.dataset, base)
-    for index, stage in enumerate(train_cfg.stages_to_run().values(), start=1):
+    stages = list(train_cfg.stages_to_run().values())
+    for index, stage in enumerate(stages, start=1):
         experiment.model.begin_stage(stage)
         module.stage = index
         stage_dir, last = folder.stage_dir(index), folder.last_checkpoint(index)
@@ -183,7 +213,7 @@ def _train_stages(
                 *([progress_bar(index, train_cfg.log_every)] if train_cfg.progress else []),
                 StopOnSignal(last),  # last but the checkpoint: a step's state is whole there
             ],
-            logger=CSVLogger(folder.path, name="logs", version=f"stage{index}"),
+            logger=tracking.stage_logger(index, sum(settings.stage_steps(before) for before in stages[: index - 1])),
             default_root_dir=stage_dir,  # where Lightning would look for checkpoints of its own: none are there
             log_every_n_steps=train_cfg.log_every,
             enable_progress_bar=train_cfg.progress,

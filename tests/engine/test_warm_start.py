@@ -16,6 +16,7 @@ from registry.engine.assembly import build_experiment
 from registry.engine.loading import load_run
 from registry.engine.warm_start import match, warm_start
 from registry.errors import LaddError
+from registry.storage.weights import read_tensors, save_tensors
 from registry.training.loop import train
 
 #: a small DiT-family network with MDLM's layer variants, on the offline text demo
@@ -119,9 +120,15 @@ def test_a_source_of_another_vocabulary_or_no_model_is_refused_before_anything_i
     write_checkpoint(tmp_path / "mdlm", hidden=32, blocks=2, heads=4, cond=16, time_conditioning=False, length=32)
     imported = import_mdlm(str(tmp_path / "mdlm"), tmp_path / "imported", [], reg)  # GPT-2's tokens
     (tmp_path / "empty").mkdir()
+    damaged = Path(shutil.copytree(imported, tmp_path / "damaged"))  # a Hugging Face model imported with a NaN
+    tensors, metadata = read_tensors(damaged / "model.safetensors")
+    name = sorted(name for name, tensor in tensors.items() if tensor.is_floating_point())[0]
+    tensors[name].view(-1)[0] = float("nan")
+    save_tensors(tensors, damaged / "model.safetensors", metadata)
     for source, message in (
         (imported, "was trained on another vocabulary (50257 tokens; this experiment's data has 30522)"),
         (tmp_path / "empty", "holds neither config.json nor config.yaml: it is not a ladd model"),
+        (damaged, f"model.safetensors holds non-finite values (NaN or inf) in {name}: the weights are damaged"),
     ):
         cfg = compose(["experiment=demo/mdlm", *SMALL, "train.stages=[{steps:1}]", f"train.init_from={source}"], reg)
         with pytest.raises(LaddError, match=re.escape(message)):

@@ -88,8 +88,9 @@ def _build(
     with (out / cache.TOKENS).open("r+b") as handle:  # wrap: the incomplete last row is dropped
         handle.truncate(rows * job.seq_len * _itemsize(job))
         os.fsync(handle.fileno())
+        crc32 = cache.checksum(handle)
     counts = {"documents": sum(w.documents for w in written), "padding": sum(w.padding for w in written)}
-    meta = cache.describe(rows, job.seq_len, job.dtype, fingerprint, **counts)
+    meta = cache.describe(rows, job.seq_len, job.dtype, fingerprint, crc32, **counts)
     (out / cache.META).write_text(json.dumps(meta, indent=1, sort_keys=True), encoding="utf-8")
     _publish(out, folder, work)
     return meta

@@ -5,6 +5,11 @@ KEY hashes the format version and a fingerprint of everything that decides the r
 files, split, tokenizer, sequence length, packing, detokeniser, text field). An entry is built in a
 folder beside it (``build``) and renamed into place when whole, so a folder that exists is whole. An
 entry whose ``meta.json`` names another format or fingerprint is built again, never read.
+
+``meta.json`` records the CRC-32 of ``tokens.bin``, which :func:`verify` checks before the rows are read
+(once per process and file): rows changed in place, even to other valid ids, are refused, not trained on.
+A CRC is enough to catch a change (``meta.json`` could be edited too, so no hash would stop a deliberate
+one) and costs a fraction of a cryptographic hash: it reads the file once (``bench/RESULTS.md``).
 """
 from __future__ import annotations
 
@@ -13,16 +18,20 @@ import json
 import os
 import shutil
 import time
+import zlib
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import numpy.typing as npt
 
 from registry.errors import LaddError
 
-FORMAT_VERSION = 1
+KEY_VERSION = 1  # of what decides the rows: part of every entry's name
+FORMAT_VERSION = 2  # of meta.json (2: with the checksum); an entry of another is built again in its folder
 TOKENS, META = "tokens.bin", "meta.json"
+_CHUNK = 1 << 20
+_VERIFIED: dict[Path, tuple[int, int, int, str]] = {}  # entries verified by this process: their file's identity
 _LEGACY_AGE_SECONDS = 3600.0  # a legacy builder's folder untouched this long, its process gone: abandoned
 
 
@@ -35,7 +44,7 @@ def default_dir() -> Path:
 
 def cache_key(fingerprint: dict[str, Any]) -> str:
     """A stable hash of a JSON-serialisable fingerprint."""
-    text = json.dumps({"format": FORMAT_VERSION, **fingerprint}, sort_keys=True, separators=(",", ":"))
+    text = json.dumps({"format": KEY_VERSION, **fingerprint}, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
@@ -50,14 +59,43 @@ def entry(directory: Path, label: str, fingerprint: dict[str, Any]) -> Path:
 
 
 def describe(
-    rows: int, seq_len: int, dtype: npt.DTypeLike, fingerprint: dict[str, Any], **counts: int
+    rows: int, seq_len: int, dtype: npt.DTypeLike, fingerprint: dict[str, Any], crc32: str, **counts: int
 ) -> dict[str, Any]:
-    """The ``meta.json`` of an entry of ``rows`` rows; ``counts`` add what preparing it counted (documents, padding)."""
+    """The ``meta.json`` of an entry of ``rows`` rows whose ``tokens.bin`` has the checksum ``crc32``; ``counts`` add
+    what preparing it counted (documents, padding)."""
     version = _version()
     return {
         "format": FORMAT_VERSION, "ladd": version, "rows": rows, "seq_len": seq_len, "dtype": np.dtype(dtype).name,
-        "tokens": rows * seq_len, "fingerprint": fingerprint, **counts,
+        "tokens": rows * seq_len, "fingerprint": fingerprint, "crc32": crc32, **counts,
     }
+
+
+def checksum(handle: BinaryIO) -> str:
+    """The CRC-32 of an open file (8 hex digits), read from its start in chunks."""
+    handle.seek(0)
+    crc = 0
+    while block := handle.read(_CHUNK):
+        crc = zlib.crc32(block, crc)
+    return f"{crc:08x}"
+
+
+def verify(folder: Path, meta: dict[str, Any]) -> None:
+    """Refuse an entry whose ``tokens.bin`` no longer hashes to the checksum its ``meta.json`` records.
+
+    A file this process verified is not read again while its size, modification time and inode stay the same.
+    """
+    path = folder / TOKENS
+    with path.open("rb") as handle:
+        stat = os.fstat(handle.fileno())
+        identity = (stat.st_ino, stat.st_size, stat.st_mtime_ns, str(meta.get("crc32")))
+        if _VERIFIED.get(path) == identity:
+            return
+        if checksum(handle) != meta.get("crc32"):
+            raise LaddError(
+                f"token cache entry {folder} has changed since it was built ({TOKENS} does not match the checksum "
+                f"in its {META}); ladd does not train on it: delete it to rebuild it from the source: rm -r '{folder}'"
+            )
+    _VERIFIED[path] = identity
 
 
 def current(folder: Path, fingerprint: dict[str, Any]) -> dict[str, Any] | None:

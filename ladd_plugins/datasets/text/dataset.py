@@ -117,6 +117,7 @@ class TextDataset(Dataset):
                 meta = build.prepare(folder, self.fingerprint(split), spec, workers, self.config.progress, what)
                 if meta is None:
                     raise self._empty(split, spec)
+                cache.verify(folder, meta)  # rows changed since the build are never read
                 self._rows.setdefault(folder, cache.open_rows(folder, meta))
                 size = (folder / cache.TOKENS).stat().st_size
                 prepared[folder] = PreparedData(split, str(folder), size, meta["tokens"], meta["rows"])

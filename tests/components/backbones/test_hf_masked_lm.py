@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -100,6 +103,22 @@ def test_a_model_that_ships_python_code_is_refused_and_nothing_of_it_runs(tiny_b
     with pytest.raises(LaddError, match="would run Python code"):
         HFMaskedLM(HFMaskedLMConfig(model=str(folder)), Channels(K, 16, None))
     assert not marker.exists()
+
+
+def test_nan_weights_of_the_pretrained_model_are_named_before_training(tiny_bert, tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    damaged = Path(shutil.copytree(tiny_bert, tmp_path / "damaged"))
+    tensors = load_file(damaged / "model.safetensors")
+    name = "bert.encoder.layer.1.output.dense.weight"
+    tensors[name][3, 5] = float("nan")
+    save_file(tensors, damaged / "model.safetensors", metadata={"format": "pt"})
+    reg = registry.load()
+    cfg = compose([*DEMO, f"backbone.model={damaged}", f"dataset.tokenizer={damaged}"], reg)
+    message = f"backbone 'hf_masked_lm' holds non-finite values (NaN or inf) in backbone.model.{name} before training"
+    with pytest.raises(LaddError, match=re.escape(message)):
+        train(cfg, tmp_path / "run", reg)
+    assert not (tmp_path / "run").exists()
 
 
 DEMO = [

@@ -13,6 +13,7 @@ import sys
 import textwrap
 import threading
 import time
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -241,6 +242,37 @@ def test_a_cache_of_another_format_or_data_is_rebuilt_not_read(tmp_path):
     with pytest.raises(LaddError, match="is damaged .* delete it to rebuild it"):
         text_dataset(tmp_path, corpus).rows("train")
 
+
+
+def test_a_cache_whose_rows_were_changed_to_other_valid_ids_is_refused(tmp_path):
+    corpus = write_corpus(tmp_path / "corpus.jsonl", 100)
+    dataset = text_dataset(tmp_path, corpus)
+    rows = np.array(dataset.rows("train"))  # a copy: the cache's own rows are a map of the file changed below
+    entry = dataset.cache_entry("train")
+    meta = json.loads((entry / cache.META).read_text())
+    # the checksum recomputed here, independently of the cache's own reader
+    assert meta["crc32"] == f"{zlib.crc32((entry / cache.TOKENS).read_bytes()):08x}"
+    changed = np.array(rows[::-1])  # the same ids in another order: the same size, every id valid
+    assert not np.array_equal(changed, rows)
+    (entry / cache.TOKENS).write_bytes(changed.tobytes())
+    message = f"token cache entry {entry} has changed since it was built .* rm -r '{entry}'$"
+    with pytest.raises(LaddError, match=message):
+        text_dataset(tmp_path, corpus).rows("train")
+    (entry / cache.TOKENS).write_bytes(rows.tobytes())  # put back: read again
+    assert text_dataset(tmp_path, corpus).rows("train").tolist() == rows.tolist()
+
+
+def test_an_entry_built_before_checksums_is_built_again_in_its_folder(tmp_path):
+    corpus = write_corpus(tmp_path / "corpus.jsonl", 100)
+    dataset = text_dataset(tmp_path, corpus)
+    expected = dataset.rows("train").tolist()
+    entry = dataset.cache_entry("train")
+    meta = json.loads((entry / cache.META).read_text())
+    del meta["crc32"]
+    (entry / cache.META).write_text(json.dumps({**meta, "format": 1}))
+    assert text_dataset(tmp_path, corpus).cache_entry("train") == entry
+    assert text_dataset(tmp_path, corpus).rows("train").tolist() == expected
+    assert "crc32" in json.loads((entry / cache.META).read_text())
 
 # ---------------------------------------------------------------- refusals
 
