@@ -75,11 +75,16 @@ class Base:
 
     def check(self, recorded: str, what: str, fix: str) -> None:
         """Refuse when ``recorded`` (the digest ``what`` was trained over) is not this base's."""
-        if recorded != self.digest:
-            raise LaddError(
-                f"{what} was trained over a base whose frozen weights have SHA-256 {recorded[:16]}..., but the base "
-                f"here has {self.digest[:16]}... (other weights, or another model); {fix}"
-            )
+        check_base(recorded, self.digest, what, fix)
+
+
+def check_base(recorded: str, digest: str, what: str, fix: str) -> None:
+    """Refuse when the base ``what`` was trained over (``recorded``) is not the one here (``digest``)."""
+    if recorded != digest:
+        raise LaddError(
+            f"{what} was trained over a base whose frozen weights have SHA-256 {recorded[:16]}..., but the base here "
+            f"has {digest[:16]}... (other weights, or another model); {fix}"
+        )
 
 
 def seed_for_building(seed: int) -> None:
@@ -97,14 +102,19 @@ def start(experiment: Experiment, settings: Settings, registry: Registry) -> tup
     return adapt(experiment.model, settings.train), report
 
 
-def adapt(model: nn.Module, train: TrainConfig, expected: tuple[str, str, str] | None = None) -> Base | None:
+def adapt(
+    model: nn.Module, train: TrainConfig, expected: tuple[str, str, str] | None = None, identify: bool = True
+) -> Base | None:
     """Freeze what ``train`` leaves untrained and add its LoRA adapters, in place; None when everything trains.
 
     ``expected``: (digest, what, fix), the base that what is loaded onto it was trained over: checked before any
     adapter is added. Parameters that do not train for other reasons (a frozen pretrained encoder) keep doing so.
+    ``identify``: False for a model without values (on the meta device): the base's digest is left empty.
     """
     if not train.adapted:
         return None
+    if train.lora.rank:
+        _peft()  # a missing extra is said before anything else
     parameters = dict(model.named_parameters())
     by_name = _named(parameters, train.freeze, "train.freeze")
     full = _named(parameters, train.lora.full, "train.lora.full")
@@ -114,9 +124,9 @@ def adapt(model: nn.Module, train: TrainConfig, expected: tuple[str, str, str] |
             f"trained in full, not both"
         )
     frozen = (set(parameters) - full if train.lora.rank else set()) | by_name
-    digest = tensors_digest({name: parameters[name].detach() for name in frozen})
+    digest = tensors_digest({name: parameters[name].detach() for name in frozen}) if identify else ""
     if expected is not None:
-        Base(digest, 0, frozenset(), frozenset(), 0).check(*expected)
+        check_base(expected[0], digest, *expected[1:])
     frozen_ids = {id(parameters[name]) for name in frozen}
     trains = {id(p): p.requires_grad for p in parameters.values()}
     targets = _targets(model, train.lora) if train.lora.rank else []

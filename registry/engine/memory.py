@@ -55,7 +55,8 @@ class TrainingMemory:
         parts = [
             ("frozen weights", self.frozen), ("trained weights", self.trained), ("gradients", self.gradients),
             ("optimiser state", self.optimizer), ("EMA", self.average),
-            (f"activations ({self.batch} x {self.length} positions, {kept})", self.activations),
+            (f"activations ({self.batch} x {self.length} positions, {kept})" if self.length else
+             "activations (no backbone reports its transformer shape: not counted)", self.activations),
         ] + ([("the largest block gathered whole", self.gathered)] if self.shards > 1 else [])
         return [
             f"parameters: {parameters:,} ({self.trained_parameters:,} trained, {share:.2%}; "
