@@ -110,8 +110,7 @@ class Hardware:
         if base is not None and self.frozen_dtype != torch.float32:
             cast_base(model, base, self.frozen_dtype)
         if self.checkpointing:
-            for layer in layers(model):
-                layer.forward = functools.partial(_recomputed, layer.forward)
+            recompute_blocks(model)
 
     @property
     def value_bytes(self) -> int:
@@ -143,6 +142,13 @@ def check_layers(model: nn.Module, checkpointing: bool, sharding: bool) -> None:
                 f"{option} works block by block, but the {path} ({type(module).__name__}) declares no blocks "
                 f"(Backbone.layers); choose a backbone that does, or leave the option out"
             )
+
+
+def recompute_blocks(model: nn.Module) -> None:
+    """Activation checkpointing: each block of the backbones (``Backbone.layers``) keeps its input alone and runs
+    again in the backward pass; parameter names, and so checkpoints, are unchanged."""
+    for layer in layers(model):
+        layer.forward = functools.partial(_recomputed, layer.forward)
 
 
 def _recomputed(forward: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
