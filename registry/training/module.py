@@ -102,7 +102,8 @@ class LaddModule(L.LightningModule):
         # Here the processes are joined and the device is known, and neither DDP nor the optimiser has seen
         # the parameters yet: the stage trains exactly what its loss reaches, so DDP needs no search for the rest.
         self.model.to(self.trainer.strategy.root_device)
-        self.resting = unreached_parameters(self.model)
+        with self.trainer.precision_plugin.forward_context():  # as a step runs: frozen weights may be in bfloat16
+            self.resting = unreached_parameters(self.model)
         for parameter in self.resting:
             parameter.requires_grad_(False)
 
