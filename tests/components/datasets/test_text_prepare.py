@@ -233,11 +233,17 @@ def test_a_cache_of_another_format_or_data_is_rebuilt_not_read(tmp_path):
     entry = dataset.cache_entry("train")
     meta = json.loads((entry / cache.META).read_text())
     assert meta["format"] == cache.FORMAT_VERSION and meta["tokens"] == len(expected) * 16 and meta["documents"] == 100
-    for edit in ({"format": cache.FORMAT_VERSION + 1}, {"fingerprint": {**meta["fingerprint"], "eos_id": 0}}):
+    edits = (
+        {"format": cache.FORMAT_VERSION + 1},
+        {"format": 1, "crc32": None},  # built before entries carried a checksum: built again in the same folder
+        {"fingerprint": {**meta["fingerprint"], "eos_id": 0}},
+    )
+    for edit in edits:
         (entry / cache.META).write_text(json.dumps({**meta, **edit}))
         (entry / cache.TOKENS).write_bytes(b"\1\0" * 16)  # what another version might have written
         assert text_dataset(tmp_path, corpus).rows("train").tolist() == expected, edit
-        assert json.loads((entry / cache.META).read_text())["format"] == cache.FORMAT_VERSION
+        rebuilt = json.loads((entry / cache.META).read_text())
+        assert rebuilt["format"] == cache.FORMAT_VERSION and rebuilt["crc32"] == meta["crc32"]
     (entry / cache.TOKENS).write_bytes(b"\0" * 10)  # this format, these data, but cut: damaged, refused
     with pytest.raises(LaddError, match="is damaged .* delete it to rebuild it"):
         text_dataset(tmp_path, corpus).rows("train")
@@ -261,18 +267,6 @@ def test_a_cache_whose_rows_were_changed_to_other_valid_ids_is_refused(tmp_path)
     (entry / cache.TOKENS).write_bytes(rows.tobytes())  # put back: read again
     assert text_dataset(tmp_path, corpus).rows("train").tolist() == rows.tolist()
 
-
-def test_an_entry_built_before_checksums_is_built_again_in_its_folder(tmp_path):
-    corpus = write_corpus(tmp_path / "corpus.jsonl", 100)
-    dataset = text_dataset(tmp_path, corpus)
-    expected = dataset.rows("train").tolist()
-    entry = dataset.cache_entry("train")
-    meta = json.loads((entry / cache.META).read_text())
-    del meta["crc32"]
-    (entry / cache.META).write_text(json.dumps({**meta, "format": 1}))
-    assert text_dataset(tmp_path, corpus).cache_entry("train") == entry
-    assert text_dataset(tmp_path, corpus).rows("train").tolist() == expected
-    assert "crc32" in json.loads((entry / cache.META).read_text())
 
 # ---------------------------------------------------------------- refusals
 
