@@ -251,6 +251,13 @@ def save_state(model: nn.Module, base: Base | None, path: str | Path) -> Path:
     return save_weights(model, path) if base is None else save_adapted(model, base, path)
 
 
+def save_tensors_of(tensors: dict[str, Tensor], base: Base | None, path: str | Path) -> Path:
+    """A run's weights given as tensors (gathered from shards): all of them, or over a frozen base what trains."""
+    if base is None:
+        return save_tensors(tensors, path, {})
+    return save_tensors({name: tensors[name] for name in sorted(base.trained)}, path, {BASE_KEY: base.digest})
+
+
 def load_state(model: nn.Module, base: Base | None, path: str | Path, what: str, settings: Settings) -> None:
     """Load what :func:`save_state` wrote for a run of ``settings`` (``what`` names the run)."""
     if base is None:

@@ -117,7 +117,7 @@ class EMAWeights(Callback):
 
     def on_load_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]) -> None:
         # Lightning loaded the averaged weights (the checkpoint's state_dict) into the module: they are kept as the
-        # averages, and the raw weights take the module's place.
-        if CURRENT in checkpoint:
+        # averages, and the raw weights take the module's place. A sharded checkpoint's strategy did both already.
+        if CURRENT in checkpoint and not getattr(trainer.strategy, "saves_averages", False):
             self.saved = dict(checkpoint["state_dict"])
             pl_module.load_state_dict(checkpoint[CURRENT])

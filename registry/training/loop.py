@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import nullcontext
@@ -22,7 +23,7 @@ from torch.utils.data import DataLoader, IterableDataset
 
 from registry.config.settings import Settings, checked
 from registry.distributed import rank, world_size
-from registry.engine.adapters import Base, load_state, save_state, start
+from registry.engine.adapters import Base, load_state, save_state, save_tensors_of, start
 from registry.engine.assembly import Experiment, build_experiment
 from registry.engine.batches import check_batch, first_batch, stream_ended
 from registry.engine.loading import load_run
@@ -38,7 +39,15 @@ from .console import progress_bar, quiet_lightning_notices
 from .ema import EMAWeights
 from .metrics_file import METRICS_FILE, MetricsFile, read_metrics
 from .module import LaddModule
-from .resume import ResumeState, StopOnSignal, check_saved_state, has_saved_state, resume_point, stage_checkpoint
+from .resume import (
+    ResumeState,
+    StopOnSignal,
+    check_saved_state,
+    has_saved_state,
+    is_checkpoint,
+    resume_point,
+    stage_checkpoint,
+)
 from .stopping import Stopped, deferred, stopping_on_signals
 from .strategy import Hardware, check_layers
 from .tracking import Tracking
@@ -135,8 +144,8 @@ def _train_checked(
             tracking.end("killed" if isinstance(error, Stopped) else "failed")
             raise
         tracking.end("success")
-    if base is not None and main:
-        # what trained, merged into the layers it adapts over the base in its own dtype: as reading the run gives it
+    if (base is not None or hardware.shards > 1) and main:
+        # the whole model, adapters merged, out of any shards, the base in its own dtype: as reading the run gives it
         return load_run(folder.path, registry)[0]
     return experiment
 
@@ -228,9 +237,17 @@ def _train_stages(
             warnings.filterwarnings(
                 "ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated", category=FutureWarning
             )
-            trainer.fit(module, loader, ckpt_path=last if last.is_file() else None, weights_only=True)
-        experiment.model.cpu()
+            trainer.fit(module, loader, ckpt_path=last if is_checkpoint(last) else None, weights_only=True)
+        whole = hardware.whole_state(trainer)  # gathered from the shards (on the first process), or None
+        if whole is None:
+            experiment.model.cpu()
         if main:
-            save_state(experiment.model, base, folder.stage_weights(index))
+            if whole is None:
+                save_state(experiment.model, base, folder.stage_weights(index))
+            else:
+                save_tensors_of(whole, base, folder.stage_weights(index))
     if main:
-        save_state(experiment.model, base, folder.path / WEIGHTS_FILE)
+        if hardware.shards > 1:  # one stage (``sharding``), whose weights are the run's
+            shutil.copyfile(folder.stage_weights(len(stages)), folder.path / WEIGHTS_FILE)
+        else:
+            save_state(experiment.model, base, folder.path / WEIGHTS_FILE)

@@ -21,7 +21,7 @@ from lightning.fabric.plugins.environments import SLURMEnvironment
 from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.strategies import DDPStrategy, FSDPStrategy, SingleDeviceStrategy
-from torch import nn
+from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from registry.config.settings import TrainConfig, resolve_precision
@@ -30,6 +30,8 @@ from registry.engine.memory import TrainingMemory, training_memory
 from registry.errors import IncompatibleComponentsError, InvalidConfigError, first_line
 from registry.interfaces import Backbone
 from registry.storage.files import replacing
+
+from .sharding import ShardedStrategy
 
 #: bytes of an activation under each precision (the mixed and half ones: 2)
 _VALUE_BYTES = {"32-true": 4, "64-true": 8}
@@ -50,6 +52,8 @@ class Hardware:
         self.name = train_cfg.strategy
         self.checkpointing = train_cfg.activation_checkpointing
         self.frozen_dtype = getattr(torch, train_cfg.frozen_dtype)
+        self.blocks: list[nn.Module] = []
+        self.base: Base | None = None
         if self.name == SHARDED:
             _check_sharding(train_cfg)
         self.arguments = {
@@ -107,6 +111,7 @@ class Hardware:
         """Apply the memory options to the model before it trains: frozen weights in ``train.frozen_dtype``, each
         block recomputed in the backward pass under ``train.activation_checkpointing``."""
         check_layers(model, self.checkpointing, self.name == SHARDED)
+        self.blocks, self.base = layers(model), base
         if base is not None and self.frozen_dtype != torch.float32:
             cast_base(model, base, self.frozen_dtype)
         if self.checkpointing:
@@ -123,7 +128,15 @@ class Hardware:
         Plain DDP runs without ``find_unused_parameters``: each stage trains only the parameters its loss
         reaches (``LaddModule.setup``), so there are none to search for.
         """
+        if self.name == SHARDED:  # FSDP writes its own checkpoints, folders of shards (``sharding``)
+            return {**self.arguments, "strategy": ShardedStrategy(self.blocks, self.base), "plugins": self.cluster}
         return {**self.arguments, "strategy": self.name, "plugins": [*self.cluster, AtomicCheckpointIO()]}
+
+    def whole_state(self, trainer: L.Trainer) -> dict[str, Tensor] | None:
+        """Under sharding, the weights as a stage ends gathered whole on the first process (None on the others);
+        otherwise None: the model holds them whole already."""
+        strategy = trainer.strategy
+        return strategy.whole_state() if isinstance(strategy, ShardedStrategy) else None
 
 
 def layers(model: nn.Module) -> list[nn.Module]:
@@ -160,12 +173,24 @@ def _recomputed(forward: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
 
 def _check_sharding(train_cfg: TrainConfig) -> None:
-    """Refuse sharding where torch's FSDP cannot run it, before Lightning tries."""
+    """Refuse sharding where torch's FSDP cannot run it or ladd does not shard, before Lightning tries."""
     if train_cfg.accelerator == "cpu" or not torch.cuda.is_available():
         raise InvalidConfigError(
             f"train.strategy={SHARDED} shards the model over GPUs, but this process has none "
             f"(train.accelerator={train_cfg.accelerator}): torch's FullyShardedDataParallel needs an accelerator "
             f"device and its collectives; on a CPU train with train.strategy=auto"
+        )
+    stages = len(train_cfg.stages_to_run())
+    if stages > 1:
+        raise InvalidConfigError(
+            f"train.strategy={SHARDED} trains one stage per run ({stages} are set): the sharded model is not taken "
+            f"apart between stages; train each stage as its own run (the next one's train.init_from the last)"
+        )
+    if train_cfg.frozen_dtype != "float32":
+        raise InvalidConfigError(
+            f"train.frozen_dtype={train_cfg.frozen_dtype} with train.strategy={SHARDED}: a shard holds one dtype; "
+            f"leave the weights in float32 (sharding divides them) and compute in bfloat16 with "
+            f"train.precision=bf16-mixed"
         )
 
 
