@@ -66,7 +66,8 @@ class Base:
     digest: str  # of the frozen parameters (names before adapters, dtypes, shapes, values)
     parameters: int  # frozen values
     frozen: frozenset[str]  # the frozen parameters' names, adapters in place
-    trained: frozenset[str]  # the model's state entries a run trains and saves: adapters, trained parameters, buffers
+    # the model's state entries a run trains and saves (adapters, trained parameters, buffers), a tied one once
+    trained: frozenset[str]
     adapted: int  # modules given adapters (0: parameters frozen by name alone)
 
     def record(self) -> dict[str, Any]:
@@ -134,12 +135,14 @@ def adapt(
         _inject(model, train.lora, targets)
     for parameter in model.parameters():  # peft marks every parameter but its adapters untrained
         parameter.requires_grad_(id(parameter) not in frozen_ids and trains.get(id(parameter), True))
-    state = model.state_dict(keep_vars=True)
+    state: dict[int, str] = {}  # each tensor under its first name: a tied weight is saved once
+    for name, tensor in model.state_dict(keep_vars=True).items():
+        state.setdefault(id(tensor), name)
     return Base(
         digest=digest,
         parameters=sum(parameters[name].numel() for name in frozen),
-        frozen=frozenset(name for name, tensor in state.items() if id(tensor) in frozen_ids),
-        trained=frozenset(name for name, tensor in state.items() if id(tensor) not in frozen_ids),
+        frozen=frozenset(name for key, name in state.items() if key in frozen_ids),
+        trained=frozenset(name for key, name in state.items() if key not in frozen_ids),
         adapted=len(targets),
     )
 

@@ -77,11 +77,14 @@ class LaddModule(L.LightningModule):
         self.watch = _FiniteWatch()
 
     def state_dict(self, *args: Any, destination: Any = None, prefix: str = "", keep_vars: bool = False) -> Any:
-        """The module's state, without the frozen base: what a checkpoint holds."""
+        """The module's state, over a frozen base what trains alone: what a checkpoint holds.
+
+        Called by a wrapper (a prefix given: FSDP, which renames the entries afterwards) the state is whole, and the
+        strategy leaves the base out (``sharding``).
+        """
         state = super().state_dict(*args, destination=destination, prefix=prefix, keep_vars=keep_vars)
-        if self.base is not None:
-            inside = f"{prefix}model."
-            for name in [name for name in state if name.removeprefix(inside) in self.base.frozen]:
+        if self.base is not None and not prefix:
+            for name in [name for name in state if name.removeprefix("model.") not in self.base.trained]:
                 del state[name]
         return state
 

@@ -93,7 +93,7 @@ class ShardedStrategy(FSDPStrategy):
     def _trained(self, state: dict[str, Any]) -> dict[str, Any]:
         if self.base is None:
             return state
-        return {name: value for name, value in state.items() if name.removeprefix(_INSIDE) not in self.base.frozen}
+        return {name: value for name, value in state.items() if name.removeprefix(_INSIDE) in self.base.trained}
 
     def _averages(self) -> EMAWeights:
         assert self.lightning_module is not None

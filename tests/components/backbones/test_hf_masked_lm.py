@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import load_file
 
 import registry
 from ladd_plugins.backbones.config import HFMaskedLMConfig
@@ -153,3 +154,30 @@ def test_the_real_minilm_fine_tunes_samples_and_is_scored_on_the_offline_demo(mi
     assert sampled.returncode == 0, sampled.stderr
     rows = [json.loads(line) for line in (tmp_path / "s.jsonl").read_text().splitlines()]
     assert len(rows) == 2 and all(max(r["ids"]) < K for r in rows)
+
+
+def test_the_lora_preset_adapts_the_real_minilm_attention_over_its_frozen_weights(minilm, tmp_path):
+    reg = registry.load()
+    overrides = ["experiment=demo/mdlm_minilm_lora", *DEMO[1:], "train.lora.dropout=0.0"]
+    experiment = train(compose(overrides, reg), tmp_path / "run", reg)  # read back: the adapters merged
+    from transformers import AutoModel
+
+    pretrained = AutoModel.from_pretrained(minilm)
+    trained = load_file(tmp_path / "run" / "model.safetensors")
+    lora = {name for name in trained if ".lora_" in name}
+    layers = pretrained.config.num_hidden_layers
+    assert len(lora) == 2 * 2 * layers, "an A and a B for the query and the value of every layer"
+    assert set(trained) - lora == {
+        f"backbone.model.cls.predictions.{name}"
+        for name in ("bias", "transform.dense.weight", "transform.dense.bias", "transform.LayerNorm.weight",
+                     "transform.LayerNorm.bias")
+    }
+    width, scale = pretrained.config.hidden_size, 16 / 8  # alpha / rank
+    prefix = "backbone.model.bert.encoder.layer.0.attention.self"
+    query = dict(experiment.model.named_parameters())[f"{prefix}.query.weight"]
+    a, b = (trained[f"{prefix}.query.lora_{half}.default.weight"] for half in ("A", "B"))
+    assert a.shape == (8, width) and b.shape == (width, 8) and b.abs().max() > 0, "the adapter trained"
+    merged = pretrained.encoder.layer[0].attention.self.query.weight + scale * b @ a
+    assert (query - merged).abs().max() < 1e-6
+    key = dict(experiment.model.named_parameters())[f"{prefix}.key.weight"]
+    assert torch.equal(key, pretrained.encoder.layer[0].attention.self.key.weight), "not a target: frozen, as loaded"
