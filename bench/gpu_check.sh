@@ -9,13 +9,17 @@
 #     rows are the sawtooth's steps/s at App. E.1 size (S = 128, batch 2048), batches drawn on the GPU,
 #     then again for MDLM and Co-LADD with the backbones compiled into CUDA graphs (reduce-overhead);
 #   - an MDLM checkpoint of the published OWT size (random weights) imported with `ladd import mdlm`, then
-#     sampled: ms/sample at 128 steps and batch 64, plain against fast (bench/import_mdlm.py).
+#     sampled: ms/sample at 128 steps and batch 64, plain against fast (bench/import_mdlm.py);
+#   - fine-tuning (bench/finetune_check.py): LoRA SFT at LLaDA-8B's size, batch 1 x 2048 (frozen base in bfloat16,
+#     activation checkpointing): peak memory, whether it fits in 80 GB, tokens/s, beside the dry run's estimate;
+#     then train.strategy=fsdp stopped by SIGTERM and resumed against a run straight through, plain and with LoRA.
 #
 #   OUT=/tmp/out bash bench/gpu_check.sh                # on a GPU, the wheels of missing packages in .whl/
 #   OUT=/tmp/out bash bench/gpu_check.sh --size tiny    # anywhere: the same steps with tiny networks
 #
 # Each section runs in its own process under a time limit (LIMIT_SYNCS, LIMIT_SPEED, LIMIT_BINSAW,
-# LIMIT_GRAPHS, LIMIT_LM1B, LIMIT_OWT, LIMIT_IMPORT seconds; 9.7 minutes in all by default), so a failure or a timeout is a row and
+# LIMIT_GRAPHS, LIMIT_LM1B, LIMIT_OWT, LIMIT_IMPORT, LIMIT_LORA, LIMIT_SHARDED seconds; 14.2 minutes in all by default:
+# set the last two to 0 to skip fine-tuning and keep under 10), so a failure or a timeout is a row and
 # the next section still runs. Run folders and stand-ins go to SCRATCH (default: a temporary folder on
 # /dev/shm, removed at the end). Rows are printed as measured and kept under OUT
 # (JSON and logs); a run cut short keeps what it measured.
@@ -33,10 +37,11 @@ if [ -z "${SCRATCH:-}" ]; then
 fi
 source bench/checkout_env.sh
 
-ROWS='^(train |sample |import |output head|host syncs|NVIDIA|cpu,|(binsaw|lm1b|owt)/)|skipping cudagraphs'
+ROWS='^(train |sample |import |finetune |output head|host syncs|NVIDIA|cpu,|(binsaw|lm1b|owt)/)|skipping cudagraphs'
 section() {  # section NAME SECONDS COMMAND...: run it, print its rows, report a failure or timeout as a row
   local name=$1 limit=$2 started rc
   shift 2
+  [ "$limit" -gt 0 ] || return 0
   started=$(date +%s)
   timeout --kill-after=10 "$(( limit * scale ))" "$@" > "$OUT/$name.log" 2>&1
   rc=$?
@@ -74,4 +79,6 @@ for group in lm1b owt; do
 done
 mdlm_size=$([ "$SIZE" = tiny ] && echo tiny || echo owt)
 section import "${LIMIT_IMPORT:-60}" python3 bench/import_mdlm.py --size "$mdlm_size" --sample --out "$OUT/import" --scratch "$SCRATCH"
+section finetune_lora "${LIMIT_LORA:-150}" python3 bench/finetune_check.py lora --size "$SIZE" --out "$OUT" --scratch "$SCRATCH"
+section finetune_sharded "${LIMIT_SHARDED:-120}" python3 bench/finetune_check.py sharded --out "$OUT" --scratch "$SCRATCH"
 date -u +"end %Y-%m-%dT%H:%M:%SZ"

@@ -51,3 +51,9 @@ def test_gpu_check_tiny_runs_every_section_on_cpu(tmp_path: Path) -> None:
     assert imported["import"]["seconds"] > 0 and imported["import"]["peak_gib"] > 0
     assert [(r["fast"], r["steps"]) for r in imported["sampling"]] == [(False, 8), (True, 8)]
     assert all(r["ms_per_sample"] > 0 for r in imported["sampling"])
+    lora = [json.loads(line) for line in (tmp_path / "finetune_lora.jsonl").read_text().splitlines()]
+    assert [(r["ok"], r["size"], r["batch"]) for r in lora] == [(True, "tiny", 1)] and lora[0]["tokens_per_s"] > 0
+    # without a GPU, sharding is refused in ladd's one line, the row's expected finding here
+    sharded = [json.loads(line) for line in (tmp_path / "finetune_sharded.jsonl").read_text().splitlines()]
+    assert [r["row"] for r in sharded] == ["fsdp", "fsdp_lora"]
+    assert all(r["ok"] and "train.strategy=fsdp shards the model over GPUs" in r["refused"] for r in sharded)
