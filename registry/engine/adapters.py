@@ -147,15 +147,15 @@ def adapt(
     )
 
 
-def _named(parameters: dict[str, nn.Parameter], patterns: list[str], key: str) -> set[str]:
-    """The parameters that ``patterns`` name, each pattern naming at least one."""
+def _named(names: Iterable[str], patterns: list[str], key: str, what: str = "parameter") -> set[str]:
+    """The ``names`` that ``patterns`` name (of ``what``: parameters, or modules), each pattern naming at least one."""
+    names = list(names)
     chosen: set[str] = set()
     for index, pattern in enumerate(patterns):
-        found = {name for name in parameters if matches(name, pattern)}
+        found = {name for name in names if matches(name, pattern)}
         if not found:
             raise InvalidConfigError(
-                f"{key}[{index}]={pattern!r} matches no parameter of the model; its parameters are named like "
-                f"{_examples(parameters)}"
+                f"{key}[{index}]={pattern!r} matches no {what} of the model; they are named like {_examples(names)}"
             )
         chosen |= found
     return chosen
@@ -164,17 +164,9 @@ def _named(parameters: dict[str, nn.Parameter], patterns: list[str], key: str) -
 def _targets(model: nn.Module, lora: LoraConfig) -> list[str]:
     """The names of the modules to adapt: those ``lora.targets`` names, else each backbone's own targets."""
     adaptable = [name for name, module in model.named_modules() if isinstance(module, ADAPTABLE)]
-    chosen: set[str] = set()
     if lora.targets is not None:
-        for index, pattern in enumerate(lora.targets):
-            found = {name for name in adaptable if matches(name, pattern)}
-            if not found:
-                raise InvalidConfigError(
-                    f"train.lora.targets[{index}]={pattern!r} matches no linear layer or embedding of the model; they "
-                    f"are named like {_examples(adaptable)}"
-                )
-            chosen |= found
-        return sorted(chosen)
+        return sorted(_named(adaptable, lora.targets, "train.lora.targets", "linear layer or embedding"))
+    chosen: set[str] = set()
     for path, module in model.named_modules():
         if not isinstance(module, Backbone):
             continue

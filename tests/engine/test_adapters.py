@@ -141,7 +141,7 @@ def test_an_adapter_over_another_base_is_refused_before_anything_changes(reg, ti
          r"^train\.lora\.targets\[0\]='attn\.q' matches no linear layer or embedding of the model; they are named "
          r"like backbone\.embed, backbone\.trunk\.blocks\.N\.qkv, "),
         ({"freeze": ["encoder"]}, InvalidConfigError,
-         r"^train\.freeze\[0\]='encoder' matches no parameter of the model; its parameters are named like "),
+         r"^train\.freeze\[0\]='encoder' matches no parameter of the model; they are named like backbone\."),
         ({"lora": {"rank": RANK, "full": ["embed"]}, "freeze": ["embed"]}, InvalidConfigError,
          r"^train\.freeze and train\.lora\.full both name backbone\.embed\.weight"),
     ],
