@@ -10,6 +10,9 @@
 #     then again for MDLM and Co-LADD with the backbones compiled into CUDA graphs (reduce-overhead);
 #   - an MDLM checkpoint of the published OWT size (random weights) imported with `ladd import mdlm`, then
 #     sampled: ms/sample at 128 steps and batch 64, plain against fast (bench/import_mdlm.py);
+#   - the field's decoders at batch 1 on a DiT of length 640 (prompt 512, generation 128, block 32, 128 steps):
+#     network calls, FLOPs and ms/sample against uncached ancestral sampling, the prefix and dual key-value caches
+#     and their token agreement with uncached decoding (bench/decoders.py);
 #   - fine-tuning (bench/finetune_check.py): LoRA SFT at LLaDA-8B's size, batch 1 x 2048 (frozen base in bfloat16,
 #     activation checkpointing): peak memory, whether it fits in 80 GB, tokens/s, beside the dry run's estimate;
 #     then train.strategy=fsdp stopped by SIGTERM and resumed against a run straight through, plain and with LoRA.
@@ -17,9 +20,9 @@
 #   OUT=/tmp/out bash bench/gpu_check.sh                # on a GPU, the wheels of missing packages in .whl/
 #   OUT=/tmp/out bash bench/gpu_check.sh --size tiny    # anywhere: the same steps with tiny networks
 #
-# Each section runs in its own process under a time limit (LIMIT_SYNCS, LIMIT_SPEED, LIMIT_BINSAW,
-# LIMIT_GRAPHS, LIMIT_LM1B, LIMIT_OWT, LIMIT_IMPORT, LIMIT_LORA, LIMIT_SHARDED seconds; 14.2 minutes in all by default:
-# set the last two to 0 to skip fine-tuning and keep under 10), so a failure or a timeout is a row and
+# Each section runs in its own process under a time limit (LIMIT_SYNCS, LIMIT_SPEED, LIMIT_BINSAW, LIMIT_GRAPHS,
+# LIMIT_LM1B, LIMIT_OWT, LIMIT_IMPORT, LIMIT_DECODERS, LIMIT_LORA, LIMIT_SHARDED seconds; 14.2 minutes in all by
+# default: set the last two to 0 to skip fine-tuning and keep under 10), so a failure or a timeout is a row and
 # the next section still runs. Run folders and stand-ins go to SCRATCH (default: a temporary folder on
 # /dev/shm, removed at the end). Rows are printed as measured and kept under OUT
 # (JSON and logs); a run cut short keeps what it measured.
@@ -37,7 +40,7 @@ if [ -z "${SCRATCH:-}" ]; then
 fi
 source bench/checkout_env.sh
 
-ROWS='^(train |sample |import |finetune |output head|host syncs|NVIDIA|cpu,|(binsaw|lm1b|owt)/)|skipping cudagraphs'
+ROWS='^(train |sample |import |decoder |finetune |output head|host syncs|NVIDIA|cpu,|(binsaw|lm1b|owt)/)|skipping cudagraphs'
 section() {  # section NAME SECONDS COMMAND...: run it, print its rows, report a failure or timeout as a row
   local name=$1 limit=$2 started rc
   shift 2
@@ -69,16 +72,17 @@ section presets_binsaw "${LIMIT_BINSAW:-45}" python3 bench/gpu_check.py presets 
 section presets_binsaw_graphs "${LIMIT_GRAPHS:-90}" env TORCH_LOGS=perf_hints python3 bench/gpu_check.py presets --group binsaw --size "$SIZE" \
   --steps "$(( steps * 5 ))" --out "$OUT" --scratch "$SCRATCH" --only "$graphs" --label _graphs \
   --extra train.compile=true train.compile_mode=reduce-overhead
-section speed "${LIMIT_SPEED:-180}" python3 bench/speed.py --size "$SIZE" --out "$OUT/speed" --scratch "$SCRATCH" \
+section speed "${LIMIT_SPEED:-170}" python3 bench/speed.py --size "$SIZE" --out "$OUT/speed" --scratch "$SCRATCH" \
   --sections head,sampling,training --models mdlm,coladd --variants compile --steps "$speed_steps"
 for group in lm1b owt; do
-  limit_name="LIMIT_${group^^}" default_limit=$(case $group in lm1b) echo 100;; owt) echo 60;; esac)
+  limit_name="LIMIT_${group^^}" default_limit=$(case $group in lm1b) echo 100;; owt) echo 40;; esac)
   # shellcheck disable=SC2046
   section "presets_$group" "${!limit_name:-$default_limit}" python3 bench/gpu_check.py presets --group "$group" --size "$SIZE" \
     --steps "$steps" --out "$OUT" --scratch "$SCRATCH" $(only "${!group}")
 done
 mdlm_size=$([ "$SIZE" = tiny ] && echo tiny || echo owt)
 section import "${LIMIT_IMPORT:-60}" python3 bench/import_mdlm.py --size "$mdlm_size" --sample --out "$OUT/import" --scratch "$SCRATCH"
+section decoders "${LIMIT_DECODERS:-30}" python3 bench/decoders.py --size "$SIZE" --out "$OUT/decoders"
 section finetune_lora "${LIMIT_LORA:-150}" python3 bench/finetune_check.py lora --size "$SIZE" --out "$OUT" --scratch "$SCRATCH"
 section finetune_sharded "${LIMIT_SHARDED:-120}" python3 bench/finetune_check.py sharded --out "$OUT" --scratch "$SCRATCH"
 date -u +"end %Y-%m-%dT%H:%M:%SZ"

@@ -25,10 +25,10 @@ import time
 from pathlib import Path
 
 import torch
-from safetensors.torch import save_file
 
 import registry
-from ladd_plugins.importers.mdlm_table import PREFIX, ROTARY_BUFFER, MDLMShape, source_shapes
+from ladd_plugins.importers.mdlm import write_checkpoint
+from ladd_plugins.importers.mdlm_table import MDLMShape
 from registry.engine.sampling import inference_precision
 from speed import timed
 
@@ -38,22 +38,6 @@ SHAPES = {  # the published OWT checkpoint, and a tiny one
 }
 #: sampling: 64 sequences in 128 steps; the tiny check draws 4 in 8 (a vocabulary of GPT-2's size is no toy on a CPU)
 SAMPLING = {"owt": (64, 128), "tiny": (4, 8)}
-
-
-def write_checkpoint(folder: Path, shape: MDLMShape) -> int:
-    """A random-weight checkpoint in MDLM's layout; its number of parameters (the rotary buffer aside)."""
-    generator = torch.Generator().manual_seed(0)
-    shapes = source_shapes(shape)
-    tensors = {PREFIX + name: 0.02 * torch.randn(size, generator=generator) for name, size in shapes.items()}
-    parameters = sum(t.numel() for t in tensors.values())
-    tensors[PREFIX + ROTARY_BUFFER] = 1.0 / 10_000 ** (torch.arange(0, shape.head_dim, 2).float() / shape.head_dim)
-    folder.mkdir(parents=True, exist_ok=True)
-    save_file(tensors, str(folder / "model.safetensors"))
-    config = {"model_type": "mdlm", "hidden_dim": shape.hidden, "cond_dim": shape.cond, "n_blocks": shape.blocks,
-              "n_heads": shape.heads, "vocab_size": shape.vocab, "model_length": shape.length, "dropout": 0.1,
-              "time_conditioning": shape.time_conditioning}
-    (folder / "config.json").write_text(json.dumps(config))
-    return parameters
 
 
 #: run in a fresh interpreter: the task, then the process's peak resident memory (VmHWM, of this process alone:
@@ -130,11 +114,15 @@ def main() -> None:
     baseline = measured("read", str(weights))
     run = measured("import", str(source), str(imported))
     fixed = run if args.size == "tiny" else tiny_import(scratch)
+    # what importing these weights adds to what any ladd process holds (the interpreter and libraries, whose size
+    # depends on the environment): the peak less the tiny import's
+    own = (run["peak_gib"] - fixed["peak_gib"]) / file_gib
     row = {"size": args.size, "parameters_m": parameters / 1e6, "file_gib": file_gib, "import": run,
-           "read_file_baseline": baseline, "tiny_import_baseline": fixed, "threads": torch.get_num_threads(),
-           "torch": torch.__version__}
+           "read_file_baseline": baseline, "tiny_import_baseline": fixed, "import_own_x_file": own,
+           "threads": torch.get_num_threads(), "torch": torch.__version__}
     print(f"import mdlm {parameters / 1e6:.1f}M parameters, file {file_gib:.3f} GiB: {run['seconds']:.1f} s, "
-          f"peak {run['peak_gib']:.2f} GiB ({run['peak_gib'] / file_gib:.2f}x the file); reading the file alone: "
+          f"peak {run['peak_gib']:.2f} GiB ({run['peak_gib'] / file_gib:.2f}x the file; {own:.2f}x beyond the tiny "
+          f"import's); reading the file alone: "
           f"{baseline['seconds']:.1f} s, peak {baseline['peak_gib']:.2f} GiB; importing a tiny checkpoint: "
           f"{fixed['seconds']:.1f} s, peak {fixed['peak_gib']:.2f} GiB", flush=True)
     if args.sample:

@@ -9,6 +9,8 @@ from registry import ComponentSpec, hookimpl
 
 from . import backbones, datasets, encoders, latents, metrics, processes, samplers, schedules
 
+LADD_CONTRACT = 3  # the plugin contract these components are written for (registry.CONTRACT_VERSION)
+
 
 @hookimpl
 def ladd_components() -> list[ComponentSpec]:
@@ -33,4 +35,4 @@ def ladd_model_folders() -> dict[str, str]:
 @hookimpl
 def ladd_importers() -> dict[str, str]:
     # `ladd import mdlm SRC OUT`: MDLM's published checkpoint layout (kuleshov-group/mdlm-owt)
-    return {"mdlm": "ladd_plugins.importers.mdlm:import_mdlm"}
+    return {"mdlm": "ladd_plugins.importers.mdlm:MDLMImporter"}

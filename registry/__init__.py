@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from registry.contract import CONTRACT_VERSION, install_moved_modules
 from registry.host.component import KINDS, Component, ComponentSpec, Origin
 from registry.host.hookspecs import hookimpl, hookspec
 from registry.host.registry import Registry, load
@@ -22,10 +23,18 @@ from .errors import (
 if TYPE_CHECKING:  # importing it here would import torch with every `import registry`
     from registry.engine.assembly import Experiment
 
+install_moved_modules()  # `import registry.assembly` (a path that moved) says where it went, in one line
+
 
 def build(kind: str, name: str, options: dict[str, Any] | None = None, **context: Any) -> Any:
     """Build one registered component from Python: ``options`` are checked like config options, ``context`` as ladd
-    passes it."""
+    passes it.
+
+    Raises ``UnknownComponentError`` (no such name) or ``ComponentClashError`` (two plugins register it),
+    ``InvalidConfigError`` for options the config refuses, ``ComponentError`` when the factory does not import, raises
+    or returns something not of its kind (its ``problem`` says which; the original exception is its ``__cause__``), and
+    the ``LaddError`` a factory raises itself (``IncompatibleComponentsError``, ``MissingResourceError``) as it is.
+    """
     return load().build(kind, name, options, **context)
 
 
@@ -34,7 +43,7 @@ def from_pretrained(
 ) -> Experiment:
     """Load a model folder written by ``ladd export`` (weights are safetensors: loading runs no code).
 
-    Returns a ``registry.assembly.Experiment``: ``model`` (a ``DiffusionModel`` on the CPU, in eval mode, its
+    Returns a ``registry.engine.assembly.Experiment``: ``model`` (a ``DiffusionModel`` on the CPU, in eval mode, its
     weights the exported EMA weights), ``sampler`` (``sampler.sample(model, n, steps, generator)``),
     ``dataset``, ``metric`` and ``components`` (slot -> the registered component, with its origin).
     ``adapter``: a folder ``ladd export --adapter`` wrote, merged into the model, which must be the one it was
@@ -46,6 +55,7 @@ def from_pretrained(
 
 
 __all__ = [
+    "CONTRACT_VERSION",
     "build",
     "from_pretrained",
     "KINDS",

@@ -10,6 +10,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from itertools import islice
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -20,22 +21,28 @@ from .errors import IncompatibleComponentsError
 __all__ = [
     "Schedule",
     "Process",
+    "BoundDraw",
     "RevealingProcess",
+    "MaskingProcess",
     "Latent",
     "LatentCode",
     "Encoder",
     "Backbone",
+    "CachingBackbone",
     "TransformerShape",
     "Denoised",
     "Channels",
     "Sampler",
+    "TokenDecoder",
     "SampleOutput",
     "DenoiserModel",
     "Dataset",
     "PreparedData",
     "Metric",
+    "Importer",
     "Needs",
     "needs_of",
+    "declares_needs",
     "mask_id",
     "batches_from",
     "device_batches",
@@ -74,6 +81,32 @@ class Schedule(ABC):
         """Signal level at times ``tau`` (same shape, float64 where tau is float64)."""
 
 
+@dataclass
+class BoundDraw:
+    """Noisy states a process drew for its terms of a negative ELBO (``Process.bound_draw``), one per row.
+
+    ``weight`` is the row's importance weight under the process's draw scheme; ``rows`` (bool, the state's shape
+    up to its position axis) marks the positions whose predictions ``bound_terms`` reads, or None for all.
+    """
+
+    state: Tensor
+    tau: Tensor  # [N]
+    weight: Tensor  # [N]
+    rows: Tensor | None = None
+
+    def select(self, index: slice | Tensor) -> BoundDraw:
+        """The draws at ``index`` (a slice or index tensor over the rows)."""
+        rows = None if self.rows is None else self.rows[index]
+        return BoundDraw(self.state[index], self.tau[index], self.weight[index], rows)
+
+
+def _no_bound(process: Process) -> IncompatibleComponentsError:
+    return IncompatibleComponentsError(
+        f"process {type(process).__name__} gives no variational bound (it does not declare elbo = True), so no "
+        f"likelihood can be reported for a model that uses it"
+    )
+
+
 class Process(ABC):
     """A forward noising process on one channel, its weighted training loss and its reverse step.
 
@@ -85,6 +118,16 @@ class Process(ABC):
     #: the state kind this process diffuses (built as ``factory(config, schedule=..., vocab_size=...)``, where
     #: ``vocab_size`` counts the values of an ``IDS`` state and is None for others)
     diffuses: str = IDS
+    #: whether ``step`` takes the known tokens (``fixed=``); False for a step written without the keyword, which ladd
+    #: then calls without it (a prompt is refused if its chain changed a known token)
+    takes_fixed: bool = True
+    #: True when the process gives the terms of its negative ELBO (``bound_draw``, ``bound_state``, ``bound_terms``,
+    #: ``prior_bound``): the bound of the reverse chain on the grid ``1/T, ..., 1`` that the model defines, whatever
+    #: weighting trains it. ``ladd harness`` and the bound of ``ladd eval`` need it.
+    elbo: bool = False
+    #: True when the bound is the exact negative log-likelihood, read in one teacher-forced pass (a causal model):
+    #: one draw suffices, and greedy decoding is read off the same pass
+    exact_likelihood: bool = False
 
     @abstractmethod
     def prior(self, shape: tuple[int, ...], device: torch.device, generator: torch.Generator | None = None) -> Tensor:
@@ -108,7 +151,8 @@ class Process(ABC):
         ``fixed`` (token channel only; None when nothing is known): the known tokens of a prompt or an infill,
         ``[B, S]`` with the mask id at the free positions; the step must return them unchanged at their positions.
         A masking process keeps them anyway (it never changes an unmasked position); another, such as a
-        uniform-noise process, writes them back. ladd calls a step whose signature lacks ``fixed`` without it.
+        uniform-noise process, writes them back. ladd calls a step of a process declaring ``takes_fixed = False``
+        without it.
         """
 
     def loss_rows(self, x_t: Tensor) -> Tensor | None:
@@ -133,6 +177,37 @@ class Process(ABC):
     def guide(self, conditional: Tensor, unconditional: Tensor, scale: float) -> Tensor:
         """Classifier-free guidance of two predictions (scale 1 returns the conditional one)."""
         return unconditional + scale * (conditional - unconditional)
+
+    def bound_draw(self, x0: Tensor, scored: Tensor | None, u: Tensor, generator: torch.Generator) -> BoundDraw:
+        """Noisy states of the clean ``x0`` (``[N, positions, ...]``) for this channel's terms of the negative ELBO.
+
+        Only the ``scored`` positions (bool ``[N, positions]``; None: all) are noised and scored; the others stay as
+        ``x0`` holds them (a prompt, or the mask id at positions left unknown). ``u`` (``[N]``, in [0, 1)) are uniform
+        draws the caller stratifies over a row's draws; the process turns them into its own times.
+        """
+        raise _no_bound(self)
+
+    def bound_state(self, x0: Tensor, scored: Tensor | None, tau: Tensor, generator: torch.Generator) -> Tensor:
+        """A draw of the state at ``tau`` (``[N]``) from the forward process the bound uses: the other channel's
+        input when a two-channel model scores one channel at that channel's times."""
+        raise _no_bound(self)
+
+    def bound_terms(self, prediction: Tensor, x0: Tensor, draw: BoundDraw) -> Tensor:
+        """``[N]`` nats: this channel's terms at the draw's states, weighted so that their mean over draws is an
+        unbiased estimate of the sum of the reconstruction and diffusion terms ``L_0 + L_1 + ... + L_{T-1}`` over the
+        scored positions. ``prediction`` covers the draw's ``rows`` only when they are given (as ``loss_rows``)."""
+        raise _no_bound(self)
+
+    def prior_bound(self, x0: Tensor, scored: Tensor | None) -> Tensor:
+        """``[N]`` nats: the endpoint term ``L_T``, the KL of the forward process's end to the prior (0 when the
+        forward process ends in the prior exactly)."""
+        raise _no_bound(self)
+
+    def bound_subsets(self, x0: Tensor, scored: Tensor | None) -> BoundDraw | None:
+        """Every state the bound averages over for a network that ignores time, with weights whose sum of
+        ``bound_terms`` is the bound exactly (one row ``x0`` ``[1, positions]``); None when the process has no finite
+        set of states (the default)."""
+        return None
 
 
 class RevealingProcess(Process):
@@ -164,6 +239,15 @@ class RevealingProcess(Process):
         """``fill`` at the positions ``reveal`` picks; known tokens stay, as ``reveal`` only picks masked positions."""
         reveal = self.reveal(x_t, tau_t, tau_s, generator)
         return self.fill(x_t, reveal, prediction[reveal], generator)
+
+
+class MaskingProcess(RevealingProcess):
+    """A revealing process with an absorbing mask state: what confidence decoders (LLaDA, Fast-dLLM) need.
+
+    Its prior is all mask id (``mask_id(vocab_size)``), a position once unmasked never changes, and its prediction
+    is logits over the real tokens: so a decoder may choose which masked positions to commit, and commit them to
+    any token of the prediction, instead of drawing both from the process's bridge.
+    """
 
 
 @dataclass
@@ -224,6 +308,15 @@ class Latent(nn.Module, ABC):
     def backbone_input(self, y_t: Tensor, code: LatentCode | None = None) -> Tensor:
         """What a backbone's latent input layer receives for state ``y_t`` (``code`` is given in training)."""
         return y_t
+
+    def posterior_entropy(self, features: Tensor) -> Tensor:
+        """``[B]`` nats: the entropy of ``encode``'s distribution of ``y0`` given encoder features ``[B, M, d_l]``
+        (differential for real vectors, 0 for a deterministic code). A likelihood bound subtracts it (the encoder
+        term of the paper's App. C.1); a latent without it gives no bound."""
+        raise IncompatibleComponentsError(
+            f"latent {type(self).__name__} gives no posterior entropy (posterior_entropy), the encoder term of the "
+            f"variational bound, so no likelihood can be reported for a model that uses it"
+        )
 
 
 class Encoder(nn.Module, ABC):
@@ -323,6 +416,42 @@ class Backbone(nn.Module, ABC):
         return ()
 
 
+class CachingBackbone(Backbone):
+    """A backbone that keeps its attention keys and values between calls and can recompute a window of positions.
+
+    ``forward(..., cache=new_cache(batch, device))`` without a window runs every position and writes each layer's
+    keys and values into the cache; with ``window`` (a ``slice`` of the positions attention sees: the tokens
+    ``0..S-1``, then any latent slots) it recomputes only those positions, writes theirs into the cache and reads
+    every other position's from it. Token logits come back for the window's token positions (``[B, W, K]``), or at
+    ``rows`` (bool ``[B, S]``, False outside the window) as ``[N, K]``; a latent prediction only when the window
+    covers the latent slots (``window.stop`` None), else None. When other positions changed since they were cached,
+    a windowed pass is Fast-dLLM's approximation; ``cache_exact`` says it equals the full pass (a block-causal
+    network reading the committed blocks before the window). Called without ``cache``, it is a plain ``Backbone``.
+    """
+
+    #: True when a windowed pass equals the full pass exactly; False for the approximate cache of full attention
+    cache_exact: bool = False
+
+    def new_cache(self, batch: int, device: torch.device) -> Any:
+        """An empty cache for ``batch`` sequences (``registry.toolkit.attention.KVCache`` unless overridden)."""
+        from .toolkit.attention import KVCache
+
+        return KVCache()
+
+    @abstractmethod
+    def forward(
+        self,
+        x_t: Tensor | None,
+        tau_x: Tensor | None,
+        y_t: Tensor | None,
+        tau_y: Tensor | None,
+        rows: Tensor | None = None,
+        cache: Any = None,
+        window: slice | None = None,
+    ) -> Denoised:
+        """``Backbone.forward``; with ``cache``, writing it (no ``window``) or reading it outside ``window``."""
+
+
 class DenoiserModel(ABC):
     """What a sampler sees of a trained model (implemented by the core's model)."""
 
@@ -333,6 +462,8 @@ class DenoiserModel(ABC):
     latent_process: Process | None  # the process on the latent channel's ``y``
     seq_len: int
     vocab_size: int
+    #: the end-of-document id of the data the model was trained on (text), None when sequences have no documents
+    eos_id: int | None = None
 
     @abstractmethod
     def predict(
@@ -342,13 +473,25 @@ class DenoiserModel(ABC):
         y_t: Tensor | None,
         tau_y: Tensor | None,
         rows: Tensor | None = None,
+        cache: Any = None,
+        window: slice | None = None,
     ) -> Denoised:
         """Predictions of the denoiser, with token logits only at ``rows`` when given (as ``Backbone.forward``).
 
+        Token logits are the network's own at every position, also where ``x_t`` holds a token: they are not replaced
+        by that token (as MDLM's SUBS parameterisation does); the processes' steps keep revealed tokens themselves.
         ``tau_x`` None: the latent is generated on its own (sequential strategy) and only its prediction is
         returned, from the separate latent denoiser when there is one; ``x_t`` then holds known tokens (mask
         id elsewhere) for a denoiser that reads tokens, or is None for all masked.
+        ``cache`` (from :meth:`new_cache`) and ``window``: the token backbone's key-value cache, as
+        ``CachingBackbone.forward`` takes them; samplers pass them only when they use a cache, so a model written
+        without the keywords serves every sampler that does not.
         """
+
+    def new_cache(self, batch: int) -> Any:
+        """An empty key-value cache of the token backbone for ``batch`` sequences; an ``IncompatibleComponentsError``
+        when the backbone is no ``CachingBackbone``."""
+        raise IncompatibleComponentsError(f"{type(self).__name__} keeps no key-value cache of its token backbone")
 
     def latent_channel(self) -> tuple[Latent, Process]:
         """The latent and its process; an ``IncompatibleComponentsError`` for a model without a latent channel."""
@@ -394,11 +537,15 @@ class Needs:
 
     latent: bool | None = None  # True: a latent channel; False: none (a token-only model); None: either
     token_process: type | None = None  # an interface the token process must implement, e.g. RevealingProcess
+    backbone: type | None = None  # an interface the token backbone must implement, e.g. CachingBackbone
 
-    def unmet(self, latent: str | None, process_name: str, process: Any) -> tuple[str, str] | None:
+    def unmet(
+        self, latent: str | None, process_name: str, process: Any, backbone_name: str = "", backbone: Any = None
+    ) -> tuple[str, str] | None:
         """What is missing, as (what is needed and what is there, the change to the config), or None.
 
-        ``latent``: the selected latent's name (None without one); ``process``: the token process, or its class.
+        ``latent``: the selected latent's name (None without one); ``process``: the token process, or its class;
+        ``backbone``: the token backbone, or its class (None: not checked).
         """
         if self.latent is True and latent is None:
             return "a latent channel, but there is none (latent=null)", "choose a latent"
@@ -410,6 +557,12 @@ class Needs:
             interface = f"{wanted.__module__}.{wanted.__qualname__}"
             need = f"a token process that is a {interface}, but process {process_name!r} is not one"
             return need, "choose another process"
+        wanted, kind = self.backbone, backbone if isinstance(backbone, type) else type(backbone)
+        if wanted is not None and backbone is not None and not issubclass(kind, wanted):
+            interface = f"{wanted.__module__}.{wanted.__qualname__}"
+            return f"a token backbone that is a {interface}, but backbone {backbone_name!r} is not one", (
+                "choose another backbone"
+            )
         return None
 
 
@@ -417,18 +570,32 @@ def needs_of(component: Any) -> Needs:
     """What a component (or its class) declares it needs; a sampler's ``requires_latent = True`` counts as a latent."""
     needs = getattr(component, "needs", None)
     needs = needs if isinstance(needs, Needs) else Needs()
-    if needs.latent is None and getattr(component, "requires_latent", False) is True:
+    if getattr(component, "requires_latent", False) is True:
         return replace(needs, latent=True)
     return needs
+
+
+def declares_needs(component: Any) -> bool:
+    """Whether a component (or its class) declares its ``needs`` (or the older ``requires_latent``) itself, rather than
+    keeping its interface's default."""
+    interfaces = {Sampler, Schedule, Process, RevealingProcess, Latent, Encoder, Backbone, Dataset, Metric}
+    kind = component if isinstance(component, type) else type(component)
+    owners = [vars(component)] if not isinstance(component, type) and hasattr(component, "__dict__") else []
+    owners += [vars(cls) for cls in kind.__mro__ if cls not in interfaces and cls is not object]
+    return any("needs" in owner or "requires_latent" in owner for owner in owners)
 
 
 class Sampler(ABC):
     """A reverse-time sampling strategy. Built as ``factory(config)``."""
 
-    #: what the sampler needs of the model: a latent channel or none, a kind of token process
-    needs: Needs = Needs()
+    #: what the sampler needs of the model: a latent channel or none, a kind of token process. The default is a
+    #: token-only sampler (``Needs(latent=False)``): one that samples a latent channel declares ``Needs(latent=True)``,
+    #: one that samples a model with or without one ``Needs()``
+    needs: Needs = Needs(latent=False)
     #: True when tokens are denoised given a finished clean latent (sequential); evaluation follows it
     conditions_on_clean_latent: bool = False
+    #: True when ``sample`` takes a clean latent to draw tokens given (``latent=``); ladd gives one to no other sampler
+    takes_latent: bool = False
 
     @property
     def requires_latent(self) -> bool:
@@ -451,8 +618,23 @@ class Sampler(ABC):
         infill) and the mask id at the free positions. ``latent`` (a sampler of a latent channel; the shape of
         ``model.latent.null(num_samples, ...)``) is a clean latent ``y0`` per sample to draw tokens given, instead
         of generating one: the tokens are denoised given it at latent time 0 and it is returned as the output's
-        latent. ladd calls a sampler whose ``sample`` lacks the keyword without it, and refuses to give it one.
+        latent. ladd passes it only to a sampler declaring ``takes_latent = True``, and calls the others without it.
         """
+
+
+class TokenDecoder(Sampler):
+    """A sampler of the token channel whose steps another sampler can run: the token decoder of LADD's samplers.
+
+    ``rules(model, chain, steps)`` yields the rules of the token chain's reverse steps
+    (``registry.toolkit.sampling.TokenRule``), at most ``steps`` of them, each made after the step before it ran
+    (``chain`` is the ``registry.toolkit.sampling.TokenChain`` they move). ``registry.toolkit.sampling.decode_tokens``
+    runs them alone (a token-only model, or given a clean latent at latent time 0: sequential LADD); a joint sampler
+    runs them beside its latent steps, one rule per step of its time grid.
+    """
+
+    @abstractmethod
+    def rules(self, model: DenoiserModel, chain: Any, steps: int) -> Iterable[Any]:
+        """The token steps' rules, one per reverse step, at most ``steps``."""
 
 
 @dataclass(frozen=True)
@@ -564,3 +746,44 @@ def prepare(dataset: Dataset, splits: Sequence[str]) -> list[PreparedData]:
 def padding_of(dataset: Dataset, batch: Tensor) -> Tensor | None:
     """``dataset.padding(batch)``; None for a dataset written without the ``Dataset`` base."""
     return dataset.padding(batch) if isinstance(dataset, Dataset) else None
+
+
+class Importer(ABC):
+    """Turns another library's checkpoint into a ladd model: ``ladd import NAME SOURCE OUT``.
+
+    An importer declares the model and fills its weights; ladd does the rest. In order, ladd calls ``read(source)``
+    (the checkpoint checked whole, before anything is built), ``overrides(checkpoint)`` (the model's config), builds
+    the model from that config (refusing one too large for this machine's memory, and a user's override of what the
+    importer sets), sets every parameter to NaN, calls ``fill(model, checkpoint)``, checks that every parameter was
+    filled with finite values, and writes the model folder with ``record(checkpoint)`` and the SHA-256 of each file
+    of ``files(checkpoint)`` as its source. ``registry.toolkit.checkpoints`` reads configs and safetensors files.
+    """
+
+    @abstractmethod
+    def read(self, source: str) -> Any:
+        """The checkpoint at ``source`` (a folder, or a hub id where the hub is reachable), checked whole: what the
+        other methods are given. A source that is not such a checkpoint raises ``LaddError``, one line naming why."""
+
+    @abstractmethod
+    def overrides(self, checkpoint: Any) -> list[str]:
+        """The config of the model the checkpoint fills, as ``KEY=VALUE`` overrides: a preset and the options that fix
+        the network's sizes. A user may change any other setting; one of these keys (or a component of their slots)
+        is refused, naming it."""
+
+    @abstractmethod
+    def fill(self, model: nn.Module, checkpoint: Any) -> None:
+        """Copy the checkpoint's values into every parameter of ``model`` (named as in a model folder's weights:
+        ``backbone.``...), in place under ``torch.no_grad()``."""
+
+    @abstractmethod
+    def record(self, checkpoint: Any) -> dict[str, str]:
+        """Where the weights came from (a hub id and revision, or a folder's name), recorded in the model folder."""
+
+    @abstractmethod
+    def files(self, checkpoint: Any) -> list[Path]:
+        """The files the weights are read from; the model folder records each one's name and SHA-256."""
+
+    def example(self, folder: Path) -> str | None:
+        """A tiny checkpoint of this format written into ``folder``, whose source (``folder`` itself, typically) ``ladd
+        plugins check`` imports; None (the default) when the importer offers none, and is then not exercised."""
+        return None

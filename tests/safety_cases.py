@@ -1228,3 +1228,61 @@ def masked_lm_with_code(root: Path) -> Outcome:
     )
     assert not marker.exists() and not (root / "run").exists()
     return outcome
+
+
+# ---------------------------------------------------------------- what a command reads; one line for each slip
+
+
+@case("16a", "`ladd encode MODEL --out MODEL/model.safetensors` (the latents over the folder's only weights)")
+def encode_into_the_model(root: Path) -> Outcome:
+    model = exported(root, "model")
+    (root / "refs.txt").write_text("0 1 1 0\n")
+    return unchanged(
+        model, lambda: ladd("encode", str(model), "--input", "refs.txt", "--out", str(model / "model.safetensors"),
+                            cwd=root)
+    )
+
+
+@case("16b", "`ladd sample MODEL --like refs.txt --out MODEL/model.safetensors`")
+def sample_into_the_model(root: Path) -> Outcome:
+    model = exported(root, "model")
+    (root / "refs.txt").write_text("0 1 1 0\n")
+    return unchanged(
+        model, lambda: ladd("sample", str(model), "--like", "refs.txt", "--out", str(model / "model.safetensors"),
+                            cwd=root)
+    )
+
+
+@case("16c", "`ladd train run_dir=null`")
+def run_dir_null(root: Path) -> Outcome:
+    outcome = ladd("train", *TINY, ONE_STAGE, "run_dir=null", cwd=root)
+    assert list(root.iterdir()) == [], "a folder was made"
+    return outcome
+
+
+@case("16d", "`ladd sample RUN --sampler ancestral --sampler-option 'fast=[1,'` (not a value)")
+def malformed_sampler_option(root: Path) -> Outcome:
+    return ladd("sample", str(trained(root, "run")), "--sampler", "ancestral", "--sampler-option", "fast=[1,")
+
+
+@case("16e", "`ladd train schedule=cosine,linear` (a sweep's values without `-m`)")
+def sweep_without_multirun(root: Path) -> Outcome:
+    outcome = ladd("train", *TINY, ONE_STAGE, "schedule=cosine,linear", f"run_dir={root / 'run'}")
+    assert not (root / "run").exists()
+    return outcome
+
+
+@case("16f", "a run whose `run.json` settings were emptied (`{}`); `ladd train` of it")
+def emptied_run_record(root: Path) -> Outcome:
+    run_dir = trained(root, "run")
+    (run_dir / "run.json").write_text(json.dumps({"format": "ladd-run/1", "settings": {}}))
+    return unchanged(run_dir, lambda: ladd("train", *TINY, ONE_STAGE, f"run_dir={run_dir}"))
+
+
+@case("16g", "the disk fills up while `ladd prepare` builds a token cache (writes past 100 kB fail)")
+def disk_full_while_preparing(root: Path) -> Outcome:
+    overrides = text_overrides(root)
+    (root / "corpus.txt").write_text("the cat sat on the mat\n\nthe dog ate the bone\n\n" * 8000)  # 368 kB
+    outcome = ladd_process("prepare", *overrides, limit_file_size=100_000)
+    assert not list((root / "cache").rglob("*.partial")), "a partial file was left behind"
+    return outcome

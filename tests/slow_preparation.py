@@ -3,7 +3,7 @@
     python -m torch.distributed.run --standalone --nproc_per_node=2 tests/slow_preparation.py SECONDS ARGS...
 
 The process that prepares the token cache sleeps SECONDS before building it; process groups time out
-after 5 seconds; rank 1 starts a second after rank 0, so rank 0 prepares; a waiting process says so every
+after 5 seconds; rank 1 starts a second after rank 0, so rank 0 usually prepares; a waiting process says so every
 second. Training must still start: the ranks wait for the cache on the file system, not in the group.
 """
 from __future__ import annotations

@@ -49,15 +49,23 @@ def fake_distribution(root: Path, name: str, module_source: str, version: str = 
     return str(root)
 
 
-def install_plugin(project: Path, target: Path) -> str:
-    """Install a plugin project (no dependencies) into the folder ``target``, for PYTHONPATH; returns it."""
+def install_plugin(project: Path, target: Path, *more: Path) -> str:
+    """Install plugin projects (no dependencies) into the folder ``target`` with one pip call, for PYTHONPATH; returns
+    it."""
     options = ["--quiet", "--no-deps", "--no-build-isolation", "--target", str(target)]
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", *options, str(project)],
+        [sys.executable, "-m", "pip", "install", *options, str(project), *map(str, more)],
         check=True,
         timeout=300,
     )
     return str(target)
+
+
+def import_mdlm(source: str, out_dir: Path, overrides: list[str], registry, overwrite: bool = False) -> Path:
+    """What ``ladd import mdlm SOURCE OUT_DIR [OVERRIDES]`` does, from Python."""
+    from registry.engine.importing import import_checkpoint
+
+    return import_checkpoint(registry.importer("mdlm"), source, out_dir, overrides, registry, overwrite)
 
 
 def assert_trainable_set_is_exact(model, x0) -> None:
@@ -75,3 +83,15 @@ def assert_trainable_set_is_exact(model, x0) -> None:
     without = sorted(name for name, p in model.named_parameters() if p.requires_grad and p.grad is None)
     model.zero_grad(set_to_none=True)
     assert unreached == without
+
+
+def redraw_weights(model, scale: float, seed: int = 0):
+    """``model`` (eval mode) with every weight redrawn from N(0, scale^2), so that an untrained network's predictions
+    depend on its input (a fresh DiT's zero-initialised adaLN makes its output constant)."""
+    import torch
+
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.normal_(0.0, scale)
+    return model.eval()

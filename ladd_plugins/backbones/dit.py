@@ -8,11 +8,12 @@ on ``tau_y``.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from torch import Tensor, nn
 
 from registry.errors import IncompatibleComponentsError
-from registry.interfaces import Backbone, Channels, Denoised, TransformerShape
+from registry.interfaces import CachingBackbone, Channels, Denoised, TransformerShape
 from registry.toolkit.layers import DiTTrunk, FinalLayer, TimestepEmbedder, TokenHead, learned_condition
 
 from .config import DiTConfig
@@ -21,8 +22,12 @@ from .styles import block_style, token_time_embedder
 __all__ = ["DiT", "DiTConfig"]
 
 
-class DiT(Backbone):
-    """Diffusion Transformer over one channel, with adaLN-Zero conditioning and RoPE."""
+class DiT(CachingBackbone):
+    """Diffusion Transformer over one channel, with adaLN-Zero conditioning and RoPE.
+
+    Over tokens it keeps a key-value cache (``CachingBackbone``): with ``window`` only those token positions are
+    embedded, run through the trunk (the other positions' keys and values read from the cache) and given logits.
+    """
 
     def __init__(self, config: DiTConfig, channels: Channels):
         super().__init__()
@@ -66,16 +71,24 @@ class DiT(Backbone):
         y_t: Tensor | None,
         tau_y: Tensor | None,
         rows: Tensor | None = None,
+        cache: Any = None,
+        window: slice | None = None,
     ) -> Denoised:
         # one channel, L positions: tokens (L = S, ids [B, S]) or the latent alone (L = M, y_t [B, M, d_l])
         inputs, tau = (x_t, tau_x) if self.denoises_tokens else (y_t, tau_y)
-        h = self.embed(inputs)  # [B, L, D]
+        if inputs is None:
+            channel = "tokens (x_t)" if self.denoises_tokens else "a latent (y_t)"
+            raise ValueError(f"backbone 'dit' denoises {channel}: it needs them")
+        if window is not None:  # tokens only: the latent-only network is never given a cache
+            inputs = inputs[:, window]  # [B, W]
+            rows = None if rows is None else rows[:, window]
+        h = self.embed(inputs)  # [B, L, D] ([B, W, D] in a window)
         if self.time_embed is not None:
             c = self.time_embed(tau)  # [B, C]
         else:
             assert self.condition is not None  # set exactly when time_embed is not
             c = self.condition.expand(h.shape[0], -1)  # [B, C]: a learned constant
-        h = self.trunk(h, c)  # [B, L, D]
+        h = self.trunk(h, c, cache, window)  # [B, L, D]
         out = self.final(h, c, rows)  # logits [B, S, K] ([N, K] at the N rows) or the latent head's [B, M, d_l]
         return Denoised(tokens=out) if self.denoises_tokens else Denoised(latent=out)
 

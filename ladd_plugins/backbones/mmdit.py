@@ -15,13 +15,15 @@ and the latent time embedding, which conditions both streams, start from their i
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from registry.errors import IncompatibleComponentsError
-from registry.interfaces import Backbone, Channels, Denoised, TransformerShape
-from registry.toolkit.layers import DiTBlock, FinalLayer, Rotary, TimestepEmbedder, TokenHead, attention, rotary
+from registry.interfaces import CachingBackbone, Channels, Denoised, TransformerShape
+from registry.toolkit.attention import attention
+from registry.toolkit.layers import DiTBlock, FinalLayer, Rotary, TimestepEmbedder, TokenHead, rotary
 
 from .config import DiTConfig
 from .styles import block_style, token_time_embedder
@@ -38,19 +40,32 @@ class MMDiTBlock(nn.Module):
         self.tokens = DiTBlock(*args, style=block_style(config))
         self.latent = DiTBlock(*args, style=block_style(config))
 
-    def forward(self, x: Tensor, y: Tensor, c: Tensor, rope_x: Rotary, rope_y: Rotary) -> tuple[Tensor, Tensor]:
-        # x [B, S, D], y [B, M, D], c [B, C]
+    def forward(
+        self, x: Tensor, y: Tensor | None, c: Tensor, rope_x: Rotary, rope_y: Rotary,
+        cache: Any = None, layer: int = 0, window: slice | None = None,
+    ) -> tuple[Tensor, Tensor | None]:
+        """Both streams through joint attention; with ``cache``, ``x`` holds the token positions of ``window`` and
+        ``y`` the latent slots (None when the window leaves them to the cache)."""
+        # x [B, S, D] ([B, W, D] in a window), y [B, M, D], c [B, C]
         qx, kx, vx, gate_x = self.tokens.pre_attention(x, c, rope_x)  # q, k, v [B, S, H, D/H]
-        qy, ky, vy, gate_y = self.latent.pre_attention(y, c, rope_y)  # q, k, v [B, M, H, D/H]
-        attn = attention(torch.cat([qx, qy], 1), torch.cat([kx, ky], 1), torch.cat([vx, vy], 1))  # [B, S + M, D]
+        q, k, v = qx, kx, vx
+        if y is not None:
+            qy, ky, vy, gate_y = self.latent.pre_attention(y, c, rope_y)  # q, k, v [B, M, H, D/H]
+            q, k, v = torch.cat([qx, qy], 1), torch.cat([kx, ky], 1), torch.cat([vx, vy], 1)
+        attn = attention(q, k, v) if cache is None else cache.attend(layer, q, k, v, window)  # [B, S + M, D]
         seq_len = x.shape[1]
         x = self.tokens.post_attention(x, attn[:, :seq_len], gate_x, c)  # [B, S, D]
-        y = self.latent.post_attention(y, attn[:, seq_len:], gate_y, c)  # [B, M, D]
+        if y is not None:
+            y = self.latent.post_attention(y, attn[:, seq_len:], gate_y, c)  # [B, M, D]
         return x, y
 
 
-class MMDiT(Backbone):
-    """Joint token and latent denoiser: logits ``[B, S, K]`` and the latent head's output."""
+class MMDiT(CachingBackbone):
+    """Joint token and latent denoiser: logits ``[B, S, K]`` and the latent head's output.
+
+    Its key-value cache (``CachingBackbone``) covers the joint sequence, tokens then latent slots: a window ending
+    inside the tokens leaves the latent to the cache (no latent prediction), an open-ended one recomputes it.
+    """
 
     def __init__(self, config: DiTConfig, channels: Channels):
         super().__init__()
@@ -76,20 +91,28 @@ class MMDiT(Backbone):
     def forward(
         self, x_t: Tensor | None, tau_x: Tensor | None, y_t: Tensor | None, tau_y: Tensor | None,
         rows: Tensor | None = None,
+        cache: Any = None,
+        window: slice | None = None,
     ) -> Denoised:
         # x_t ids [B, S] (mask id K), y_t [B, M, d_l] (or code ids [B, M]), tau_x and tau_y [B]
-        x, y = self.embed_x(x_t), self.embed_y(y_t)  # [B, S, D], [B, M, D]
+        if x_t is None or y_t is None:
+            raise ValueError("backbone 'mmdit' denoises tokens and a latent together: it needs x_t and y_t")
+        seq_len, length = x_t.shape[1], y_t.shape[1]
+        positions = torch.arange(seq_len + length, device=x_t.device)  # [S + M]: the joint sequence's positions
+        tokens = slice(0, seq_len) if window is None else slice(window.start, window.stop)
+        with_latent = window is None or window.stop is None  # a window ending inside the tokens leaves the latent
+        x = self.embed_x(x_t[:, tokens])  # [B, S, D] ([B, W, D] in a window)
+        y = self.embed_y(y_t) if with_latent else None  # [B, M, D]
         c = self.time_embed_y(tau_y)  # [B, C]
         if self.time_embed_x is not None:
             c = c + self.time_embed_x(tau_x)  # [B, C]
-        seq_len, length = x.shape[1], y.shape[1]
-        positions = torch.arange(seq_len + length, device=x.device)  # [S + M]: the joint sequence's positions
-        rope_x = rotary(positions[:seq_len], self.head_dim)
+        rope_x = rotary(positions[:seq_len][tokens], self.head_dim)
         rope_y = rotary(positions[seq_len:], self.head_dim)
-        for block in self.blocks:
-            x, y = block(x, y, c, rope_x, rope_y)  # [B, S, D], [B, M, D]
+        for layer, block in enumerate(self.blocks):
+            x, y = block(x, y, c, rope_x, rope_y, cache, layer, window)  # [B, S, D], [B, M, D]
+        rows = None if rows is None else rows[:, tokens]
         # logits [B, S, K] ([N, K] at the N rows) and the latent head's output [B, M, d_l] (or code logits)
-        return Denoised(tokens=self.final_x(x, c, rows), latent=self.final_y(y, c))
+        return Denoised(tokens=self.final_x(x, c, rows), latent=None if y is None else self.final_y(y, c))
 
     def transformer_shape(self) -> TransformerShape:
         return self._shape

@@ -2,35 +2,31 @@
 
 SRC is a folder holding MDLM's ``config.json`` and ``model.safetensors`` (kuleshov-group/mdlm-owt's layout),
 or a Hugging Face hub id where the hub is reachable. Only the JSON config and the safetensors tensors are
-read: nothing in the source runs. Every check (config, tensor names and shapes, finite values, the rotary
-frequencies) passes before anything is written. The model folder records where the weights came from and
-the SHA-256 of their file.
+read: nothing in the source runs. Every check (config, tensor names, shapes and dtypes, the rotary
+frequencies) passes before anything is built. ladd then builds its ``dit`` as MDLM's network, this importer fills
+it, and ladd checks and writes the model folder, recording where the weights came from and the file's SHA-256.
 """
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
-from safetensors import SafetensorError, safe_open
+from safetensors.torch import save_file
 from torch import nn
 
-from registry.config.composition import compose
-from registry.engine.assembly import build_experiment
-from registry.engine.export import write_model
-from registry.errors import LaddError, first_line
-from registry.host.registry import Registry
-from registry.storage.records import read_json
-from registry.storage.weights import file_sha256
+from registry.errors import LaddError
+from registry.interfaces import Importer
+from registry.toolkit.checkpoints import POSITIVE, Rule, TensorHeader, read_config, read_tensor, tensor_headers
 from registry.toolkit.layers import TimestepEmbedder
 
 from .. import hub
 from .mdlm_table import (
     CONDITION,
     PREFIX,
+    REQUIRED,
     ROTARY_BUFFER,
     SIGMA_MAP,
     MDLMShape,
@@ -38,6 +34,7 @@ from .mdlm_table import (
     check_layout,
     copies,
     read_shape,
+    source_shapes,
 )
 
 CONFIG = "config.json"
@@ -66,32 +63,33 @@ def locate(source: str) -> tuple[Path, dict[str, str]]:
     return folder, {"hub": source, "revision": folder.name}
 
 
+#: what ladd reads of MDLM's config.json before its sizes are checked against each other
+RULES = {"model_type": Rule(lambda v: v == "mdlm", "'mdlm'"), **dict.fromkeys(REQUIRED, POSITIVE)}
+#: the dtype of MDLM's published weights (safetensors' name), the only one imported
+DTYPE = "F32"
+
+
 def read_checkpoint_shape(folder: Path) -> MDLMShape:
     """The sizes in the folder's ``config.json``, after checking both files are there."""
     for name in (CONFIG, WEIGHTS):
         if not (folder / name).is_file():
             raise LaddError(f"{folder} is not an MDLM checkpoint: it has no {name} (expected {CONFIG} and {WEIGHTS})")
     fix = "give the folder of an MDLM checkpoint"
-    return read_shape(read_json(folder / CONFIG, "an MDLM config", fix), str(folder / CONFIG))
+    return read_shape(read_config(folder / CONFIG, "an MDLM checkpoint's config", RULES, fix), str(folder / CONFIG))
 
 
-@contextmanager
-def opened_weights(path: Path) -> Iterator[Any]:
-    """The safetensors file open for reading tensors lazily; a damaged or truncated one is refused in one line."""
-    try:
-        with safe_open(str(path), "pt") as opened:
-            yield opened
-    except (SafetensorError, OSError) as error:
-        why = first_line(error)
-        raise LaddError(f"cannot read {path}: {why}; it is truncated, damaged or not safetensors") from None
-
-
-def check_weights(opened: Any, shape: MDLMShape, path: Path) -> None:
-    """Names and shapes against the table, and MDLM's rotary frequencies when the file holds them."""
-    found = {name: tuple(opened.get_slice(name).get_shape()) for name in opened.keys()}
-    check_layout(found, shape, str(path))
-    if PREFIX + ROTARY_BUFFER in found:
-        held = opened.get_tensor(PREFIX + ROTARY_BUFFER).double()
+def check_weights(headers: dict[str, TensorHeader], shape: MDLMShape, path: Path) -> None:
+    """Dtypes, names and shapes against the table, and MDLM's rotary frequencies when the file holds them."""
+    converted = sorted(name for name, header in headers.items() if header.dtype != DTYPE)
+    if converted:
+        dtype = headers[converted[0]].dtype
+        raise LaddError(
+            f"{path} holds {dtype} tensors ({converted[0]} and {len(converted) - 1} more), but MDLM's checkpoint is "
+            f"float32 ({DTYPE}): this is a converted copy, which has lost precision; import the float32 original"
+        )
+    check_layout({name: header.shape for name, header in headers.items()}, shape, str(path))
+    if PREFIX + ROTARY_BUFFER in headers:
+        held = read_tensor(path, PREFIX + ROTARY_BUFFER).double()
         expected = 1.0 / 10_000 ** (torch.arange(0, shape.head_dim, 2, dtype=torch.float64) / shape.head_dim)
         if not torch.allclose(held, expected, rtol=1e-6, atol=0.0):
             raise LaddError(
@@ -99,21 +97,10 @@ def check_weights(opened: Any, shape: MDLMShape, path: Path) -> None:
             )
 
 
-def _read(path: Path, name: str, rows: tuple[int, int] | None) -> torch.Tensor:
-    # the file is mapped for one tensor at a time: pages read through a mapping count as the process's memory
-    with opened_weights(path) as opened:
-        tensor = opened.get_tensor(name) if rows is None else opened.get_slice(name)[rows[0] : rows[1]]
-    if not tensor.is_floating_point():
-        raise LaddError(f"{path}: {name} holds {tensor.dtype} values; an MDLM checkpoint holds floating-point weights")
-    if not bool(torch.isfinite(tensor).all()):
-        raise LaddError(f"{path}: {name} holds NaN or infinite values; the file is damaged")
-    return tensor
-
-
 def untimed_condition(path: Path, shape: MDLMShape) -> torch.Tensor:
     """MDLM's conditioning of an untimed checkpoint: its sigma map at sigma = 0, which ladd holds as a constant."""
     embedder = TimestepEmbedder(shape.cond, scale=1.0)
-    state = {key: _read(path, PREFIX + name, None) for key, name in zip(embedder.state_dict(), SIGMA_MAP, strict=True)}
+    state = {key: read_tensor(path, PREFIX + name) for key, name in zip(embedder.state_dict(), SIGMA_MAP, strict=True)}
     embedder.load_state_dict(state)
     with torch.no_grad():
         return embedder(torch.zeros(1))[0]
@@ -127,23 +114,19 @@ def fill(backbone: nn.Module, shape: MDLMShape, path: Path) -> None:
     uncovered = sorted(set(params) ^ targets)
     if uncovered:
         where = "is not in the table" if uncovered[0] in params else "is not in this network"
-        raise LaddError(
-            f"backbone.{uncovered[0]} {where}: the import fills ladd's dit as MDLM's DiT; keep the overrides to "
-            f"settings other than the network"
-        )
-    with torch.no_grad():
-        for name, param in params.items():
-            if name == CONDITION:
-                value = untimed_condition(path, shape)
-            else:
-                copy = plan[name]
-                value = _read(path, PREFIX + copy.source, copy.rows)
-            if tuple(value.shape) != tuple(param.shape):
-                raise LaddError(
-                    f"{path}: {name} would take shape {list(value.shape)} into {list(param.shape)}; "
-                    f"the table and the network disagree"
-                )
-            param.copy_(value)
+        raise LaddError(f"backbone.{uncovered[0]} {where}: the import fills ladd's dit as MDLM's DiT")
+    for name, param in params.items():
+        if name == CONDITION:
+            value = untimed_condition(path, shape)
+        else:
+            copy = plan[name]
+            value = read_tensor(path, PREFIX + copy.source, copy.rows)
+        if tuple(value.shape) != tuple(param.shape):
+            raise LaddError(
+                f"{path}: {name} would take shape {list(value.shape)} into {list(param.shape)}; "
+                f"the table and the network disagree"
+            )
+        param.copy_(value)
 
 
 def model_overrides(shape: MDLMShape) -> list[str]:
@@ -154,20 +137,58 @@ def model_overrides(shape: MDLMShape) -> list[str]:
     return [f"experiment={PRESET}", f"dataset.seq_len={shape.length}", *backbone]
 
 
-def import_mdlm(source: str, out_dir: Path, overrides: list[str], registry: Registry, overwrite: bool = False) -> Path:
-    """``ladd import mdlm``: check the checkpoint whole, fill ladd's ``dit`` from it, write the model folder."""
-    folder, origin = locate(source)
-    shape = read_checkpoint_shape(folder)
-    weights = folder / WEIGHTS
-    settings = compose([*model_overrides(shape), *overrides], registry)
-    with opened_weights(weights) as opened:
-        check_weights(opened, shape, weights)
-    experiment = build_experiment(settings, registry)
-    others = sorted(name for name in experiment.model.state_dict() if not name.startswith(PREFIX))
-    if others:
-        raise LaddError(
-            f"{others[0]} is outside the token denoiser an MDLM checkpoint fills: import without a latent channel"
-        )
-    fill(experiment.model.backbone, shape, weights)
-    record = {"importer": "mdlm", **origin, "file": WEIGHTS, "sha256": file_sha256(weights)}
-    return write_model(out_dir, experiment.model, settings, experiment.origins(), overwrite, source=record)
+def write_checkpoint(folder: Path, shape: MDLMShape, seed: int = 0) -> int:
+    """A checkpoint in MDLM's published layout with random weights; its number of parameters (the rotary buffer
+    aside)."""
+    generator = torch.Generator().manual_seed(seed)
+    tensors = {
+        PREFIX + name: 0.02 * torch.randn(size, generator=generator) for name, size in source_shapes(shape).items()
+    }
+    parameters = sum(t.numel() for t in tensors.values())
+    tensors[PREFIX + ROTARY_BUFFER] = 1.0 / 10_000 ** (torch.arange(0, shape.head_dim, 2).float() / shape.head_dim)
+    folder.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, str(folder / WEIGHTS))
+    config = {
+        "model_type": "mdlm", "hidden_dim": shape.hidden, "cond_dim": shape.cond, "n_blocks": shape.blocks,
+        "n_heads": shape.heads, "vocab_size": shape.vocab, "model_length": shape.length, "dropout": shape.dropout,
+        "time_conditioning": shape.time_conditioning,
+    }
+    (folder / CONFIG).write_text(json.dumps(config))
+    return parameters
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """An MDLM checkpoint, checked: where it lies, what names it, its sizes."""
+
+    weights: Path
+    origin: dict[str, str]
+    shape: MDLMShape
+
+
+class MDLMImporter(Importer):
+    """MDLM's published DiT checkpoints (``kuleshov-group/mdlm-owt``) as ladd's ``dit``."""
+
+    def read(self, source: str) -> Checkpoint:
+        folder, origin = locate(source)
+        shape = read_checkpoint_shape(folder)
+        check_weights(tensor_headers(folder / WEIGHTS), shape, folder / WEIGHTS)
+        return Checkpoint(folder / WEIGHTS, origin, shape)
+
+    def overrides(self, checkpoint: Checkpoint) -> list[str]:
+        return model_overrides(checkpoint.shape)
+
+    def fill(self, model: nn.Module, checkpoint: Checkpoint) -> None:
+        fill(model.get_submodule("backbone"), checkpoint.shape, checkpoint.weights)
+
+    def record(self, checkpoint: Checkpoint) -> dict[str, str]:
+        return checkpoint.origin
+
+    def files(self, checkpoint: Checkpoint) -> list[Path]:
+        return [checkpoint.weights]
+
+    def example(self, folder: Path) -> str:
+        """A two-block checkpoint of GPT-2's vocabulary, 32 wide, for ``ladd plugins check``."""
+        write_checkpoint(folder, MDLMShape(hidden=32, cond=16, blocks=2, heads=4, vocab=50258, length=16,
+                                           time_conditioning=False))
+        return str(folder)

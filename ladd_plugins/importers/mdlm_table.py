@@ -21,7 +21,8 @@ PREFIX = "backbone."
 GPT2_TOKENS = 50257
 FREQUENCY_DIM = 256  # width of the sinusoidal features MDLM's sigma map reads
 ROTARY_BUFFER = "rotary_emb.inv_freq"
-_REQUIRED = ("hidden_dim", "cond_dim", "n_blocks", "n_heads", "vocab_size", "model_length")
+#: the sizes an MDLM config.json gives, each a whole number >= 1
+REQUIRED = ("hidden_dim", "cond_dim", "n_blocks", "n_heads", "vocab_size", "model_length")
 
 
 @dataclass(frozen=True)
@@ -42,15 +43,9 @@ class MDLMShape:
         return self.hidden // self.heads
 
 
-def read_shape(config: Any, where: str) -> MDLMShape:
-    """The sizes of an MDLM ``config.json`` (parsed), refusing one that is not MDLM's or that ladd cannot represent."""
-    if not isinstance(config, Mapping) or config.get("model_type") != "mdlm":
-        found = config.get("model_type") if isinstance(config, Mapping) else type(config).__name__
-        raise LaddError(f"{where} is not an MDLM checkpoint's config (model_type {found!r}, expected 'mdlm')")
-    for key in _REQUIRED:
-        value = config.get(key)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise LaddError(f"{where}: {key} is {value!r}; an MDLM config gives it as a whole number >= 1")
+def read_shape(config: Mapping[str, Any], where: str) -> MDLMShape:
+    """The sizes of an MDLM ``config.json`` (parsed, with every key of ``REQUIRED`` a whole number >= 1), refusing one
+    that ladd cannot represent."""
     conditioning, dropout = config.get("time_conditioning", False), config.get("dropout", 0.1)
     if not isinstance(conditioning, bool):
         raise LaddError(f"{where}: time_conditioning is {conditioning!r}; it must be true or false")
@@ -170,7 +165,17 @@ def source_shapes(shape: MDLMShape) -> dict[str, tuple[int, ...]]:
 
 
 def check_layout(found: Mapping[str, tuple[int, ...]], shape: MDLMShape, where: str) -> None:
-    """Refuse, naming the first, a tensor missing, of another shape, or extra; the rotary buffer may be absent."""
+    """Refuse, naming the first, a tensor missing, of another shape, or extra; the rotary buffer may be absent.
+
+    The number of blocks is compared first: the table is only built for as many blocks as the file holds.
+    """
+    blocks = {int(part) for name in found for part in name.split(".")[2:3] if name.startswith(f"{PREFIX}blocks.")
+              and part.isdigit()}
+    if len(blocks) != shape.blocks:  # before the table is built for n_blocks blocks, which may be absurd
+        raise LaddError(
+            f"{where} holds {len(blocks)} blocks but config.json's n_blocks is {shape.blocks}; the config and the "
+            f"weights disagree"
+        )
     expected = source_shapes(shape)
     for name, size in expected.items():
         held = found.get(PREFIX + name)

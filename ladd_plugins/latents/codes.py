@@ -51,6 +51,10 @@ class CodeLatent(Latent):
             vectors = self.vectors(y_t.masked_fill(masked, 0))
         return torch.where(masked[..., None], self.mask_vector.to(vectors.dtype), vectors)
 
+    def posterior_entropy(self, features: Tensor) -> Tensor:
+        """0: the codes are a function of the features (a point mass under the counting measure)."""
+        return torch.zeros(features.shape[0], dtype=torch.float64, device=features.device)
+
     def null(self, batch: int, device: torch.device) -> Tensor:
         return torch.full((batch, self.length), mask_id(self.values), dtype=torch.long, device=device)
 

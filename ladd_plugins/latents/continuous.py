@@ -1,6 +1,8 @@
 """Co-LADD's continuous latent: the encoder's Gaussian posterior ``y0 = features + std * noise``."""
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor, nn
 
@@ -29,6 +31,12 @@ class ContinuousLatent(Latent):
     def mode(self, features: Tensor) -> Tensor:
         """The posterior's mean: the features themselves."""
         return features
+
+    def posterior_entropy(self, features: Tensor) -> Tensor:
+        """``(M d_l / 2) log(2 pi e std^2)``: the Gaussian posterior's differential entropy, the same for every row."""
+        per_feature = 0.5 * math.log(2.0 * math.pi * math.e * self.config.std**2)
+        return torch.full((features.shape[0],), per_feature * self.length * self.width, dtype=torch.float64,
+                          device=features.device)
 
     def null(self, batch: int, device: torch.device) -> Tensor:
         return torch.zeros(batch, self.length, self.width, device=device)

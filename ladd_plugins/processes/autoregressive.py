@@ -12,8 +12,8 @@ import torch
 from torch import Tensor
 
 from registry.errors import InvalidConfigError
-from registry.interfaces import SEQUENCES, RevealingProcess, Schedule
-from registry.toolkit.tokens import cross_entropy, draw_tokens, mask_id
+from registry.interfaces import SEQUENCES, BoundDraw, RevealingProcess, Schedule
+from registry.toolkit.tokens import cross_entropy, draw_tokens, mask_id, summed_cross_entropy
 
 __all__ = ["AutoregressiveProcess"]
 
@@ -29,6 +29,9 @@ class AutoregressiveProcess(RevealingProcess):
     horizon = 1
     #: left to right under a causal network: tokens only, never a latent channel
     diffuses = SEQUENCES
+    #: the teacher-forced cross-entropy is the exact negative log-likelihood
+    elbo = True
+    exact_likelihood = True
 
     def __init__(self, vocab_size: int, schedule: Schedule | None = None) -> None:
         # schedule is accepted (and unused) so every token process is built the same way
@@ -56,6 +59,27 @@ class AutoregressiveProcess(RevealingProcess):
     def position_loss(self, prediction: Tensor, x0: Tensor, x_t: Tensor, tau: Tensor) -> Tensor:
         """The next-token cross-entropy at each position ``[B, S]``."""
         return cross_entropy(prediction.flatten(0, -2), x0.flatten()).view(x0.shape[0], -1).float()
+
+    def bound_draw(self, x0: Tensor, scored: Tensor | None, u: Tensor, generator: torch.Generator) -> BoundDraw:
+        """The clean sequence itself (teacher forcing), weight 1, read at the scored positions: every draw is the
+        exact likelihood."""
+        ones = torch.ones(x0.shape[0], dtype=torch.float64)
+        rows = x0 != self.mask if scored is None else scored
+        return BoundDraw(x0, ones, ones, rows)
+
+    def bound_state(self, x0: Tensor, scored: Tensor | None, tau: Tensor, generator: torch.Generator) -> Tensor:
+        return x0
+
+    def bound_terms(self, prediction: Tensor, x0: Tensor, draw: BoundDraw) -> Tensor:
+        """The next-token cross-entropy summed over the draw's rows (the scored positions)."""
+        rows = draw.rows if draw.rows is not None else x0 != self.mask
+        return summed_cross_entropy(prediction, x0, rows) * draw.weight.to(x0.device)
+
+    def prior_bound(self, x0: Tensor, scored: Tensor | None) -> Tensor:
+        return torch.zeros(x0.shape[0], dtype=torch.float64, device=x0.device)
+
+    def bound_subsets(self, x0: Tensor, scored: Tensor | None) -> BoundDraw:
+        return self.bound_draw(x0, scored, torch.zeros(x0.shape[0]), torch.Generator())
 
     def reveal(self, x_t: Tensor, tau_t: Tensor, tau_s: Tensor, generator: torch.Generator | None = None) -> Tensor:
         """The leftmost ``ceil(m (tau_t - tau_s) / tau_t)`` of a row's ``m`` masked positions (all at tau_s = 0).

@@ -1,10 +1,12 @@
 """The variance-preserving Gaussian process on real vectors: Co-LADD's latent process (Sec. 2.1, App. B.1)."""
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
-from registry.interfaces import VECTORS, Process, Schedule
+from registry.interfaces import VECTORS, BoundDraw, Process, Schedule
 from registry.toolkit.tokens import per_sample
 
 from .config import VPProcessConfig
@@ -13,9 +15,19 @@ __all__ = ["VPGaussianProcess", "VPProcessConfig"]
 
 
 class VPGaussianProcess(Process):
-    """``y_t = abar_t y0 + sbar_t eps`` with ``abar_t**2 = signal(tau)``; y0-prediction, DDIM(eta) reverse step."""
+    """``y_t = abar_t y0 + sbar_t eps`` with ``abar_t**2 = signal(tau)``; y0-prediction, DDIM(eta) reverse step.
+
+    Its bound (``elbo``) is that of the ancestral chain (``eta = 1``) on the grid ``1/T, ..., 1`` (App. B.1): for
+    ``t >= 2`` the KL of the bridge to the model's step, ``lambda_t ||y0 - y0_hat||^2`` summed over every feature;
+    for ``t = 1`` the reconstruction ``-log N(y0; y0_hat(y_1), v)`` with ``v = sbar_1^2 / abar_1^2``, the noise of
+    ``y_1 / abar_1`` (the chain's own last step is deterministic, which has no density); ``L_T`` in closed form.
+    Steps are drawn in proportion to the size each term has when the error is as large as the noise
+    (``lambda_t sbar_t^2``; the reconstruction's own size at ``t = 1``) and weighted back: near ``t = 0`` the terms
+    grow like ``1/t``, and drawing steps uniformly would give estimates of enormous variance.
+    """
 
     diffuses = VECTORS
+    elbo = True
 
     def __init__(self, config: VPProcessConfig, schedule: Schedule, vocab_size: int | None = None) -> None:
         # vocab_size is part of every process's build context; real vectors have no vocabulary
@@ -25,6 +37,7 @@ class VPGaussianProcess(Process):
         self.weighting = config.weighting
         self.eta = config.eta
         self.feature_reduction = config.feature_reduction
+        self._proposal: Tensor | None = None
 
     def _variances(self, tau: Tensor) -> tuple[Tensor, Tensor]:
         """``(abar**2, sbar**2)`` at ``tau`` in float64."""
@@ -44,14 +57,62 @@ class VPGaussianProcess(Process):
         """Loss weight: 1, or ``T * abar_{t-1}^2 sigma_t^2 / (2 sbar_{t-1}^2 sbar_t^2)`` (eq. app_y0_pred_weight)."""
         if self.weighting == "constant":
             return torch.ones_like(tau)
+        return self._kl_weight(tau, self.horizon).to(tau.dtype)
+
+    def _kl_weight(self, tau: Tensor, scale: float) -> Tensor:
+        """``scale * abar_{t-1}^2 sigma_t^2 / (2 sbar_{t-1}^2 sbar_t^2)`` in float64, 0 at the first grid step."""
         abar2_prev, sbar2_prev = self._variances((tau.double() - 1.0 / self.horizon).clamp(min=0.0))
         abar2, sbar2 = self._variances(tau)
         sigma2 = sbar2 - abar2 / abar2_prev * sbar2_prev
-        elbo = self.horizon * abar2_prev * sigma2 / (2.0 * sbar2_prev * sbar2)
+        elbo = scale * abar2_prev * sigma2 / (2.0 * sbar2_prev * sbar2)
         # The ELBO sum runs from t = 2: the t = 1 term is the reconstruction L_0, not a weighted
         # regression, so it gets weight 0 (rounding tau * T keeps float32 grid times exact).
-        first_step = torch.round(tau.double() * self.horizon) <= 1
-        return torch.where(first_step, 0.0, elbo).to(tau.dtype)
+        return torch.where(self._first_step(tau), 0.0, elbo)
+
+    def _first_step(self, tau: Tensor) -> Tensor:
+        return torch.round(tau.double() * self.horizon) <= 1
+
+    def reconstruction_variance(self) -> float:
+        """``v = sbar_1^2 / abar_1^2`` at the first grid time ``1/T``: the variance of the bound's last step."""
+        abar2, sbar2 = self._variances(torch.tensor([1.0 / self.horizon], dtype=torch.float64))
+        return float(sbar2 / abar2)
+
+    def step_proposal(self) -> Tensor:
+        """The chance of drawing each grid step ``k = 1..T`` for the bound (float64, sums to 1)."""
+        if self._proposal is None:
+            tau = torch.arange(1, self.horizon + 1, dtype=torch.float64) / self.horizon
+            size = self._kl_weight(tau, 1.0) * self._variances(tau)[1]
+            size[0] = abs(0.5 * math.log(2.0 * math.pi * self.reconstruction_variance())) + 0.5
+            self._proposal = size / size.sum()
+        return self._proposal
+
+    def bound_draw(self, x0: Tensor, scored: Tensor | None, u: Tensor, generator: torch.Generator) -> BoundDraw:
+        """A grid step drawn from :meth:`step_proposal` by inverting its distribution at ``u``, the forward marginal
+        there, weight ``1 / p(k)``."""
+        proposal = self.step_proposal()
+        index = torch.searchsorted(proposal.cumsum(dim=0), u.double()).clamp(max=self.horizon - 1)
+        tau = (index + 1).double() / self.horizon
+        return BoundDraw(self.bound_state(x0, scored, tau, generator), tau, 1.0 / proposal[index])
+
+    def bound_state(self, x0: Tensor, scored: Tensor | None, tau: Tensor, generator: torch.Generator) -> Tensor:
+        """The forward marginal ``q(y_tau | y0)`` (every position: a latent has no unscored ones)."""
+        return self.corrupt(x0, tau, generator)
+
+    def bound_terms(self, prediction: Tensor, x0: Tensor, draw: BoundDraw) -> Tensor:
+        """``L_{t-1} = lambda_t ||y0 - y0_hat||^2`` at ``t >= 2``; at ``t = 1`` the Gaussian reconstruction; times the
+        draw's weight."""
+        squared = (x0.double() - prediction.double()).square().flatten(1).sum(dim=1)
+        tau = draw.tau.to(x0.device)
+        variance = self.reconstruction_variance()
+        reconstruction = 0.5 * x0[0].numel() * math.log(2.0 * math.pi * variance) + squared / (2.0 * variance)
+        terms = torch.where(self._first_step(tau), reconstruction, self._kl_weight(tau, 1.0) * squared)
+        return terms * draw.weight.to(x0.device)
+
+    def prior_bound(self, x0: Tensor, scored: Tensor | None) -> Tensor:
+        """``KL(N(abar_1 y0, sbar_1^2) || N(0, I))`` summed over every feature."""
+        abar2, sbar2 = (v.item() for v in self._variances(torch.ones(1, dtype=torch.float64)))
+        per_feature = 0.5 * (abar2 * x0.double().square() + sbar2 - 1.0 - math.log(sbar2))
+        return per_feature.flatten(1).sum(dim=1)
 
     def loss(self, prediction: Tensor, x0: Tensor, x_t: Tensor, tau: Tensor) -> Tensor:
         """Weighted squared error, averaged (or summed) over the features and averaged over the ``M`` positions."""

@@ -1,14 +1,17 @@
-"""Reverse-process samplers: MDLM ancestral, LADD joint and sequential, left-to-right autoregressive."""
+"""Reverse-process samplers: MDLM ancestral, confidence decoding (LLaDA, Fast-dLLM), LADD joint and sequential,
+left-to-right autoregressive."""
 from __future__ import annotations
 
 from registry import ComponentSpec
 
-from .config import AncestralConfig, JointConfig, SequentialConfig
+from .config import AncestralConfig, ConfidenceConfig, JointConfig, SequentialConfig
 
 #: this subpackage's components, registered by ladd's plugin (``ladd_plugins.ladd_components``)
 SPECS = [
     ComponentSpec("sampler", "ancestral", "ladd_plugins.samplers.ancestral:AncestralSampler", AncestralConfig,
                   "MDLM ancestral sampling with the exact masked bridge"),
+    ComponentSpec("sampler", "confidence", "ladd_plugins.samplers.confidence:ConfidenceSampler", ConfidenceConfig,
+                  "confidence decoding: LLaDA's remasking orders and blocks, Fast-dLLM's threshold and KV cache"),
     ComponentSpec("sampler", "joint", "ladd_plugins.samplers.joint:JointSampler", JointConfig,
                   "LADD joint inference: both channels at every step"),
     ComponentSpec("sampler", "sequential", "ladd_plugins.samplers.sequential:SequentialSampler", SequentialConfig,

@@ -1,17 +1,19 @@
 """Ancestral sampling of the token channel with the exact masked bridge (App. B.2)."""
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import torch
 from torch import Tensor
 
-from registry.interfaces import DenoiserModel, Needs, SampleOutput, Sampler
-from registry.toolkit.sampling import denoise_tokens
+from registry.interfaces import DenoiserModel, Needs, SampleOutput, TokenDecoder
+from registry.toolkit.sampling import ProcessRule, TokenChain, decode_tokens, process_rules
 
 from .config import AncestralConfig
 
 
-class AncestralSampler(Sampler):
-    """MDLM sampling: the token chain alone."""
+class AncestralSampler(TokenDecoder):
+    """MDLM sampling: the token chain alone, the token process's own reverse step at each step of the time grid."""
 
     needs = Needs(latent=False)  # its predictions take no latent
 
@@ -19,7 +21,7 @@ class AncestralSampler(Sampler):
         self.config = config
 
     @torch.no_grad()
-    def sample(  # type: ignore[override]  # no latent keyword: ladd passes a clean latent to no such sampler
+    def sample(  # type: ignore[override]  # no latent keyword: a LADD sampler hands its latent to decode_tokens
         self,
         model: DenoiserModel,
         num_samples: int,
@@ -27,7 +29,7 @@ class AncestralSampler(Sampler):
         generator: torch.Generator,
         fixed: Tensor | None = None,
     ) -> SampleOutput:
-        tokens, calls = denoise_tokens(
-            model, num_samples, steps, generator, model.device, fast=self.config.fast, fixed=fixed
-        )
-        return SampleOutput(tokens, None, calls)
+        return decode_tokens(self, model, num_samples, steps, generator, fixed)
+
+    def rules(self, model: DenoiserModel, chain: TokenChain, steps: int) -> Iterator[ProcessRule]:
+        return process_rules(chain, steps, self.config.fast)

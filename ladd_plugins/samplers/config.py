@@ -1,9 +1,13 @@
 """Options of the built-in samplers (torch-free, for fast listing)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from registry.ranges import check_range
+from registry.toolkit.options import ConfidenceConfig
+
+__all__ = ["AncestralConfig", "ConfidenceConfig", "JointConfig", "SequentialConfig"]
 
 
 @dataclass
@@ -15,10 +19,12 @@ class AncestralConfig:
 
 @dataclass
 class JointConfig:
-    """Classifier-free guidance scale on the token channel (1 turns guidance off)."""
+    """Classifier-free guidance scale on the token channel (1 turns guidance off) and the token decoder's steps."""
 
     guidance: float = 1.0  # classifier-free guidance scale on the token channel; 1 turns it off
     fast: bool = True  # exact fast path: token head and draws only at the positions that reveal
+    token_decoder: str = "ancestral"  # the registered token decoder whose steps move the tokens (e.g. confidence)
+    token_decoder_options: dict[str, Any] = field(default_factory=dict)  # its options (guidance and fast: set above)
 
     def __post_init__(self) -> None:
         check_range("guidance", self.guidance, 0)
@@ -31,6 +37,8 @@ class SequentialConfig:
     latent_steps: int = 100  # T^Y: reverse steps of the latent before the token steps
     guidance: float = 1.0  # classifier-free guidance scale on the token channel; 1 turns it off
     fast: bool = True  # exact fast path: token head and draws only at the positions that reveal
+    token_decoder: str = "ancestral"  # the registered token decoder that decodes the tokens given the latent
+    token_decoder_options: dict[str, Any] = field(default_factory=dict)  # its options (guidance and fast: set above)
 
     def __post_init__(self) -> None:
         check_range("latent_steps", self.latent_steps, 1)

@@ -1,30 +1,38 @@
-"""Sequential LADD sampling: generate a clean latent first, then denoise tokens given it."""
+"""Sequential LADD sampling: generate a clean latent first, then decode tokens given it."""
 from __future__ import annotations
+
+import dataclasses
 
 import torch
 from torch import Tensor
 
-from registry.interfaces import DenoiserModel, Needs, SampleOutput, Sampler
-from registry.toolkit.sampling import denoise_tokens, held_latent, known_tokens, latent_step, time_grid, times
+from registry.interfaces import DenoiserModel, Needs, SampleOutput, Sampler, needs_of
+from registry.toolkit.sampling import decode_tokens, held_latent, known_tokens, latent_step, time_grid, times
 
 from .config import SequentialConfig
+from .decoders import token_decoder
 
 
 class SequentialSampler(Sampler):
-    """T^Y latent steps, then T^X token steps conditioned on the fixed latent.
+    """T^Y latent steps, then T^X token steps of ``token_decoder`` conditioned on the fixed latent.
 
-    Known tokens (``fixed``) condition the token steps, and the latent steps too when the latent is
-    denoised by the token network (Di-LADD's MM-DiT); a separate latent-only denoiser cannot read them.
-    A given clean ``latent`` takes the place of the latent steps: the token steps alone run, conditioned on it.
+    Any registered token decoder (``ancestral``, the default; ``confidence``; a plugin's) decodes the tokens, given
+    the clean latent at latent time 0 and with this sampler's guidance. Known tokens (``fixed``) condition the token
+    steps, and the latent steps too when the latent is denoised by the token network (Di-LADD's MM-DiT); a separate
+    latent-only denoiser cannot read them. A given clean ``latent`` takes the place of the latent steps: the token
+    steps alone run, conditioned on it.
     """
 
-    needs = Needs(latent=True)
+    needs = Needs(latent=True)  # and what its token decoder needs (set when it is built)
     conditions_on_clean_latent = True
+    takes_latent = True  # sample() draws tokens given a clean latent
 
     def __init__(self, config: SequentialConfig) -> None:
         if config.latent_steps < 1:
             raise ValueError(f"sampler.latent_steps must be >= 1, got {config.latent_steps}")
         self.config = config
+        self.decoder = token_decoder(config.token_decoder, config.token_decoder_options, config.fast)
+        self.needs = dataclasses.replace(needs_of(self.decoder), latent=True)
 
     @torch.no_grad()
     def sample(
@@ -40,7 +48,5 @@ class SequentialSampler(Sampler):
             for tau_t, tau_s in time_grid(self.config.latent_steps):
                 t, s = times(num_samples, tau_t, device), times(num_samples, tau_s, device)
                 y = latent_step(model, y, model.predict(known, None, y, t).latent, t, s, generator)
-        tokens, calls = denoise_tokens(
-            model, num_samples, steps, generator, device, y, self.config.guidance, self.config.fast, fixed
-        )
-        return SampleOutput(tokens, y, calls + latent_calls)
+        out = decode_tokens(self.decoder, model, num_samples, steps, generator, fixed, y, self.config.guidance)
+        return dataclasses.replace(out, network_calls=out.network_calls + latent_calls)

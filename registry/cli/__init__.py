@@ -13,8 +13,10 @@ import traceback
 from contextlib import nullcontext
 
 from registry.errors import LaddError
-from registry.host.registry import load
-from registry.host.switches import debugging
+from registry.host.commands import add_plugin_commands
+from registry.host.plugins import STRICT_ENV
+from registry.host.registry import Registry, load
+from registry.host.switches import debugging, switch
 from registry.training.stopping import Stopped, stopping_on_signals
 
 from . import (
@@ -25,6 +27,7 @@ from . import (
     export,
     flops,
     frontier,
+    harness,
     importer,
     plugins,
     prepare,
@@ -39,17 +42,22 @@ DEBUG_ENV = "LADD_DEBUG"
 _DISK_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
 #: the commands in the order `ladd --help` lists them
 COMMANDS = (
-    components, plugins, prepare, train, sample, encode, export, importer, evaluate, zero_shot, report, compare, flops,
-    frontier,
+    components, plugins, prepare, train, sample, encode, export, importer, evaluate, zero_shot, harness, report,
+    compare, flops, frontier,
 )
 
 
-def parser() -> argparse.ArgumentParser:
-    """The parser of every command."""
+def parser(registry: Registry | None = None) -> argparse.ArgumentParser:
+    """The parser of every command: ladd's own, then those the plugins of ``registry`` add (``ladd_commands``); a
+    plugin whose commands are left out gets a warning line. What the plugins added is ``args.plugin_commands``."""
     top = Parser(prog="ladd", description="Masked and latent-augmented discrete diffusion, built from plugins.")
     sub = top.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
         command.register(sub)
+    added = add_plugin_commands(sub, [] if registry is None else registry.command_hooks, strict=switch(STRICT_ENV))
+    for problem in added.problems.values():
+        print(f"ladd: warning: {problem}", file=sys.stderr)
+    top.set_defaults(plugin_commands=added)
     return top
 
 
@@ -69,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with stops:
             registry = load()
-            args = parser().parse_args(argv)
+            args = parser(registry).parse_args(argv)
             args.run(args, registry)
         return 0
     except Stopped as stop:

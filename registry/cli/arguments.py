@@ -4,12 +4,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any, NoReturn
 
 import yaml
 
 from registry.config.settings import MAX_SAMPLING_SEED, Settings
-from registry.errors import LaddError
+from registry.errors import LaddError, first_line
 from registry.host.registry import Registry
 
 
@@ -24,6 +26,13 @@ def positive(text: str) -> int:
     """An argument that must be a whole number >= 1."""
     if not text.strip().isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
+    return int(text)
+
+
+def whole(text: str) -> int:
+    """An argument that must be a whole number >= 0."""
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 0")
     return int(text)
 
 
@@ -82,6 +91,17 @@ def chosen_sampler(args: argparse.Namespace, experiment: Any, registry: Registry
     return with_sampler(experiment, registry, args.sampler, _options(args.sampler_option))
 
 
+def chosen_metric(args: argparse.Namespace, experiment: Any, registry: Registry) -> Any:
+    """The experiment with the metric ``--metric`` and ``--metric-option`` chose."""
+    from registry.engine.assembly import with_metric
+
+    if args.metric_option and not args.metric:
+        raise LaddError("--metric-option sets an option of --metric NAME: give the metric too, e.g. --metric entropy")
+    if not args.metric:
+        return experiment
+    return with_metric(experiment, registry, args.metric, _options(args.metric_option))
+
+
 def guided(args: argparse.Namespace, experiment: Any, registry: Registry, settings: Settings) -> Any:
     """The experiment with ``--guidance W`` set as the guidance option of ``--sampler`` or, without it, of the model's
     own sampler (``settings``), the sampler's other options kept; unchanged without ``--guidance``."""
@@ -109,5 +129,30 @@ def _options(pairs: list[str]) -> dict[str, Any]:
         key, sep, value = pair.partition("=")
         if not sep:
             raise LaddError(f"option {pair!r} must read key=value")
-        options[key] = yaml.safe_load(value)
+        try:
+            options[key] = yaml.safe_load(value)
+        except yaml.YAMLError as error:
+            reason = str(getattr(error, "problem", None) or first_line(error))
+            raise LaddError(
+                f"--sampler-option {pair!r}: {value!r} is not a value ({reason}); write a number, true/false, a "
+                f"word or a list such as [1,2]"
+            ) from None
     return options
+
+
+def result_path(
+    given: str | None, source: str, name: str, written: Callable[[Path], Iterable[Path]] = lambda path: (path,)
+) -> Path:
+    """Where a command that scores ``source`` writes its result ``name``: ``--out`` when ``given``, else the run folder
+    itself (a run keeps its own results) or, for a model folder (shared, never written to), the current folder. Every
+    file ``written`` makes of the path is checked first: a regular file or new, and outside what the command reads
+    unless it is the run's own result."""
+    from registry.engine.loading import is_model_folder  # torch: only when scoring
+    from registry.storage.files import check_outside, check_target
+
+    in_run = given is None and not is_model_folder(source)
+    path = Path(given) if given is not None else (Path(source) if in_run else Path()) / name
+    for target in written(path):
+        check_target(target)
+        check_outside(target, () if in_run else (source,), "--out")
+    return path

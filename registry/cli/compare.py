@@ -7,6 +7,7 @@ from pathlib import Path
 
 from registry.host.registry import Registry
 from registry.paper.report import publish
+from registry.storage.files import check_outside
 from registry.training.stopping import Stopped, check, stopping_on_signals
 
 
@@ -29,10 +30,12 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
     from registry.training.loop import train
 
     logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)  # keep the main job's output to its results
+    names = args.experiments.split(",")
+    check_outside(Path(args.out), [_run_dir(args, name) for name in names], "--out")  # the runs it evaluates
     results = []
     trained: dict[str, tuple[Path, Experiment]] = {}
     with stopping_on_signals():
-        for name in args.experiments.split(","):
+        for name in names:
             settings = compose([f"experiment={name}", *args.overrides], registry)
             key = training_key(settings.plain())
             if key in trained:  # same model, other sampler (e.g. Di-LADD joint and sequential): train once
@@ -40,7 +43,7 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
                 experiment = with_sampler(experiment, registry, *required_selection(settings, "sampler"))
                 print(f"{settings.method}: sampling the model trained in {run_dir}")
             else:
-                run_dir = Path(args.runs_dir) / name.replace("/", "_")
+                run_dir = _run_dir(args, name)
                 try:
                     experiment = train(settings, run_dir, registry)
                 except Stopped as stop:
@@ -54,3 +57,8 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
             result.save(run_dir / f"eval_{settings.method}.json")
             results.append(result)
     publish(results, args.out)
+
+
+def _run_dir(args: argparse.Namespace, experiment: str) -> Path:
+    """The run folder ``ladd compare`` trains ``experiment`` in."""
+    return Path(args.runs_dir) / experiment.replace("/", "_")

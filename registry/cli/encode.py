@@ -35,10 +35,11 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
     """Encode every reference, checking the output file, the model and the references first."""
     from registry.engine.latents import check_has_latent, encode_rows, save_latents  # torch: only when encoding
     from registry.engine.loading import load_trained
-    from registry.storage.files import check_target
+    from registry.storage.files import check_outside, check_target
 
     out = Path(args.out)
     check_target(out)
+    check_outside(out, (args.model, args.input), "--out")
     experiment = load_trained(args.model, registry)[0]
     model = experiment.model
     check_has_latent(model, "ladd encode")

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from pathlib import Path
+import math
 
 from registry.host.registry import Registry
 
-from .arguments import add_sampler_choice, budgets, chosen_sampler, positive
+from .arguments import add_sampler_choice, budgets, chosen_metric, chosen_sampler, positive, result_path, whole
 
 #: options of `eval` that replace the run's `eval.*` settings when given
 _OVERRIDES = ("budgets", "num_samples", "batch_size", "loss_batches", "precision", "repeats", "floor_draws")
@@ -30,10 +30,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--floor-draws", type=int, help="data-vs-data pairs behind the data floor (default: eval.floor_draws)"
     )
+    p.add_argument(
+        "--bound-draws", type=whole,
+        help="Monte Carlo draws per held-out row of the full variational bound on -log p (0 skips it; default 1 where "
+        "the model's components give a bound, else it is left out with a note)",
+    )
     add_sampler_choice(p, "evaluate")
+    p.add_argument("--metric", help="score with another registered metric (`ladd list-components --kind metric`)")
+    p.add_argument("--metric-option", action="append", default=[], metavar="KEY=VALUE", help="its option")
     p.add_argument("--method", help="label in tables (default: the run's method)")
     p.add_argument(
-        "--out", help="result file (default: RUN_DIR/eval_METHOD.json; for a model folder, in the current folder)"
+        "--out",
+        help="result file (default: RUN_DIR/eval_METHOD.json, eval_METHOD_METRIC.json with --metric; for a model "
+        "folder, in the current folder)",
     )
     p.set_defaults(run=run)
 
@@ -42,30 +51,31 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
     """Evaluate (every rank its share under torchrun), print the table and write the result."""
     from registry.distributed import connected, is_main  # torch: only when evaluating
     from registry.engine.evaluation import evaluate
-    from registry.engine.loading import is_model_folder, load_trained
+    from registry.engine.loading import load_trained
     from registry.engine.sampling_limits import check_sampling_memory
     from registry.paper.report import format_table
-    from registry.storage.files import check_name, check_target
-    from registry.storage.results import PPL_NOTE, EvalResult
+    from registry.storage.files import check_name
+    from registry.storage.results import BOUND_NOTE, PPL_NOTE, EvalResult
 
     with connected():  # under torchrun or srun, every rank evaluates its share of the batches and samples
         experiment, settings = load_trained(args.run_dir, registry)
         given = {key: getattr(args, key) for key in _OVERRIDES if getattr(args, key) is not None}
         eval_settings = dataclasses.replace(settings.eval, **given)  # the options given, checked as the config's are
-        experiment = chosen_sampler(args, experiment, registry)
+        experiment = chosen_metric(args, chosen_sampler(args, experiment, registry), registry)
         method = args.method or settings.method
         check_name("--method", method, "eval_METHOD.json")
-        # a model folder is shared: never written to
-        beside = Path() if is_model_folder(args.run_dir) else Path(args.run_dir)
-        out = Path(args.out or beside / f"eval_{method}.json")
-        for target in EvalResult.files(out):
-            check_target(target)  # before evaluating, not after
+        named = f"eval_{method}.json" if args.metric is None else f"eval_{method}_{args.metric}.json"
+        out = result_path(args.out, args.run_dir, named, EvalResult.files)  # before evaluating
         check_sampling_memory(experiment, eval_settings.num_samples, eval_settings.batch_size, "ladd eval")
-        result = evaluate(experiment, method, eval_settings, progress=is_main())
+        result = evaluate(experiment, method, eval_settings, progress=is_main(), bound_draws=args.bound_draws)
     if not is_main():
         return
     path = result.save(out)
     print(format_table([result]))
     if experiment.dataset.tokenizer is not None:
         print(f"validation PPL {result.token_perplexity:.2f} ({PPL_NOTE})")
+    if result.no_bound is not None:
+        print(f"note: no bound on -log p: {result.no_bound}")
+    if result.bound is not None:
+        print(f"bound on -log p: {result.bound:.4f} nats per token (PPL <= {math.exp(result.bound):.2f}; {BOUND_NOTE})")
     print(f"wrote {path}")

@@ -24,11 +24,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, registry: Registry) -> None:
-    """Check the destination, then let the importer check the source and write the folder."""
-    from registry.engine.export import check_destination  # torch: only when importing
+    """Let the importer read the source and fill the model it declares; ladd builds, checks and writes the folder."""
+    from registry.engine.importing import import_checkpoint  # torch: only when importing
+    from registry.storage.files import check_outside
 
-    importer = registry.importer(args.name)
+    entry = registry.importer(args.name)
     out_dir = Path(args.out_dir)
-    check_destination(out_dir, args.overwrite)
-    written = importer.function()(args.source, out_dir, list(args.overrides), registry, args.overwrite)
+    check_outside(out_dir, (args.source,) if Path(args.source).exists() else (), "out_dir")  # a folder, not a hub id
+    written = import_checkpoint(entry, args.source, out_dir, list(args.overrides), registry, args.overwrite)
     print(f"imported {args.source} ({args.name} checkpoint) as a ladd model folder: {written}")

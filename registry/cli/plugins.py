@@ -6,6 +6,8 @@ import sys
 import warnings
 
 from registry.errors import LaddError
+from registry.host.commands import PluginCommands
+from registry.host.component import Origin
 from registry.host.registry import Registry
 
 from .notices import clash_lines
@@ -24,14 +26,20 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace, registry: Registry) -> None:
     """List the plugins, or check one."""
     if args.action == "check":
-        check_plugin(args.name, registry)
+        check_plugin(args.name, registry, args.plugin_commands)
         return
-    counts: dict[tuple[str, str | None, str | None], int] = {}
-    for c in registry:
-        key = (c.origin.plugin, c.origin.distribution, c.origin.version)
-        counts[key] = counts.get(key, 0) + 1
-    for (plugin, dist, version), n in sorted(counts.items()):
-        print(f"{plugin:<16} {dist or '-':<24} {version or '-':<10} {n} components")
+    contributed: dict[Origin, list[str]] = {}
+    for origin, what in (
+        *((c.origin, "component") for c in registry),
+        *((entry.origin, "importer") for entry in registry.importers.values()),
+        *((hook.origin, "command hook") for hook in registry.command_hooks),
+    ):
+        contributed.setdefault(origin, []).append(what)
+    for origin, things in sorted(contributed.items(), key=lambda item: item[0].plugin):
+        counts = {what: things.count(what) for what in dict.fromkeys(things)}
+        counted = ", ".join(f"{n} {what}{'s' * (n != 1)}" for what, n in counts.items())
+        contract = "contract not declared" if origin.contract is None else f"contract {origin.contract}"
+        print(f"{origin.plugin:<16} {origin.distribution or '-':<24} {origin.version or '-':<10} {counted}; {contract}")
     for failure in registry.failures:
         print(f"{failure.plugin:<16} {failure.distribution or '-':<24} {'-':<10} FAILED: {failure.error}")
     for blocked in registry.blocked:
@@ -42,8 +50,9 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
         print(f"ladd: note: {note}", file=sys.stderr)
 
 
-def check_plugin(name: str | None, registry: Registry) -> None:
-    """Import, config and tiny-use checks of every component of plugin ``name``; its problems are one error."""
+def check_plugin(name: str | None, registry: Registry, added: PluginCommands) -> None:
+    """Import, config and tiny-use checks of every component and importer of plugin ``name``, and of the commands it
+    added to the parser (``added``, their help rendered); its problems are one error."""
     from registry.conformance.validation import check_plugin as problems_of  # torch: only when a check runs
 
     if not name:
@@ -53,11 +62,22 @@ def check_plugin(name: str | None, registry: Registry) -> None:
         problems = problems_of(name, registry)
     for warning in skipped:
         print(f"note: {warning.message}", file=sys.stderr)
+    commands = added.added.get(name, {})
+    for parser in commands.values():
+        parser.format_help()
+    problems += [added.problems[name]] if name in added.problems else []
     if problems:
         raise LaddError(f"plugin {name!r} has {len(problems)} problem(s):\n  " + "\n  ".join(problems))
     count = sum(1 for c in registry if c.origin.plugin == name)
+    importers = sum(1 for entry in registry.importers.values() if entry.origin.plugin == name)
+    unused = sum(1 for warning in skipped if str(warning.message).startswith("importer "))
     needs = f", {len(skipped)} need downloads or text data this check lacks (notes above)" if skipped else ""
-    print(
-        f"plugin {name!r}: {count} components import and match their configs; {count - len(skipped)} built and ran "
-        f"at a tiny size{needs}"
-    )
+    parts = []
+    if count or not (importers or commands):
+        built = count - len(skipped) + unused
+        parts.append(f"{count} components import and match their configs; {built} built and ran at a tiny size{needs}")
+    if importers:
+        parts.append(f"{importers - unused} of {importers} importer(s) imported their example checkpoint")
+    if commands:
+        parts.append(f"adds the command(s) {', '.join(sorted(commands))}")
+    print(f"plugin {name!r}: " + "; ".join(parts))

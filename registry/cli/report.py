@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
+from registry.engine.runs import is_ladd_folder
 from registry.host.registry import Registry
 from registry.paper.report import publish
+from registry.storage.files import check_outside
 from registry.storage.results import EvalResult
 
 
@@ -17,5 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, registry: Registry) -> None:
-    """Read the results and publish them."""
+    """Read the results and publish them, never into a run or model folder that holds one of them."""
+    folders = {Path(path).parent for path in args.results if is_ladd_folder(Path(path).parent)}
+    check_outside(Path(args.out), folders, "--out")
     publish([EvalResult.load(path) for path in args.results], args.out)

@@ -74,11 +74,13 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
     """Sample, checking the arguments, the latents, the output file, memory and time first; one line per sample."""
     from registry.engine.loading import add_adapter, load_model_folder, load_trained  # torch: only when sampling
     from registry.engine.prompts import decode, fixed_tokens
-    from registry.engine.sampling import sample
+    from registry.engine.sampling import sample_with_cost
     from registry.engine.sampling_limits import check_sampling_memory, check_sampling_time
-    from registry.storage.files import check_target, write_text
+    from registry.storage.files import write_text
 
     _check_choices(args)
+    if args.out is not None:  # before anything loads (the default's name waits for the dataset)
+        _check_out(args, Path(args.out))
     if args.run_dir:
         experiment, settings = load_trained(args.run_dir, registry)
     else:
@@ -87,15 +89,15 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
         add_adapter(experiment, Path(args.adapter), registry)
     experiment = guided(args, chosen_sampler(args, experiment, registry), registry, settings)
     latents, label = _latents(args, experiment)
-    rows = None if latents is None else latents.repeat_interleave(args.num, dim=0)
-    total = args.num if rows is None else len(rows)
+    total = args.num if latents is None else len(latents) * args.num
     text = experiment.dataset.tokenizer is not None
     out = Path(args.out or f"samples_{args.steps}steps.{'jsonl' if text else 'txt'}")
-    check_target(out)  # before sampling, not after
-    check_sampling_memory(experiment, total, args.batch_size, "ladd sample")
+    _check_out(args, out)  # before sampling, not after
+    check_sampling_memory(experiment, total, args.batch_size, "ladd sample", _row_bytes(latents))
+    rows = None if latents is None else latents.repeat_interleave(args.num, dim=0)
     fixed = fixed_tokens(experiment.dataset, total, args.prompt, args.suffix) if args.prompt or args.suffix else None
     check_sampling_time(experiment, total, args.steps, args.batch_size, args.max_hours, fixed)
-    tokens, calls = sample(
+    tokens, cost = sample_with_cost(
         experiment, total, args.steps, args.batch_size, args.seed, progress=True, fixed=fixed,
         precision=args.precision, latent=rows,
     )
@@ -106,7 +108,16 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
     else:
         write_text(out, "\n".join(" ".join(map(str, row.tolist())) for row in tokens) + "\n")
     per = "" if label is None else f" ({args.num} per {label}, {total // args.num} {label}s)"
-    print(f"{total} samples{per}, {args.steps} token steps, {calls} network calls each: {out}")
+    spent = f"{cost.network_calls} network calls and {cost.flops / 1e9:.4g} GFLOPs each"
+    print(f"{total} samples{per}, {args.steps} token steps, {spent}: {out}")
+
+
+def _check_out(args: argparse.Namespace, out: Path) -> None:
+    """Refuse an output that is no regular file, or lies in the folder or is a file the command reads."""
+    from registry.storage.files import check_outside, check_target
+
+    check_target(out)
+    check_outside(out, (args.run_dir, args.model, args.like, args.latents, args.interpolate), "--out")
 
 
 def _check_choices(args: argparse.Namespace) -> None:
@@ -129,6 +140,7 @@ def _latents(args: argparse.Namespace, experiment: Experiment) -> tuple[Tensor |
     from registry.engine.interpolation import interpolate
     from registry.engine.latents import check_has_latent, encode_rows, load_latents
     from registry.engine.sampling import check_takes_latent
+    from registry.engine.sampling_limits import check_sampling_memory
 
     given = {"--like": args.like, "--latents": args.latents, "--interpolate": args.interpolate}
     chosen = [flag for flag, value in given.items() if value is not None]
@@ -136,7 +148,7 @@ def _latents(args: argparse.Namespace, experiment: Experiment) -> tuple[Tensor |
         return None, None
     model = experiment.model
     check_has_latent(model, f"ladd sample {chosen[0]}")
-    check_takes_latent(experiment.sampler)
+    check_takes_latent(experiment.sampler, experiment.components.get("sampler"))
     if args.latents is not None:
         return load_latents(args.latents, model), "reference"
     references = read_references(args.like or args.interpolate, experiment.dataset)
@@ -148,4 +160,11 @@ def _latents(args: argparse.Namespace, experiment: Experiment) -> tuple[Tensor |
             f"keep two lines"
         )
     start, end = encode_rows(model, references, args.batch_size)
-    return interpolate(model.latent_channel()[0], start, end, args.points or DEFAULT_POINTS), "point"
+    points = args.points or DEFAULT_POINTS
+    check_sampling_memory(experiment, points * args.num, args.batch_size, "ladd sample", _row_bytes(start[None]))
+    return interpolate(model.latent_channel()[0], start, end, points), "point"
+
+
+def _row_bytes(latents: Tensor | None) -> int:
+    """The bytes of one clean latent of ``latents`` (each sample holds one), 0 without latents."""
+    return 0 if latents is None else latents[0].numel() * latents.element_size()

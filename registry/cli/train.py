@@ -180,6 +180,9 @@ def quoted_folder(arg: str) -> str:
     key, sep, value = arg.partition("=")
     if not sep or key not in FOLDER_KEYS or value[:1] in ("'", '"'):
         return arg
+    if value.strip() in ("", "null"):  # Hydra's null, or nothing: no folder (quoted, 'null' is a folder's name)
+        default = ", or leave it out for runs/TIME" if key == RUN_DIR else ""
+        raise InvalidConfigError(f"{arg!r} names no folder: give {key}=DIR{default}")
     # in Hydra's quoted strings a quote is escaped with a backslash, and so are the backslashes before one
     escaped = re.sub(r"(\\*)('|$)", lambda m: m[1] * 2 + ("\\'" if m[2] else ""), str(Path(value).expanduser()))
     return f"{key}='{escaped}'"

@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from registry.host.registry import Registry
 from registry.storage.results import write_csv
 
-from .arguments import positive
+from .arguments import positive, result_path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,9 +25,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace, registry: Registry) -> None:
     """Score every corpus, print the table and write it as CSV."""
-    from registry.engine.loading import is_model_folder, load_trained  # torch: only when scoring
+    from registry.engine.loading import load_trained  # torch: only when scoring
     from registry.paper.zeroshot import format_zero_shot, zero_shot
 
+    out = result_path(args.out, args.run_dir, "zero_shot.csv")
     experiment, settings = load_trained(args.run_dir, registry)
     rows = zero_shot(
         experiment,
@@ -41,9 +41,6 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
         settings.eval.seed,
     )
     print(format_zero_shot(rows))
-    # a model folder is shared: never written to
-    beside = Path() if is_model_folder(args.run_dir) else Path(args.run_dir)
-    out = Path(args.out or beside / "zero_shot.csv")
     columns = ["corpus", "tokens", "token_loss", "perplexity"]
     write_csv(out, columns, [{**vars(r), "perplexity": r.perplexity} for r in rows])
     print(f"wrote {out}")

@@ -288,6 +288,12 @@ def composition_error(error: Exception) -> InvalidConfigError:
             f"{', '.join(error.options)}"
         )
     message = str(error).splitlines()[0]
+    if message.startswith("Ambiguous value for argument"):  # Hydra's word for a sweep's values without -m
+        argument = message.split("'", 1)[1].rsplit("'", 1)[0]
+        return InvalidConfigError(
+            f"{argument!r} gives several values, which is a sweep: `ladd train -m {argument}` trains one run per "
+            f"value; for one value holding commas, quote it"
+        )
     if message.startswith("Could not override"):
         key = message.split("'")[1]
         return InvalidConfigError(unknown_option(key))

@@ -7,7 +7,9 @@ samplers). Every failure is raised as ``ExerciseFailure`` naming what was being 
 from __future__ import annotations
 
 import contextlib
+import tempfile
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, cast
 
 import torch
@@ -17,6 +19,8 @@ from registry.engine.model import DiffusionModel
 from registry.engine.sampling import takes_latent
 from registry.errors import IncompatibleComponentsError, MissingResourceError
 from registry.host.component import Component
+from registry.host.model_folders import PluginImporter
+from registry.host.plugin_code import FAULTS, PluginCode, describe
 from registry.host.registry import Registry
 from registry.interfaces import (
     TOKEN_STATES,
@@ -27,9 +31,10 @@ from registry.interfaces import (
     Sampler,
     batches_from,
     device_batches,
+    mask_id,
     needs_of,
 )
-from registry.toolkit.sampling import takes_fixed
+from registry.toolkit.sampling import reverse_step, takes_fixed
 
 from .probes import ProbeBackbone, ProbeEncoder
 
@@ -60,24 +65,41 @@ def _generator() -> torch.Generator:
     return torch.Generator().manual_seed(0)
 
 
+class Companions:
+    """The registered components a check puts around the one it checks, nearest first.
+
+    ladd's own components, then those of the checked component's plugin; other plugins' components only where
+    none of those suits the use. So a check judges the component it checks, never another plugin's.
+    """
+
+    def __init__(self, registry: Registry, checked: Component) -> None:
+        self.registry, self.plugin = registry, checked.origin.plugin
+
+    def tiers(self, kind: str) -> list[list[Component]]:
+        """The components of ``kind`` in two tiers: ladd's own then the checked plugin's, and the others."""
+        found = [c for c in self.registry if c.kind == kind]
+        own = [c for c in found if c.origin.own]
+        near = own + [c for c in found if c not in own and c.origin.plugin == self.plugin]
+        return [near, [c for c in found if c not in near]]
+
+
 def _built(
-    registry: Registry, kind: str, accept: Callable[[Any], bool] = lambda _: True, **context: Any
+    companions: Companions, kind: str, accept: Callable[[Any], bool] = lambda _: True, **context: Any
 ) -> list[tuple[str, Any]]:
     """(``kind 'name'``, default instance) of every registered component of ``kind`` that builds and passes
-    ``accept``."""
-    found = []
-    for name in registry.names(kind):
-        try:
-            instance = registry.build(kind, name, **context)
-        except Exception:  # a partner that does not build here is simply not used
-            continue
-        if accept(instance):
-            found.append((f"{kind} {name!r}", instance))
-    if not found:
-        raise MissingResourceError(
-            f"no registered {kind} fits with its default options here, so this use cannot be made"
-        )
-    return found
+    ``accept``: of the nearest tier that has one (see :class:`Companions`)."""
+    for tier in companions.tiers(kind):
+        found = []
+        for partner in tier:
+            try:
+                instance = partner.build(**context)
+            except Exception:  # a partner that does not build here is simply not used
+                continue
+            if accept(instance):
+                found.append((f"{kind} {partner.name!r}", instance))
+        if found:
+            return found
+    raise MissingResourceError(f"no registered {kind} fits with its default options here, so this use cannot be made")
 
 
 def _with_a_partner(partners: list[tuple[str, Any]], use: Callable[[Any], None]) -> None:
@@ -92,26 +114,37 @@ def _with_a_partner(partners: list[tuple[str, Any]], use: Callable[[Any], None])
     raise ExerciseFailure(failures[0])
 
 
-def _schedule(registry: Registry) -> Any:
-    return _built(registry, "schedule")[0][1]
+def _schedule(companions: Companions) -> Any:
+    return _built(companions, "schedule")[0][1]
 
 
-def _token_processes(registry: Registry, schedule: Any) -> list[tuple[str, Any]]:
+def _token_processes(companions: Companions, schedule: Any) -> list[tuple[str, Any]]:
     """Every registered process that diffuses token ids, built for the probe vocabulary."""
     return _built(
-        registry, "process", lambda process: process.diffuses in TOKEN_STATES, schedule=schedule, vocab_size=VOCAB
+        companions, "process", lambda process: process.diffuses in TOKEN_STATES, schedule=schedule, vocab_size=VOCAB
     )
 
 
-def _latent_processes(registry: Registry, latent: Latent, schedule: Any) -> list[tuple[str, Any]]:
+def _latent_processes(companions: Companions, latent: Latent, schedule: Any) -> list[tuple[str, Any]]:
     """Every registered process that diffuses what ``latent`` produces."""
     return _built(
-        registry,
+        companions,
         "process",
         lambda process: process.diffuses == latent.produces,
         schedule=schedule,
         vocab_size=latent.values,
     )
+
+
+def _fixed_tokens() -> torch.Tensor:
+    """Known tokens for the probe's rows (``[BATCH, SEQ]``, the mask id at free positions): half the positions of
+    every row, their values varying along the row and between rows, so that a chain ignoring them keeps them all
+    only by a chance far below one in a million."""
+    fixed = torch.full((BATCH, SEQ), VOCAB)
+    known = torch.arange(0, SEQ, 2)
+    rows = torch.arange(BATCH)[:, None]
+    fixed[:, known] = (rows * 2 + known[None, :] * 3 + 1) % VOCAB
+    return fixed
 
 
 def exercise_schedule(component: Component, registry: Registry) -> None:
@@ -125,7 +158,7 @@ def exercise_schedule(component: Component, registry: Registry) -> None:
     )
     _expect(bool(((signal >= 0) & (signal <= 1)).all()), f"signal(tau) leaves [0, 1]: {signal.tolist()}")
     _expect(bool((signal.diff() <= 1e-6).all()), f"signal(tau) must not rise with tau: {signal.tolist()}")
-    _with_a_partner(_token_processes(registry, schedule), _token_round)
+    _with_a_partner(_token_processes(Companions(registry, component), schedule), _token_round)
 
 
 def exercise_process(component: Component, registry: Registry) -> None:
@@ -133,18 +166,19 @@ def exercise_process(component: Component, registry: Registry) -> None:
 
     A process on another state is exercised as a latent process, with a registered latent producing that state.
     """
-    schedule = _schedule(registry)
+    companions = Companions(registry, component)
+    schedule = _schedule(companions)
     process = component.build(schedule=schedule, vocab_size=VOCAB)
     if process.diffuses in TOKEN_STATES:
         _token_round(process)
         return
-    latents = _built(registry, "latent", lambda latent: latent.produces == process.diffuses)
-    tokens = _token_processes(registry, schedule)
+    latents = _built(companions, "latent", lambda latent: latent.produces == process.diffuses)
+    tokens = _token_processes(companions, schedule)
     pairs = [(f"{name} and {t}", (latent, token)) for name, latent in latents for t, token in tokens]
 
     def use(pair: tuple[Latent, Any]) -> None:
         latent, token = pair
-        _latent_round(latent, component.build(schedule=schedule, vocab_size=latent.values), token, registry)
+        _latent_round(latent, component.build(schedule=schedule, vocab_size=latent.values), token, companions)
 
     _with_a_partner(pairs, use)
 
@@ -203,22 +237,22 @@ def _token_round(process: Any) -> None:
 def _check_fixed_kept(process: Process, network: ProbeBackbone) -> None:
     """A step that takes the known tokens (``fixed``) returns them unchanged, from the prior to the end of the chain."""
     generator = _generator()
-    fixed = torch.full((BATCH, SEQ), VOCAB)
-    fixed[:, 0], fixed[:, -1] = 1, 2
+    fixed = _fixed_tokens()
     known = fixed != VOCAB
     with _during("the reverse chain with known tokens (fixed)"), torch.no_grad():
         start = torch.where(known, fixed, process.prior((BATCH, SEQ), CPU, generator))
-        for tau, x in _reverse_chain(process, network, start, generator, fixed=fixed):
+        for tau, x in _reverse_chain(process, network, start, generator, fixed):
             _expect(torch.equal(x[known], fixed[known]), f"step(..., fixed=...) changed known tokens at tau={tau:g}")
 
 
 def _reverse_chain(
-    process: Process, network: ProbeBackbone, x: torch.Tensor, generator: torch.Generator, **step: Any
+    process: Process, network: ProbeBackbone, x: torch.Tensor, generator: torch.Generator,
+    fixed: torch.Tensor | None = None,
 ) -> Iterator[tuple[float, torch.Tensor]]:
-    """SEQ reverse steps from ``x`` to time 0 (``step``: extra keywords of ``process.step``), yielding (time, state)."""
+    """SEQ reverse steps from ``x`` to time 0 (given the known tokens ``fixed``), yielding (time, state)."""
     for k in range(SEQ, 0, -1):
         t, s = torch.full((BATCH,), k / SEQ), torch.full((BATCH,), (k - 1) / SEQ)
-        x = process.step(x, network(x, t, None, None).tokens, t, s, generator, **step)
+        x = reverse_step(process, x, network(x, t, None, None).tokens, t, s, generator, fixed)
         yield (k - 1) / SEQ, x
 
 
@@ -241,13 +275,14 @@ def _check_reveal_matches_step(process: RevealingProcess, network: ProbeBackbone
 def exercise_latent(component: Component, registry: Registry) -> None:
     """Codes and the null latent checked with a process diffusing them, a training step in a joint and in a
     sequential model, then sampling."""
-    schedule = _schedule(registry)
+    companions = Companions(registry, component)
+    schedule = _schedule(companions)
     latent: Latent = component.build()
     y0 = _check_codes(latent)
     pairs = [
         (f"{name} and {t}", (latent_process, token))
-        for name, latent_process in _latent_processes(registry, latent, schedule)
-        for t, token in _token_processes(registry, schedule)
+        for name, latent_process in _latent_processes(companions, latent, schedule)
+        for t, token in _token_processes(companions, schedule)
     ]
 
     def use(pair: tuple[Process, Any]) -> None:
@@ -258,12 +293,12 @@ def exercise_latent(component: Component, registry: Registry) -> None:
             prior.shape == y0.shape and prior.dtype == y0.dtype,
             f"the prior gives {prior.dtype} of shape {tuple(prior.shape)}, encode {y0.dtype} of {tuple(y0.shape)}",
         )
-        _latent_round(latent, latent_process, token, registry)
+        _latent_round(latent, latent_process, token, companions)
 
     _with_a_partner(pairs, use)
 
 
-def _latent_round(latent: Latent, latent_process: Process, process: Any, registry: Registry) -> None:
+def _latent_round(latent: Latent, latent_process: Process, process: Any, companions: Companions) -> None:
     joint = DiffusionModel(
         process,
         latent,
@@ -273,7 +308,7 @@ def _latent_round(latent: Latent, latent_process: Process, process: Any, registr
         Objective(),
         ProbeEncoder(VOCAB, latent.length, latent.width),
         latent_process=latent_process,
-        schedule=_schedule(registry),
+        schedule=_schedule(companions),
     )
     _train_step(joint, "a training step of a joint model")
     sequential = DiffusionModel(
@@ -286,12 +321,12 @@ def _latent_round(latent: Latent, latent_process: Process, process: Any, registr
         ProbeEncoder(VOCAB, latent.length, latent.width),
         ProbeBackbone(Channels(0, 0, latent)),
         latent_process,
-        _schedule(registry),
+        _schedule(companions),
     )
     _train_step(sequential, "a training step of a sequential model (separate latent denoiser)")
     _check_stage2(joint)  # last: the frozen encoder is shared with the sequential model
-    _sample_with(joint, registry, lambda s: not s.conditions_on_clean_latent)
-    _sample_with(sequential, registry, lambda s: s.conditions_on_clean_latent)
+    _sample_with(joint, companions, lambda s: not s.conditions_on_clean_latent)
+    _sample_with(sequential, companions, lambda s: s.conditions_on_clean_latent)
 
 
 def _check_codes(latent: Latent) -> torch.Tensor:
@@ -330,9 +365,11 @@ def _check_stage2(model: DiffusionModel) -> None:
     _train_step(model, "a Stage 2 training step (encoder frozen)")
 
 
-def _sample_with(model: DiffusionModel, registry: Registry, accept: Callable[[Sampler], bool]) -> None:
-    """Sample ``model`` with the first registered sampler that ``accept``s and whose needs the model meets."""
-    _sample(model, *_built(registry, "sampler", lambda sampler: accept(sampler) and _fits(sampler, model))[0])
+def _sample_with(model: DiffusionModel, companions: Companions, accept: Callable[[Sampler], bool]) -> None:
+    """Sample ``model`` with a registered sampler that ``accept``s and whose declared needs the model meets (the
+    first it works with)."""
+    samplers = _built(companions, "sampler", lambda sampler: accept(sampler) and _fits(sampler, model))
+    _with_a_partner(samplers, lambda sampler: _sample(model, "the sampler", sampler))
 
 
 def _fits(sampler: Sampler, model: DiffusionModel) -> bool:
@@ -341,8 +378,8 @@ def _fits(sampler: Sampler, model: DiffusionModel) -> bool:
 
 
 def _sample(model: DiffusionModel, label: str, sampler: Sampler) -> None:
-    fixed = torch.full((BATCH, SEQ), VOCAB)
-    fixed[:, 0] = 1
+    fixed = _fixed_tokens()
+    known = fixed != VOCAB
     with _during(f"sampling with {label}"):
         out = sampler.sample(model.eval(), BATCH, SEQ, _generator(), fixed=fixed)
     tokens = out.tokens
@@ -353,7 +390,7 @@ def _sample(model: DiffusionModel, label: str, sampler: Sampler) -> None:
     _expect(
         bool(((tokens >= 0) & (tokens < VOCAB)).all()), f"samples hold ids outside 0..{VOCAB - 1}: {tokens.tolist()}"
     )
-    _expect(bool((tokens[:, 0] == 1).all()), "samples do not keep the tokens given in `fixed`")
+    _expect(torch.equal(tokens[known], fixed[known]), "samples do not keep the tokens given in `fixed`")
     if model.latent is not None:
         null = model.latent.null(BATCH, CPU)
         _expect(
@@ -367,31 +404,36 @@ def _sample(model: DiffusionModel, label: str, sampler: Sampler) -> None:
             held = sampler.sample(model, BATCH, SEQ, _generator(), fixed=fixed, latent=given)
         returned = held.latent is not None and torch.equal(held.latent, given)
         _expect(returned, f"{label} given a clean latent must return it as its latent")
-        _expect(bool((held.tokens[:, 0] == 1).all()), "samples given a clean latent do not keep the tokens of `fixed`")
+        kept = torch.equal(held.tokens[known], fixed[known])
+        _expect(kept, "samples given a clean latent do not keep the tokens of `fixed`")
 
 
 def exercise_sampler(component: Component, registry: Registry) -> None:
-    """A sample call on a small model with a latent channel when the sampler needs one."""
+    """A sample call on a small model: without a latent channel for a token-only sampler (the default), with one for
+    a sampler declaring ``Needs(latent=True)``, both for one declaring ``Needs()``."""
+    companions = Companions(registry, component)
     sampler: Sampler = component.build()
-    schedule = _schedule(registry)
+    schedule = _schedule(companions)
     needs = needs_of(sampler)
     has_latent = "latent" if needs.latent else None  # so that only the token process can be what is missing
-    processes = [(name, p) for name, p in _token_processes(registry, schedule) if not needs.unmet(has_latent, name, p)]
+    processes = [(n, p) for n, p in _token_processes(companions, schedule) if not needs.unmet(has_latent, n, p)]
     if not processes:
         raise MissingResourceError(f"no registered token process is the kind it needs ({needs.token_process})")
+    label = f"sampler {component.name!r}"
     if needs.latent is not True:
 
         def alone(process: Any) -> None:
             network = ProbeBackbone(Channels(VOCAB, SEQ, None))
             model = DiffusionModel(process, None, network, VOCAB, SEQ, Objective(), schedule=schedule)
-            _sample(model, f"sampler {component.name!r}", sampler)
+            _sample(model, label, sampler)
 
         _with_a_partner(processes, alone)
+    if needs.latent is False:
         return
     channels = [
         (f"{name} and {lp}", (latent, latent_process))
-        for name, latent in _built(registry, "latent")
-        for lp, latent_process in _latent_processes(registry, latent, schedule)
+        for name, latent in _built(companions, "latent")
+        for lp, latent_process in _latent_processes(companions, latent, schedule)
     ]
 
     def use(pair: tuple[Any, tuple[Latent, Process]]) -> None:
@@ -407,7 +449,7 @@ def exercise_sampler(component: Component, registry: Registry) -> None:
             latent_process=latent_process,
             schedule=schedule,
         )
-        _sample(model, f"sampler {component.name!r}", sampler)
+        _sample(model, label, sampler)
 
     pairs = [(f"{p} and {c}", (process, channel)) for p, process in processes for c, channel in channels]
     _with_a_partner(pairs, use)
@@ -435,7 +477,7 @@ def exercise_encoder(component: Component, registry: Registry) -> None:
 def exercise_backbone(component: Component, registry: Registry) -> None:
     """Every channel combination the backbone accepts: full forward, the rows-only path, and a backward pass."""
     try:
-        latents = [latent for _, latent in _built(registry, "latent")]
+        latents = [latent for _, latent in _built(Companions(registry, component), "latent")]
     except MissingResourceError:
         latents = []  # the token channel is still exercised
     combinations = [Channels(VOCAB, SEQ, None)]
@@ -561,6 +603,37 @@ def _without_text(component: Component, **context: Any) -> Any:
         raise MissingResourceError(
             f"needs a text dataset's tokenizer, which a tiny check cannot supply ({error})"
         ) from None
+
+
+def exercise_importer(entry: PluginImporter, registry: Registry) -> None:
+    """The importer's own tiny checkpoint imported as ``ladd import`` does, and the model folder read back: token
+    logits of the right shape, finite."""
+    from registry.engine.importing import import_checkpoint
+    from registry.engine.loading import from_pretrained
+
+    importer = entry.importer()
+    with tempfile.TemporaryDirectory(prefix="ladd-import-check-") as scratch:
+        with PluginCode() as code:
+            try:
+                source = importer.example(Path(scratch) / "checkpoint")
+            except FAULTS as error:
+                if not code.is_fault(error):
+                    raise
+                raise ExerciseFailure(f"example() raised {describe(error)}") from error
+        if source is None:
+            raise MissingResourceError("it offers no example checkpoint (Importer.example)")
+        folder = import_checkpoint(entry, source, Path(scratch) / "model", [], registry)
+        model = from_pretrained(folder, registry).model
+        tokens = torch.full((BATCH, model.seq_len), mask_id(model.vocab_size))
+        tau = torch.full((BATCH,), 0.5)
+        with _during("predicting with the imported model"), torch.no_grad():
+            y_t = None if model.latent is None else model.latent_prior(BATCH, _generator())
+            logits = model.predict(tokens, tau, y_t, None if y_t is None else tau).tokens
+        expected = (BATCH, model.seq_len, model.vocab_size)
+        _expect(
+            logits is not None and tuple(logits.shape) == expected and bool(torch.isfinite(logits).all()),
+            f"the imported model's token logits must be finite, of shape {expected}",
+        )
 
 
 #: Kind -> its exercise: one tiny real use of a component of that kind, run by ``ladd plugins check``.

@@ -1,29 +1,58 @@
 """Validation of a plugin's components: they import, their configs fit their factories, they work in a tiny model."""
 from __future__ import annotations
 
+import contextlib
 import inspect
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from registry.errors import ComponentError, MissingResourceError
+import torch
+
+from registry.errors import ComponentError, LaddError, MissingResourceError
 from registry.host.component import Component
 from registry.host.kinds import KIND_SPECS
+from registry.host.model_folders import PluginImporter
 from registry.host.registry import Registry
 
-from .exercises import EXERCISES, ExerciseFailure
+from .exercises import EXERCISES, ExerciseFailure, exercise_importer
 
 
 def check_plugin(name: str, registry: Registry) -> list[str]:
-    """Problems found in plugin ``name`` (an empty list means it passed)."""
+    """Problems found in plugin ``name``'s components and importers (an empty list means they passed)."""
     reason = registry.unavailable(name)
     if reason is not None:
         return [reason]
     mine = [c for c in registry if c.origin.plugin == name]
-    if not mine:
+    importers = [entry for entry in registry.importers.values() if entry.origin.plugin == name]
+    if not mine and not importers and not any(hook.origin.plugin == name for hook in registry.command_hooks):
         loaded = sorted({c.origin.plugin for c in registry})
-        return [f"plugin {name!r} registers no components (loaded plugins: {', '.join(loaded)})"]
-    return [problem for component in mine for problem in _problems(component, registry)]
+        return [f"plugin {name!r} registers no components, importers or commands (loaded plugins: {', '.join(loaded)})"]
+    problems = [problem for component in mine for problem in _problems(component, registry)]
+    return problems + [problem for entry in importers for problem in _importer_problems(entry, registry)]
+
+
+def _importer_problems(entry: PluginImporter, registry: Registry) -> list[str]:
+    """What goes wrong when ``entry`` imports the tiny checkpoint it offers, and the model folder is read back."""
+    label = f"importer {entry.name!r}"
+    try:
+        with _seeded():
+            exercise_importer(entry, registry)
+    except MissingResourceError as error:
+        warnings.warn(f"{label}: not exercised: {error}", stacklevel=2)
+    except LaddError as error:
+        return [f"{label}: {error}"]
+    except ExerciseFailure as error:
+        return [f"{label}: fails in a tiny import: {error}"]
+    return []
+
+
+@contextlib.contextmanager
+def _seeded() -> Iterator[None]:
+    """Every weight and draw seeded: a check gives the same verdict each run."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        yield
 
 
 def _problems(component: Component, registry: Registry) -> list[str]:
@@ -36,7 +65,8 @@ def _problems(component: Component, registry: Registry) -> list[str]:
     if signature_problem:
         return [f"{label}: {signature_problem}"]
     try:
-        EXERCISES[component.kind](component, registry)
+        with _seeded():
+            EXERCISES[component.kind](component, registry)
     except MissingResourceError as error:
         # The defaults name a download (a pretrained model, a corpus): the plugin is fine, this machine lacks it.
         warnings.warn(f"{label}: not exercised: {error}", stacklevel=2)

@@ -12,7 +12,7 @@ from registry.errors import IncompatibleComponentsError, LaddError, UnknownCompo
 from registry.host.component import Component
 from registry.host.kinds import SLOTS
 from registry.host.registry import Registry
-from registry.interfaces import Dataset, Latent, Metric, Sampler, needs_of
+from registry.interfaces import Dataset, Latent, Metric, Sampler, declares_needs, needs_of
 from registry.storage.records import checked_components, install_hint
 
 from .model import DiffusionModel
@@ -122,6 +122,7 @@ def build_experiment(
         built["latent_backbone"],
         built["latent_process"],
         built["schedule"],
+        dataset.eos_id,
     )
     metric: Metric = built["metric"]
     return Experiment(model, dataset, sampler, metric, components)
@@ -138,26 +139,57 @@ def with_sampler(
     model, recorded = experiment.model, experiment.components
     latent = None if model.latent is None else getattr(recorded.get("latent"), "name", type(model.latent).__name__)
     process = getattr(recorded.get("process"), "name", type(model.process).__name__)
-    unmet = needs_of(sampler).unmet(latent, process, model.process)
+    backbone = getattr(recorded.get("backbone"), "name", type(model.backbone).__name__)
+    unmet = needs_of(sampler).unmet(latent, process, model.process, backbone, model.backbone)
     if unmet is not None:
         raise IncompatibleComponentsError(
-            f"{slot.name} {name!r} needs {unmet[0]}; choose another {slot.kind} for this model"
+            f"{slot.name} {name!r} needs {unmet[0]}{_undeclared(sampler, component)}; choose another {slot.kind} for "
+            f"this model"
         )
     return dataclasses.replace(experiment, sampler=sampler, components={**recorded, slot.name: component})
 
 
+def with_metric(
+    experiment: Experiment, registry: Registry, name: str, options: Mapping[str, Any] | None = None
+) -> Experiment:
+    """``experiment`` scored by metric ``name`` (built from ``options``, with the dataset's tokenizer) instead of its
+    own: ``ladd eval --metric``."""
+    slot = SLOTS["metric"]
+    component = registry.get(slot.kind, name)
+    metric = component.build(dict(options or {}), **slot.context({"dataset": experiment.dataset}))
+    return dataclasses.replace(experiment, metric=metric, components={**experiment.components, slot.name: component})
+
+
 def _check_needs(components: Mapping[str, Component], declared: Mapping[str, Any], process: Any) -> None:
-    """Refuse a component whose declared ``needs`` (a latent channel or none, a kind of token process) are unmet.
+    """Refuse a component whose declared ``needs`` (a latent channel or none, a kind of token process or backbone)
+    are unmet.
 
     ``declared``: slot -> the component's class (None when unknown before it is built) or the built component.
     """
     latent = None if "latent" not in components else components["latent"].name
+    process_name, backbone = components["process"].name, declared.get("backbone")
     for slot, holder in declared.items():
-        unmet = None if holder is None else needs_of(holder).unmet(latent, components["process"].name, process)
+        needs = None if holder is None else needs_of(holder)
+        unmet = None if needs is None else needs.unmet(
+            latent, process_name, process, components["backbone"].name, backbone
+        )
         if unmet is not None:
             need, fix = unmet
             name, kind = components[slot].name, SLOTS[slot].kind
-            raise IncompatibleComponentsError(f"{slot} {name!r} needs {need}; {fix} or choose another {kind}")
+            note = _undeclared(holder, components[slot])
+            raise IncompatibleComponentsError(f"{slot} {name!r} needs {need}{note}; {fix} or choose another {kind}")
+
+
+def _undeclared(holder: Any, component: Component) -> str:
+    """For a component keeping its interface's default ``needs`` of no latent (a sampler's, since contract 3): a note
+    saying so, naming its plugin."""
+    if needs_of(holder).latent is not False or declares_needs(holder):
+        return ""
+    return (
+        f" (plugin {component.origin.plugin!r} declares no `needs` for it, which since plugin contract 3 means a "
+        f"token-only sampler; one that samples a latent channel declares needs = Needs(latent=True), or Needs() "
+        f"for either: docs/contract.md)"
+    )
 
 
 def _declared(component: Component) -> type | None:

@@ -12,7 +12,7 @@ from registry.config.safety import without_local_paths
 from registry.config.settings import Settings, checked
 from registry.errors import LaddError
 from registry.host.registry import Registry
-from registry.storage.files import is_abandoned, remove_partials, replacing_all
+from registry.storage.files import check_outside, is_abandoned, remove_partials, replacing_all
 from registry.storage.records import read_json
 from registry.storage.weights import read_tensors, write_tensors, write_weights
 
@@ -36,6 +36,7 @@ def export(
     A folder that holds anything is refused unless ``overwrite`` and it is an earlier export of the same kind.
     """
     out_dir = Path(out_dir)
+    check_outside(out_dir, (run_dir,), "out_dir")
     if adapter:
         return _export_adapter(Path(run_dir), out_dir, registry, overwrite)
     check_destination(out_dir, overwrite)

@@ -63,9 +63,14 @@ def load_latents(path: str | Path, model: DiffusionModel) -> Tensor:
     if metadata.get(_FORMAT_KEY) != FORMAT or LATENTS not in tensors:
         raise LaddError(f"{path} is not a latent file written by `ladd encode` (format {FORMAT}); {_ENCODE}")
     latents, shape = tensors[LATENTS], latent_shape(model)
-    kind = model.latent_channel()[0].null(1, torch.device("cpu")).is_floating_point()
-    if tuple(latents.shape[1:]) != shape or latents.is_floating_point() != kind or latents.shape[0] == 0:
-        found = f"latents of shape {list(latents.shape[1:])} ({latents.dtype})" if len(latents) else "no latents"
+    dtype = model.latent_channel()[0].null(1, torch.device("cpu")).dtype
+    if latents.dtype != dtype:
+        raise LaddError(
+            f"{path} stores its latents as {latents.dtype}, but this model's latents are {dtype}, as `ladd encode` "
+            f"writes them: the file was converted or edited; {_ENCODE}"
+        )
+    if tuple(latents.shape[1:]) != shape or latents.shape[0] == 0:
+        found = f"latents of shape {list(latents.shape[1:])}" if len(latents) else "no latents"
         raise LaddError(
             f"{path} holds {found}, but this model's latents have shape {list(shape)}: they come from another model; "
             f"{_ENCODE}"

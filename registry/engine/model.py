@@ -1,6 +1,8 @@
 """The diffusion model assembled from components: the generic LADD objective (MDLM when there is no latent)."""
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor, nn
 
@@ -9,6 +11,8 @@ from registry.distributed import Shard, own_noise, spread, take
 from registry.errors import IncompatibleComponentsError
 from registry.interfaces import (
     Backbone,
+    CachingBackbone,
+    Channels,
     Denoised,
     DenoiserModel,
     Encoder,
@@ -19,6 +23,7 @@ from registry.interfaces import (
     mask_id,
 )
 
+from .compute import Meter
 from .timesteps import draw_independent_times, draw_times
 
 
@@ -66,6 +71,7 @@ class DiffusionModel(nn.Module, DenoiserModel):
         latent_backbone: Backbone | None = None,
         latent_process: Process | None = None,
         schedule: Schedule | None = None,
+        eos_id: int | None = None,
     ) -> None:
         super().__init__()
         if (latent is None) != (latent_process is None):
@@ -79,9 +85,11 @@ class DiffusionModel(nn.Module, DenoiserModel):
         self.latent_backbone = latent_backbone
         self.vocab_size = vocab_size
         self.seq_len = seq_len
+        self.eos_id = eos_id
         self.objective = objective
         self.lambda_latent = 1.0  # the weight of L^y: the full objective until a training stage sets its own
         self.encoder_frozen = False
+        self.meter: Meter | None = None  # counts the backbone calls of predict while set (engine.compute.counting)
 
     @property
     def has_latent(self) -> bool:
@@ -132,11 +140,17 @@ class DiffusionModel(nn.Module, DenoiserModel):
         y_t: Tensor | None,
         tau_y: Tensor | None,
         rows: Tensor | None = None,
+        cache: Any = None,
+        window: slice | None = None,
     ) -> Denoised:
         y_in = None if y_t is None else self.latent_channel()[0].backbone_input(y_t)
         if tau_x is not None:
-            return self.backbone(x_t, tau_x, y_in, tau_y, rows)
+            self._spend(self.backbone, self._channels(), x_t, window, rows)
+            if cache is None:
+                return self.backbone(x_t, tau_x, y_in, tau_y, rows)
+            return self.backbone(x_t, tau_x, y_in, tau_y, rows, cache=cache, window=window)
         if self.latent_backbone is not None:
+            self._spend(self.latent_backbone, Channels(0, 0, self.latent), y_in, None, None)
             return Denoised(latent=self.latent_backbone(None, None, y_in, tau_y).latent)
         if y_t is None or tau_y is None:
             raise ValueError(
@@ -146,7 +160,28 @@ class DiffusionModel(nn.Module, DenoiserModel):
             x_t = torch.full(
                 (y_t.shape[0], self.seq_len), mask_id(self.vocab_size), dtype=torch.long, device=y_t.device
             )
+        self._spend(self.backbone, self._channels(), x_t, None, None)
         return Denoised(latent=self.backbone(x_t, torch.ones_like(tau_y), y_in, tau_y).latent)
+
+    def _channels(self) -> Channels:
+        """What the token backbone denoises."""
+        return Channels(self.vocab_size, self.seq_len, self.latent)
+
+    def _spend(
+        self, backbone: Backbone, channels: Channels, inputs: Tensor | None, window: slice | None, rows: Tensor | None
+    ) -> None:
+        """Charge a backbone call to the meter, when one counts."""
+        if self.meter is not None and inputs is not None:
+            self.meter.spend(backbone, channels, inputs.shape[0], window, rows)
+
+    def new_cache(self, batch: int) -> Any:
+        """An empty key-value cache of the token backbone (a ``CachingBackbone``) for ``batch`` sequences."""
+        if not isinstance(self.backbone, CachingBackbone):
+            raise IncompatibleComponentsError(
+                f"backbone {type(self.backbone).__name__} keeps no key-value cache (it is no "
+                f"registry.interfaces.CachingBackbone): sample without a cache"
+            )
+        return self.backbone.new_cache(batch, self.device)
 
     @torch.no_grad()
     def encode(self, x0: Tensor) -> Tensor:

@@ -9,6 +9,8 @@ from torch import Tensor
 from registry.errors import LaddError
 from registry.interfaces import Dataset, mask_id
 
+_MOST_CHARACTERS_PER_ID = 1000  # far beyond any tokenizer's longest token
+
 
 def _tokenizer(dataset: Dataset):
     if dataset.tokenizer is None:
@@ -29,22 +31,45 @@ def fixed_tokens(dataset: Dataset, num_samples: int, prefix: str | None = None, 
     return row.expand(num_samples, -1).clone()
 
 
-def text_ids(dataset: Dataset, text: str, what: str) -> list[int]:
+def text_ids(dataset: Dataset, text: str, what: str, limit: int | None = None) -> list[int]:
     """Ids of ``text`` with special-token strings read as plain text, as the data is: a typed mask token is no mask.
 
-    ``what`` names the text in a refusal (``the prompt '...'``, ``line 3 of refs.txt``).
+    ``what`` names the text in a refusal (``the prompt '...'``, ``line 3 of refs.txt``). With ``limit``, a long text
+    is tokenised only as far as its first ``limit + 1`` ids (those kept, and one that says it was longer), so a
+    line of megabytes costs what its first tokens cost.
     """
     tokenizer = _tokenizer(dataset)
+    text = text if limit is None else _leading(tokenizer, text, limit + 1)
     ids = tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
     if any(i >= dataset.vocab_size for i in ids):
         raise LaddError(f"{what} encodes to the mask id {dataset.vocab_size}; remove the mask token's text from it")
     unknown = _unknown_parts(tokenizer, text, ids)
     if unknown:
         raise LaddError(
-            f"{what} holds text the tokenizer does not know ({', '.join(map(repr, unknown))}), which "
+            f"{what} holds text the tokenizer does not know ({', '.join(map(_shown, unknown[:5]))}), which "
             f"would become its unknown token {tokenizer.unk_token!r}; remove or replace it"
         )
-    return ids
+    return ids if limit is None else ids[: limit + 1]
+
+
+def _shown(part: str) -> str:
+    return repr(part if len(part) <= 20 else f"{part[:20]}...")
+
+
+def _leading(tokenizer: Any, text: str, count: int) -> str:
+    """A prefix of ``text`` that tokenises to more than ``count`` ids, grown fourfold from ``8 count`` characters and
+    cut at a space where there is one: its first ``count`` ids are the whole text's (the cut can change only the ids
+    of the word or the spaces before it). No id covers more than ``_MOST_CHARACTERS_PER_ID`` characters: a text that
+    would need more per id (a word of a million letters) is cut there."""
+    most = _MOST_CHARACTERS_PER_ID * count
+    size = 8 * count
+    while size < min(len(text), most):
+        cut = text.rfind(" ", 0, size)
+        prefix = text[: cut if cut > 0 else size]
+        if len(tokenizer(prefix, add_special_tokens=False, split_special_tokens=True)["input_ids"]) > count:
+            return prefix
+        size *= 4
+    return text[:most]
 
 
 def _unknown_parts(tokenizer: Any, text: str, ids: list[int]) -> list[str]:

@@ -68,7 +68,7 @@ def _lines(path: Path) -> list[tuple[int, str]]:
 def _text_ids(path: Path, number: int, line: str, dataset: Dataset) -> list[int]:
     where = f"line {number} of {path}"
     if path.suffix != JSON_LINES:
-        return text_ids(dataset, line, where)
+        return text_ids(dataset, line, where, dataset.seq_len)
     try:
         record = json.loads(line)
     except ValueError:
@@ -77,7 +77,7 @@ def _text_ids(path: Path, number: int, line: str, dataset: Dataset) -> list[int]
         return _checked(where, record["ids"], dataset.vocab_size)
     if not isinstance(record, dict) or not isinstance(record.get("text"), str):
         raise LaddError(f"{where} is not a JSON object with a 'text' string (or 'ids'): write one such object per line")
-    return text_ids(dataset, record["text"], where)
+    return text_ids(dataset, record["text"], where, dataset.seq_len)
 
 
 def _ids(path: Path, number: int, line: str, vocab_size: int) -> list[int]:

@@ -22,7 +22,7 @@ from omegaconf import OmegaConf
 
 from registry.config.settings import operational_options, upgraded
 from registry.errors import LaddError
-from registry.storage.files import is_partial, remove_partials, write_text
+from registry.storage.files import check_outside, is_partial, remove_partials, write_text
 from registry.storage.records import checked_components, read_json
 
 RECORD_FILE = "run.json"
@@ -38,6 +38,10 @@ FORMAT = "ladd-run/1"
 ALLOW_CHANGES_FLAG = "--allow-changes"
 #: Keys that label, sample or evaluate a run: they never change what is trained.
 LABEL_KEYS = ("method", "run_dir", "sampler", "metric", "eval")
+
+
+#: differences named in a refusal, and the characters of each
+_SHOWN, _SHOWN_CHARACTERS = 3, 100
 
 
 class RunFolderError(LaddError):
@@ -69,6 +73,12 @@ def differences(old: Any, new: Any, key: str = "") -> list[str]:
     return [] if old == new else [f"{key or 'config'}: {json.dumps(old)} -> {json.dumps(new)}"]
 
 
+def _listed(found: list[str]) -> str:
+    """The first differences, each cut short, for a one-line message (``run.json`` records them all)."""
+    shown = [d if len(d) <= _SHOWN_CHARACTERS else d[: _SHOWN_CHARACTERS - 3] + "..." for d in found[:_SHOWN]]
+    return "; ".join(shown) + (f"; and {len(found) - _SHOWN} more" if len(found) > _SHOWN else "")
+
+
 class RunFolder:
     """A run folder and the checks that guard it."""
 
@@ -97,6 +107,7 @@ class RunFolder:
 
         Reads only: a refused training leaves the folder as it was.
         """
+        check_outside(self.path, ((cfg.get("train") or {}).get("init_from"),), "run_dir")
         if not self.path.exists():
             return []
         if not self.path.is_dir():
@@ -115,7 +126,7 @@ class RunFolder:
         found = differences(recorded, json.loads(json.dumps(training_settings(cfg))))
         if not found:
             return []
-        listed = "; ".join(found)
+        listed = _listed(found)
         if self.finished:
             raise RunFolderError(
                 f"{self.path} holds a finished run trained with other settings ({listed}); it is left as it is: "
@@ -152,6 +163,8 @@ class RunFolder:
         ours = isinstance(record, dict) and record.get("format") == FORMAT
         if not ours or not isinstance(record.get("settings"), dict):
             raise RunFolderError(f"{path} is not a ladd run record of format {FORMAT!r}; train into a new run_dir")
+        if not record["settings"]:
+            raise RunFolderError(f"{path} is damaged: it records no training settings; {fix}")
         if not isinstance(record.get("changes", []), list):
             changes = type(record["changes"]).__name__
             raise RunFolderError(f"{path} is damaged: its changes are {changes}, not a list; {fix}")
@@ -177,6 +190,11 @@ class RunFolder:
             yield
 
 
+def is_ladd_folder(path: str | Path) -> bool:
+    """Whether ``path`` is a run folder or a model folder: it holds a run record or a model's weights."""
+    return (Path(path) / RECORD_FILE).is_file() or (Path(path) / WEIGHTS_FILE).is_file()
+
+
 def recorded_components(run_dir: str | Path) -> dict[str, dict[str, Any]] | None:
     """The checked component record of a run folder (None for a run of a ladd that did not write one)."""
     path = Path(run_dir) / COMPONENTS_FILE
@@ -184,7 +202,7 @@ def recorded_components(run_dir: str | Path) -> dict[str, dict[str, Any]] | None
         return None
     fix = f"the run folder is damaged; restore {COMPONENTS_FILE} from a copy"
     components = read_json(path, "a component record", fix)
-    return checked_components(components, f"run {run_dir}")
+    return checked_components(components, f"run {run_dir}", path)
 
 
 @contextmanager

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import contextlib
-import inspect
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
@@ -11,13 +11,18 @@ import torch
 from registry.config.settings import INFERENCE_PRECISIONS, resolve_precision
 from registry.distributed import gather_rows, share
 from registry.errors import InvalidConfigError, LaddError
+from registry.host.component import Component
 from registry.interfaces import Sampler
 from registry.toolkit.progress import progress as shown
+
+from .compute import counting
 
 if TYPE_CHECKING:  # annotations only
     from .assembly import Experiment
 
 
+#: how torch's categorical draw refuses probabilities that are NaN, infinite or negative
+_NOT_FINITE = "probability tensor contains"
 #: Seed distance between sample chunks (and loss batches): far beyond the step budgets added to the seed.
 CHUNK_SEED_STRIDE = 1_000_003
 
@@ -33,6 +38,16 @@ def inference_precision(device: torch.device, precision: str) -> Iterator[None]:
         yield
 
 
+@dataclass(frozen=True)
+class Cost:
+    """What sampling spent per sample: network calls (of the last chunk, as its sampler reports them), FLOPs (two per
+    multiply-add, every backbone call of every chunk) and backbone positions run (token forwards)."""
+
+    network_calls: int
+    flops: float
+    positions: float
+
+
 @torch.no_grad()
 def sample(
     experiment: Experiment,
@@ -46,40 +61,85 @@ def sample(
     latent: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, int]:
     """``num_samples`` sequences (keeping ``fixed``'s known tokens; given the clean ``latent`` of each row, when given);
-    returns them and the network calls per sample.
+    returns them and the network calls per sample (:func:`sample_with_cost` also gives the FLOPs).
 
     Chunk ``k`` of ``batch_size`` samples draws from its own generator (seeded ``seed`` for the first), so the samples
     do not depend on how many processes share the chunks (each rank draws its share; all are gathered in order).
     """
+    tokens, cost = sample_with_cost(
+        experiment, num_samples, steps, batch_size, seed, progress, fixed, precision, latent
+    )
+    return tokens, cost.network_calls
+
+
+@torch.no_grad()
+def sample_with_cost(
+    experiment: Experiment,
+    num_samples: int,
+    steps: int,
+    batch_size: int,
+    seed: int,
+    progress: bool = False,
+    fixed: torch.Tensor | None = None,
+    precision: str = "auto",
+    latent: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, Cost]:
+    """:func:`sample`, with what it spent per sample: every backbone call of any sampler is counted as the model
+    makes it (``engine.compute``), over every process's chunks."""
     model = experiment.model.eval()
     if latent is not None:
-        check_takes_latent(experiment.sampler)
+        check_takes_latent(experiment.sampler, experiment.components.get("sampler"))
     starts = range(0, num_samples, batch_size)
     chunks, calls = [], 0
-    for k in shown(share(len(starts)), f"sampling {steps} steps", progress, name=lambda k: f"chunk {k + 1}"):
-        start = starts[k]
-        size = min(batch_size, num_samples - start)
-        generator = torch.Generator(device=model.device).manual_seed(seed + k * CHUNK_SEED_STRIDE)
-        known = None if fixed is None else fixed[start : start + size].to(model.device)
-        given = {} if latent is None else {"latent": latent[start : start + size].to(model.device)}
-        with inference_precision(model.device, precision):
-            out = experiment.sampler.sample(model, size, steps, generator, fixed=known, **given)
-        chunks.append(out.tokens.cpu())
-        calls = out.network_calls
+    with counting(model) as meter:
+        for k in shown(share(len(starts)), f"sampling {steps} steps", progress, name=lambda k: f"chunk {k + 1}"):
+            start = starts[k]
+            size = min(batch_size, num_samples - start)
+            generator = torch.Generator(device=model.device).manual_seed(seed + k * CHUNK_SEED_STRIDE)
+            known = None if fixed is None else fixed[start : start + size].to(model.device)
+            given = {} if latent is None else {"latent": latent[start : start + size].to(model.device)}
+            with inference_precision(model.device, precision):
+                try:
+                    out = experiment.sampler.sample(model, size, steps, generator, fixed=known, **given)
+                except RuntimeError as error:
+                    if _NOT_FINITE not in str(error):
+                        raise
+                    raise LaddError(_not_finite(k, latent)) from None
+            chunks.append(out.tokens.cpu())
+            calls = out.network_calls
     local = torch.cat(chunks) if chunks else torch.zeros(0, model.seq_len, dtype=torch.long)
-    return gather_rows(local), calls
+    spent = meter.spent()
+    totals = gather_rows(torch.tensor([[spent.flops, spent.positions, len(local)]], dtype=torch.float64)).sum(0)
+    per_sample = totals / totals[2].clamp(min=1)
+    return gather_rows(local), Cost(calls, float(per_sample[0]), float(per_sample[1]))
+
+
+def _not_finite(chunk: int, latent: torch.Tensor | None) -> str:
+    """Why a chunk's categorical draw met NaN or infinite probabilities, and what to do about it."""
+    if latent is not None and latent.is_floating_point():
+        cause = (
+            f"the clean latents given reach {float(latent.abs().max()):.3g} in magnitude, beyond what the network's "
+            f"float arithmetic holds: sample at latents that `ladd encode` or --like made"
+        )
+    else:
+        cause = "the weights may have diverged: evaluate the model's loss (ladd eval), or train it again"
+    overflow = "NaN or infinite probabilities (the network's predictions overflowed)"
+    return f"sampling chunk {chunk + 1} met {overflow}: {cause}"
 
 
 def takes_latent(sampler: Sampler) -> bool:
-    """Whether ``sampler.sample`` takes a clean latent (``latent=``); a sampler written before the keyword does not."""
-    parameters = inspect.signature(sampler.sample).parameters.values()
-    return any(p.name == "latent" or p.kind is p.VAR_KEYWORD for p in parameters)
+    """Whether ``sampler.sample`` takes a clean latent (``latent=``), as the sampler declares (``takes_latent``)."""
+    return getattr(sampler, "takes_latent", False) is True
 
 
-def check_takes_latent(sampler: Sampler) -> None:
-    """Refuse a sampler whose ``sample`` takes no clean latent (``latent=``): it could only ignore one."""
+def check_takes_latent(sampler: Sampler, component: Component | None = None) -> None:
+    """Refuse a sampler that does not declare it takes a clean latent (``latent=``): it could only ignore one.
+
+    ``component``: the registered sampler, whose plugin the message names."""
     if not takes_latent(sampler):
+        name = component.label if component is not None else f"sampler {type(sampler).__name__}"
         raise LaddError(
-            f"sampler {type(sampler).__name__} cannot draw samples given a latent (its sample() takes no `latent`); "
-            f"choose one that can, e.g. --sampler sequential or --sampler joint"
+            f"{name} cannot draw samples given a latent: it does not declare `takes_latent = True` (since plugin "
+            f"contract 3 a sampler declares it; ladd no longer reads its sample() signature: docs/contract.md); "
+            f"choose one that does, e.g. --sampler sequential or --sampler joint"
         )

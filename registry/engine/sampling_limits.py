@@ -31,13 +31,15 @@ _INFERENCE_WIDTHS = 4
 _TOKEN_BYTES = 8  # int64 ids
 
 
-def sampling_bytes(experiment: Experiment, num_samples: int, batch_size: int) -> int:
-    """At least what sampling ``num_samples`` sequences in chunks of ``batch_size`` holds in memory at once."""
+def sampling_bytes(experiment: Experiment, num_samples: int, batch_size: int, latent_bytes: int = 0) -> int:
+    """At least what sampling ``num_samples`` sequences in chunks of ``batch_size`` holds in memory at once, each
+    given a clean latent of ``latent_bytes``."""
     from .memory import transformer_shapes
 
     rows = min(batch_size, num_samples)
     model = experiment.model
     kept = 2 * num_samples * model.seq_len * _TOKEN_BYTES  # the chunks, then their concatenation
+    kept += num_samples * latent_bytes
     chunk = 0
     for shape in transformer_shapes(model):
         chunk += rows * shape.length * shape.width * _INFERENCE_WIDTHS * 4
@@ -45,11 +47,15 @@ def sampling_bytes(experiment: Experiment, num_samples: int, batch_size: int) ->
     return kept + chunk
 
 
-def check_sampling_memory(experiment: Experiment, num_samples: int, batch_size: int, what: str) -> None:
-    """Refuse sampling whose lower-bound memory exceeds what the model's device (and the host) has free."""
+def check_sampling_memory(
+    experiment: Experiment, num_samples: int, batch_size: int, what: str, latent_bytes: int = 0
+) -> None:
+    """Refuse sampling whose lower-bound memory exceeds what the model's device (and the host) has free; each sample
+    given a clean latent of ``latent_bytes``."""
     from .memory import GIB, available_bytes
 
-    needed, free = sampling_bytes(experiment, num_samples, batch_size), available_bytes(experiment.model.device)
+    needed = sampling_bytes(experiment, num_samples, batch_size, latent_bytes)
+    free = available_bytes(experiment.model.device)
     if free is not None and needed > free:
         rows, length, device = min(batch_size, num_samples), experiment.model.seq_len, experiment.model.device.type
         raise InvalidConfigError(
@@ -83,13 +89,22 @@ def check_sampling_time(
 
 
 def _step_seconds(experiment: Experiment, rows: int, steps: int, fixed: torch.Tensor | None) -> tuple[float, float]:
-    """The seconds of a call's fixed part and of each step, from calls of 1 and of k steps (k < ``steps``)."""
-    _seconds(experiment, rows, 1, fixed)  # the first call pays one-time costs (allocations, caches)
-    one, k = _seconds(experiment, rows, 1, fixed), 2
+    """The seconds of a call's fixed part and of each step, from calls of f and of k steps (f < k < ``steps``), f the
+    fewest steps the sampler takes among 1, 2, 4, ... (a block decoder takes no fewer than its blocks)."""
+    first = 1
+    while first < steps:
+        try:
+            _seconds(experiment, rows, first, fixed)  # the first call pays one-time costs (allocations, caches)
+            break
+        except InvalidConfigError:
+            first *= 2
+    else:  # no shorter call is taken: the sampler refuses ``steps`` too (its own message), or one call is measured
+        return 0.0, _seconds(experiment, rows, steps, fixed) / steps
+    one, k = _seconds(experiment, rows, first, fixed), 2 * first
     while (many := _seconds(experiment, rows, k, fixed)) < _MEASURED_SECONDS and 2 * k < steps:
         k *= 2
-    per_step = max(many - one, 0.0) / (k - 1)
-    return max(one - per_step, 0.0), per_step
+    per_step = max(many - one, 0.0) / (k - first)
+    return max(one - first * per_step, 0.0), per_step
 
 
 def _seconds(experiment: Experiment, rows: int, steps: int, fixed: torch.Tensor | None) -> float:

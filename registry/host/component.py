@@ -14,6 +14,7 @@ from registry.errors import ComponentError, InvalidConfigError, LaddError, did_y
 
 from .config_types import typed_config
 from .kinds import KIND_SPECS, KINDS
+from .migrations import change_missed, migration_line
 from .plugin_code import FAULTS, PluginCode, describe
 
 
@@ -61,6 +62,7 @@ class Origin:
     distribution: str | None = None
     version: str | None = None
     own: bool = False  # registered by ladd's own distribution: its names win over a third party's
+    contract: int | None = None  # the contract version the plugin declares it was written for (None: not declared)
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,8 @@ class Component:
             raise InvalidConfigError(f"{self.kind} {self.name!r} takes no options, got {sorted(options)}")
         arguments = () if self.spec.config is None else (self._config(options),)
         factory = self.factory()
+        if isinstance(factory, type):
+            self._refuse_outdated(factory)  # before its own checks fail for what the contract no longer passes
         with PluginCode() as code:
             try:
                 instance = factory(*arguments, **context)
@@ -118,6 +122,7 @@ class Component:
                 if not code.is_fault(error):
                     raise
                 raise self._error(f"failed to build: {describe(error)}") from error
+        self._refuse_outdated(instance)
         spec = KIND_SPECS[self.kind]
         lacking = spec.lacks(instance)
         if lacking:
@@ -128,6 +133,13 @@ class Component:
                 f"(it lacks {', '.join(lacking)})"
             )
         return instance
+
+    def _refuse_outdated(self, component: Any) -> None:
+        """Refuse, naming the change, a component (its class or an instance) written before a change of the
+        contract."""
+        change = change_missed(self.kind, component)
+        if change is not None:
+            raise self._error(migration_line(change, self.origin.contract))
 
     def check_options(self, options: dict[str, Any]) -> None:
         """Refuse ``options`` as building the component would, without building it."""

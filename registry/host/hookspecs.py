@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import pluggy
 
 if TYPE_CHECKING:  # annotations only
+    from .commands import Commands
     from .component import ComponentSpec
 
 
@@ -33,8 +34,12 @@ def ladd_model_folders() -> Mapping[str, str]:
 
 @hookspec
 def ladd_importers() -> Mapping[str, str]:
-    """Return checkpoint importers this plugin ships, as ``{NAME: "module:function"}``.
+    """Return checkpoint importers this plugin ships, as ``{NAME: "module:attribute"}``, each naming a
+    ``registry.interfaces.Importer`` (a subclass or an instance): ``ladd import NAME SRC OUT`` has it read the
+    checkpoint and fill the model it declares; ladd builds, checks and writes the model folder."""
 
-    ``ladd import NAME SRC OUT`` calls ``function(source, out_dir, overrides, registry, overwrite)``, which writes a
-    ladd model folder with
-    ``registry.engine.export.write_model`` and returns its path."""
+
+@hookspec
+def ladd_commands(commands: Commands) -> None:
+    """Add commands to ``ladd``: ``parser = commands.add_parser(NAME, help=...)`` (argparse's), its arguments, then
+    ``parser.set_defaults(run=function)``; ``ladd NAME ...`` calls ``function(args, registry)``."""

@@ -1,5 +1,5 @@
 """Model folders that plugins ship (tokenizers, encoders, teachers), named in configs as ``pkg:NAME``, and the
-checkpoint importers they ship (``ladd import NAME``).
+checkpoint importers they ship (``ladd import NAME``), found by ``"module:attribute"``.
 
 A config is data and never names code: ``pkg:NAME`` resolves only a NAME that an installed, permitted
 plugin declares through its ``ladd_model_folders()`` hook, as ``{NAME: "module:function"}``; the function
@@ -13,7 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from registry.contract import CHANGELOG
 from registry.errors import LaddError, MissingResourceError, did_you_mean
+
+from .migrations import written_for
+from .plugin_code import FAULTS, PluginCode, describe
 
 if TYPE_CHECKING:  # annotations only
     from .component import Origin
@@ -22,9 +26,9 @@ if TYPE_CHECKING:  # annotations only
 PREFIX = "pkg:"
 
 
-def plugin_function(locator: str, label: str, origin: Origin) -> Callable[..., Any]:
-    """The function a plugin declares as ``"module:function"`` for ``label``, imported now (missing: one line)."""
-    module_name, _, function = locator.partition(":")
+def _located(locator: str, label: str, origin: Origin) -> Any:
+    """What a plugin's ``"module:attribute"`` names for ``label``, imported now (missing: one line)."""
+    module_name, _, attribute = locator.partition(":")
     try:
         module = importlib.import_module(module_name)
     except ImportError as error:
@@ -32,7 +36,14 @@ def plugin_function(locator: str, label: str, origin: Origin) -> Callable[..., A
             f"{label} (plugin {origin.plugin!r}) needs the Python package {module_name!r}, which is not installed "
             f"({error})"
         ) from None
-    found = getattr(module, function, None)
+    if not hasattr(module, attribute):
+        raise MissingResourceError(f"{label} (plugin {origin.plugin!r}): {module_name} has no {attribute!r}")
+    return getattr(module, attribute)
+
+
+def plugin_function(locator: str, label: str, origin: Origin) -> Callable[..., Any]:
+    """The function a plugin declares as ``"module:function"`` for ``label``, imported now (missing: one line)."""
+    found = _located(locator, label, origin)
     if not callable(found):
         raise MissingResourceError(f"{label} (plugin {origin.plugin!r}): {locator} is not a function")
     return cast(Callable[..., Any], found)
@@ -58,16 +69,47 @@ class ModelFolder:
 
 
 @dataclass(frozen=True)
-class Importer:
+class PluginImporter:
     """A converter of another library's checkpoints into ladd model folders, shipped by a plugin (``ladd import``)."""
 
     name: str
     locator: str
     origin: Origin
 
-    def function(self) -> Callable[..., Any]:
-        """``function(source, out_dir, overrides, registry, overwrite) -> Path``, imported on first use."""
-        return plugin_function(self.locator, f"importer {self.name!r}", self.origin)
+    @property
+    def label(self) -> str:
+        """``importer 'name' of plugin 'p' (distribution version)``: what messages call it."""
+        origin = self.origin
+        source = f" ({origin.distribution} {origin.version or ''})".rstrip() if origin.distribution else ""
+        return f"importer {self.name!r} of plugin {origin.plugin!r}{source}"
+
+    def importer(self) -> Any:
+        """The ``registry.interfaces.Importer`` the locator names (a subclass, built without arguments, or an instance),
+        imported on first use; anything else is refused in one line naming the plugin."""
+        from registry.interfaces import Importer  # torch: only when importing a checkpoint
+
+        found = _located(self.locator, self.label, self.origin)
+        if isinstance(found, type) and issubclass(found, Importer):
+            with PluginCode() as code:
+                try:
+                    return found()
+                except FAULTS as error:
+                    if not code.is_fault(error):
+                        raise
+                    raise LaddError(f"{self.label}: {self.locator}() failed: {describe(error)}") from error
+        if isinstance(found, Importer):
+            return found
+        if callable(found) and not isinstance(found, type):
+            raise LaddError(
+                f"{self.label} {written_for(self.origin.contract)} and predates contract 3: its {self.locator} is a "
+                f"function that wrote the model folder itself; since contract 3 an importer is a "
+                f"registry.interfaces.Importer (read, overrides, fill, record, files) and ladd builds, checks and "
+                f"writes the folder ({CHANGELOG}, contract 3, says how to port it)"
+            )
+        raise LaddError(
+            f"{self.label}: {self.locator} is {type(found).__name__}, not a registry.interfaces.Importer (a subclass "
+            f"or an instance)"
+        )
 
 
 def resolve(spec: str, folders: dict[str, ModelFolder]) -> str:

@@ -14,9 +14,11 @@ import pluggy
 from registry.errors import PluginLoadError, did_you_mean
 from registry.host import hookspecs as _hookspecs
 
+from .commands import CommandHook
 from .component import Component, ComponentSpec, Origin
 from .config_types import SUPPORTED, untypable
-from .model_folders import Importer, ModelFolder
+from .migrations import declared_contract
+from .model_folders import ModelFolder, PluginImporter
 from .plugin_code import FAULTS, PluginCode, describe
 from .switches import switch
 
@@ -107,7 +109,8 @@ class PluginHost:
         self.components: list[Component] = []
         self.config_dirs: dict[Path, str] = {}  # folder -> the plugin contributing it
         self.model_folders: dict[str, ModelFolder] = {}
-        self.importers: dict[str, Importer] = {}
+        self.importers: dict[str, PluginImporter] = {}
+        self.command_hooks: list[CommandHook] = []
         self.failures: list[PluginFailure] = []
         self.blocked: list[PluginFailure] = []
         self.notes: list[str] = []  # one line each, for the user: what the environment asked that ladd did not do
@@ -124,6 +127,7 @@ class PluginHost:
             return
         with PluginCode() as code:
             try:
+                origin = dataclasses.replace(origin, contract=declared_contract(plugin))
                 self.manager.register(plugin, name=name)  # pluggy validates each hook's arguments
                 self._origins[name] = origin
                 collected = self._collect(name, origin)
@@ -138,6 +142,7 @@ class PluginHost:
         self.config_dirs.update(dict.fromkeys(collected[1], name))
         self.model_folders.update(collected[2])
         self.importers.update(collected[3])
+        self.command_hooks += [CommandHook(origin, hook) for hook in self._implementations(name, "ladd_commands")]
 
     def load_entry_points(self) -> None:
         """Load every permitted plugin of entry-point group ``ladd``; third-party failures are recorded, not raised."""
@@ -175,7 +180,7 @@ class PluginHost:
 
     def _collect(
         self, name: str, origin: Origin
-    ) -> tuple[list[Component], list[Path], dict[str, ModelFolder], dict[str, Importer]]:
+    ) -> tuple[list[Component], list[Path], dict[str, ModelFolder], dict[str, PluginImporter]]:
         """Plugin ``name``'s components, config folders, model folders and importers, each checked (raises on the
         first fault)."""
         self._check_hooks(name)
@@ -188,7 +193,7 @@ class PluginHost:
             components,
             self._folders(name),
             {key: ModelFolder(key, value, origin) for key, value in folders.items()},
-            {key: Importer(key, value, origin) for key, value in importers.items()},
+            {key: PluginImporter(key, value, origin) for key, value in importers.items()},
         )
 
     def _hook_names(self) -> list[str]:
@@ -213,11 +218,14 @@ class PluginHost:
                     f"decorate it with @registry.hookimpl"
                 )
 
+    def _implementations(self, name: str, hook: str) -> list[Any]:
+        """Plugin ``name``'s implementations of ``hook``."""
+        return [impl.function for impl in getattr(self.manager.hook, hook).get_hookimpls() if impl.plugin_name == name]
+
     def _returns(self, name: str, hook: str) -> list[Any]:
-        """What plugin ``name``'s implementations of ``hook`` return (empty when it has none)."""
-        return [
-            impl.function() for impl in getattr(self.manager.hook, hook).get_hookimpls() if impl.plugin_name == name
-        ]
+        """What plugin ``name``'s implementations of ``hook`` return, called without arguments (empty when it has
+        none)."""
+        return [function() for function in self._implementations(name, hook)]
 
     def _results(self, name: str, hook: str) -> list[Any]:
         """The items of the lists plugin ``name``'s implementations of ``hook`` return."""
@@ -246,7 +254,7 @@ class PluginHost:
         return folders
 
     def _named(
-        self, name: str, hook: str, what: str, taken: dict[str, ModelFolder] | dict[str, Importer]
+        self, name: str, hook: str, what: str, taken: dict[str, ModelFolder] | dict[str, PluginImporter]
     ) -> dict[str, str]:
         """The ``{NAME: "module:function"}`` plugin ``name`` returns from ``hook`` (each a ``what``); a NAME another
         plugin has is refused."""

@@ -7,8 +7,9 @@ from typing import Any
 
 from registry.errors import ComponentClashError, UnknownComponentError, did_you_mean
 
+from .commands import CommandHook
 from .component import KINDS, Component
-from .model_folders import Importer, ModelFolder, resolve
+from .model_folders import ModelFolder, PluginImporter, resolve
 from .plugins import BLOCK_ENV, PluginFailure, PluginHost
 
 
@@ -28,7 +29,8 @@ class Registry:
         blocked: Iterable[PluginFailure] = (),
         model_folders: Mapping[str, ModelFolder] | None = None,
         notes: Iterable[str] = (),
-        importers: Mapping[str, Importer] | None = None,
+        importers: Mapping[str, PluginImporter] | None = None,
+        command_hooks: Iterable[CommandHook] = (),
     ):
         self._by_kind: dict[str, dict[str, list[Component]]] = {kind: {} for kind in KINDS}
         for component in components:
@@ -39,13 +41,14 @@ class Registry:
         self.model_folders = dict(model_folders or {})
         self.notes = list(notes)
         self.importers = dict(importers or {})
+        self.command_hooks = list(command_hooks)  # plugins' ladd_commands(commands), run as the parser is built
 
     @classmethod
     def from_host(cls, host: PluginHost) -> Registry:
         """Collect components from an already-loaded plugin host."""
         return cls(
             host.components, host.failures, host.config_dirs, host.blocked, host.model_folders, host.notes,
-            host.importers,
+            host.importers, host.command_hooks,
         )
 
     def names(self, kind: str) -> list[str]:
@@ -91,7 +94,7 @@ class Registry:
         """A model given in a config: Hub ids and paths as given, ``pkg:NAME`` as a folder a plugin provides."""
         return resolve(spec, self.model_folders)
 
-    def importer(self, name: str) -> Importer:
+    def importer(self, name: str) -> PluginImporter:
         """The checkpoint importer a plugin ships under ``name``, or an error listing the ones installed."""
         if name not in self.importers:
             provided = ", ".join(sorted(self.importers)) or "none"

@@ -16,10 +16,10 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
-from torch.utils.flop_counter import FlopCounterMode
 
 from registry.config.settings import Settings, checked
 from registry.engine.assembly import selection
+from registry.engine.compute import head_macs, measure_flops, transformer_macs
 from registry.host.kinds import SLOTS
 from registry.host.registry import Registry
 from registry.interfaces import Backbone, Channels, Latent, TransformerShape
@@ -39,30 +39,6 @@ CONVENTION = (
     "the 2x, head, other and measured figures count two FLOPs per multiply-add, as FlopCounterMode does"
 )
 GIGA = 1e9
-
-
-def transformer_macs(shape: TransformerShape) -> float:
-    """Multiply-adds of the transformer blocks: ``n_l ((4 + 2r) L d^2 + 2 L^2 d)``."""
-    length, width = shape.length, shape.width
-    return shape.layers * ((4 + 2 * shape.mlp_ratio) * length * width**2 + 2 * length**2 * width)
-
-
-def head_macs(shape: TransformerShape) -> float:
-    """Multiply-adds of the token output head, which the paper's figure leaves out."""
-    return shape.head_positions * shape.width * shape.head_outputs
-
-
-def measure_flops(backbone: Backbone, channels: Channels) -> int:
-    """FLOPs (two per multiply-add) that one forward pass at batch 1 performs, counted by FlopCounterMode."""
-    device = next(backbone.parameters(), torch.empty(0, device="meta")).device
-    tau = torch.ones(1, device=device)
-    x_t = torch.zeros(1, channels.seq_len, dtype=torch.long, device=device) if channels.tokens else None
-    latent = channels.latent
-    y_t = None if latent is None else latent.backbone_input(latent.null(1, device))
-    # no torch.no_grad(): FlopCounterMode's module tracker then fails on parameters used without a graph
-    with FlopCounterMode(display=False) as counter:
-        backbone(x_t, tau if x_t is not None else None, y_t, tau if y_t is not None else None)
-    return counter.get_total_flops()
 
 
 @dataclass(frozen=True)

@@ -2,11 +2,13 @@
 
 A measurement's budget is ``steps x gflops_per_step + fixed_gflops`` GFLOPs per sample (``fixed_gflops``,
 optional, is compute spent once per sample whatever the token step count, e.g. the ``T^Y`` latent steps
-of sequential sampling). At a requested budget, each score is interpolated linearly in the budget
-between the two measurements that bracket it; outside the measured range it is ``None`` (``n/a``),
-never extrapolated. With ``ms_per_sample`` the throughput per Gen PPL point is reported as in the
-paper: ``1000 / (Gen PPL x ms per sample)``, i.e. samples per second divided by Gen PPL, with the time
-interpolated like the scores.
+of sequential sampling), or ``gflops_per_sample`` where a row gives it: what ``ladd eval`` counted for any sampler,
+whose steps need not cost alike (a key-value cache, a threshold, steps that reveal nothing). ``ladd eval`` results
+scored with Gen PPL (``eval_*.json``) are read directly, each labelled with its method. At a requested budget,
+each score is interpolated linearly in the budget between the two measurements that bracket it; outside the
+measured range it is ``None`` (``n/a``), never extrapolated. With ``ms_per_sample`` the throughput per Gen PPL point
+is reported as in the paper: ``1000 / (Gen PPL x ms per sample)``, i.e. samples per second divided by Gen PPL, with
+the time interpolated like the scores.
 """
 from __future__ import annotations
 
@@ -32,10 +34,13 @@ __all__ = [
     "parse_budgets",
     "plot",
     "read_measurements",
+    "read_results",
 ]
 
 REQUIRED = ("method", "steps", "gflops_per_step", "gen_ppl", "entropy")
-OPTIONAL = ("ms_per_sample", "fixed_gflops")
+OPTIONAL = ("ms_per_sample", "fixed_gflops", "gflops_per_sample")
+#: the entropy a Gen PPL result reports beside it: the per-sequence unigram entropy the MDLM literature prints
+RESULT_ENTROPY = "entropy_unigram"
 
 
 class FrontierInputError(LaddError):
@@ -76,7 +81,9 @@ def read_measurements(path: str | Path) -> dict[str, list[Measurement]]:
         raise FrontierInputError(f"{path}: no such results file")
     with open(path, newline="") as handle:
         reader = csv.DictReader(handle)
-        missing = [c for c in REQUIRED if c not in (reader.fieldnames or [])]
+        given = reader.fieldnames or []
+        counted = "gflops_per_sample" in given  # then the cost per step is not needed
+        missing = [c for c in REQUIRED if c not in given and not (counted and c == "gflops_per_step")]
         if missing:
             raise FrontierInputError(
                 f"{path}: missing column(s) {', '.join(missing)}; expected {','.join(REQUIRED)}[,{','.join(OPTIONAL)}]"
@@ -84,11 +91,41 @@ def read_measurements(path: str | Path) -> dict[str, list[Measurement]]:
         runs: dict[str, list[Measurement]] = {}
         for line, row in enumerate(reader, start=2):
             runs.setdefault(row["method"], []).append(_measurement(row, f"{path}:{line}"))
+    return _sorted(runs, str(path))
+
+
+def read_results(paths: Sequence[str | Path]) -> dict[str, list[Measurement]]:
+    """Method -> its measurements sorted by budget, from ``ladd eval`` results scored with Gen PPL, each budget at the
+    GFLOPs per sample the evaluation counted."""
+    from registry.storage.results import EvalResult
+
+    runs: dict[str, list[Measurement]] = {}
+    for path in paths:
+        result = EvalResult.load(path)
+        if "gen_ppl" not in {name for score in result.scores for name in score.scores}:
+            raise FrontierInputError(
+                f"{path}: scored with {result.metric!r}, not Gen PPL; the frontier reads results of metric=gen_ppl "
+                f"(`ladd report` plots any metric against GFLOPs per sample)"
+            )
+        for score in result.scores:
+            if score.flops_per_sample is None:
+                raise FrontierInputError(
+                    f"{path}: written before ladd eval counted FLOPs per sample; evaluate the run again"
+                )
+            budget, scores = score.flops_per_sample / 1e9, score.scores
+            runs.setdefault(result.method, []).append(
+                Measurement(score.steps, budget, scores["gen_ppl"], scores.get(RESULT_ENTROPY, math.nan))
+            )
+    return _sorted(runs, ", ".join(map(str, paths)))
+
+
+def _sorted(runs: dict[str, list[Measurement]], where: str) -> dict[str, list[Measurement]]:
+    """``runs`` with each method's measurements sorted by budget; two at one budget are refused."""
     for method, rows in runs.items():
         rows.sort(key=lambda m: m.budget)
         budgets = [m.budget for m in rows]
         if len(set(budgets)) != len(budgets):
-            raise FrontierInputError(f"{path}: method {method!r} has two measurements at the same budget")
+            raise FrontierInputError(f"{where}: method {method!r} has two measurements at the same budget")
     return runs
 
 
@@ -112,9 +149,12 @@ def _measurement(row: Mapping[str, str], where: str) -> Measurement:
     steps = number("steps")
     if not steps.is_integer():
         raise FrontierInputError(f"{where}: steps={steps:g} must be a whole number")
+    counted = optional("gflops_per_sample")
+    if counted is None:
+        counted = steps * number("gflops_per_step") + (optional("fixed_gflops") or 0.0)
     return Measurement(
         steps=int(steps),
-        budget=steps * number("gflops_per_step") + (optional("fixed_gflops") or 0.0),
+        budget=counted,
         gen_ppl=number("gen_ppl"),
         entropy=number("entropy"),
         ms_per_sample=optional("ms_per_sample"),

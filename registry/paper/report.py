@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from registry.storage.files import check_name, write_figure
-from registry.storage.results import EvalResult, score_cells, score_columns, write_csv
+from registry.storage.results import EvalResult, gflops, score_cells, score_columns, write_csv
 
 
 def publish(results: list[EvalResult], out_dir: str | Path) -> None:
@@ -15,7 +15,8 @@ def publish(results: list[EvalResult], out_dir: str | Path) -> None:
 
 
 def write_report(results: list[EvalResult], out_dir: str | Path) -> list[Path]:
-    """Write reconstruction.csv, METRIC.csv (with a data-vs-data row) and METRIC.png for a set of evaluated runs."""
+    """Write reconstruction.csv, METRIC.csv (with a data-vs-data row) and METRIC.png for a set of evaluated runs, and
+    METRIC_flops.png (the metric against GFLOPs per sample) when every result counted its FLOPs."""
     out_dir = Path(out_dir)
     metric, oracle = _metric(results), _oracle(results)
     check_name("metric", metric, "METRIC.csv and METRIC.png")
@@ -28,6 +29,7 @@ def write_report(results: list[EvalResult], out_dir: str | Path) -> list[Path]:
             "method": r.method,
             "steps": s.steps,
             "network_calls": s.network_calls,
+            "gflops_per_sample": gflops(s),
             "draws": r.repeats,
             **_cells(score_cells(s)),
         }
@@ -38,8 +40,13 @@ def write_report(results: list[EvalResult], out_dir: str | Path) -> list[Path]:
     if floor is not None:
         curve.append({"method": "data", "draws": floor.floor_draws, **_cells(_floor_cells(floor))})
     names = list(dict.fromkeys(name for r in results for name in score_columns(r.scores, metric)))
-    write_csv(out_dir / f"{metric}.csv", ["method", "steps", "network_calls", "draws", *names], curve)
-    return [out_dir / "reconstruction.csv", out_dir / f"{metric}.csv", plot(results, metric, out_dir / f"{metric}.png")]
+    columns = ["method", "steps", "network_calls", "gflops_per_sample", "draws", *names]
+    write_csv(out_dir / f"{metric}.csv", columns, curve)
+    curve_plot = plot(results, metric, out_dir / f"{metric}.png")
+    paths = [out_dir / "reconstruction.csv", out_dir / f"{metric}.csv", curve_plot]
+    if all(s.flops_per_sample is not None for r in results for s in r.scores):
+        paths.append(plot(results, metric, out_dir / f"{metric}_flops.png", flops=True))
+    return paths
 
 
 def _cells(values: dict[str, float]) -> dict[str, str]:
@@ -67,8 +74,9 @@ def _floor(results: list[EvalResult]) -> EvalResult | None:
     return max(with_floor, key=lambda r: r.floor_draws) if with_floor else None
 
 
-def plot(results: list[EvalResult], metric: str, path: Path) -> Path:
-    """Metric against token denoising steps, one line per method with error bars, and the data-vs-data band."""
+def plot(results: list[EvalResult], metric: str, path: Path, flops: bool = False) -> Path:
+    """Metric against token denoising steps (``flops``: against GFLOPs per sample), one line per method with error
+    bars, and the data-vs-data band."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -76,9 +84,10 @@ def plot(results: list[EvalResult], metric: str, path: Path) -> Path:
 
     fig, ax = plt.subplots(figsize=(6, 4))
     for r in results:
-        steps, scores = zip(*r.curve(), strict=True) if r.scores else ((), ())
+        scores = [s.scores[metric] for s in r.scores]
+        xs = [(s.flops_per_sample or 0.0) / 1e9 if flops else s.steps for s in r.scores]
         spreads = [s or 0.0 for s in r.spreads()]
-        ax.errorbar(steps, scores, yerr=spreads if any(spreads) else None, marker="o", capsize=3, label=r.method)
+        ax.errorbar(xs, scores, yerr=spreads if any(spreads) else None, marker="o", capsize=3, label=r.method)
     floor = _floor(results)
     if floor is not None and floor.data_floor is not None:
         level, spread = floor.data_floor[metric], floor.data_floor_spread.get(metric, 0.0)
@@ -86,8 +95,12 @@ def plot(results: list[EvalResult], metric: str, path: Path) -> Path:
         ax.axhline(level, color="grey", linestyle="--", label=label)
         if spread:
             ax.axhspan(level - spread, level + spread, color="grey", alpha=0.2)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("token denoising steps")
+    if flops:
+        ax.set_xscale("log")
+        ax.set_xlabel("sampling compute per sample (GFLOPs, 2 per multiply-add)")
+    else:
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("token denoising steps")
     ax.set_ylabel(f"{metric} (lower is better)" if all(r.lower_is_better for r in results) else metric)
     ax.grid(alpha=0.3)
     ax.legend()
@@ -125,4 +138,10 @@ def format_table(results: list[EvalResult]) -> str:
         spread = floor.data_floor_spread.get(metric)
         header += f"; data vs data {_with_spread(floor.data_floor[metric], spread)}"
         header += f" ({floor.floor_draws} draws)" if floor.floor_draws > 1 else ""
+    counted = [r for r in results if any(s.flops_per_sample is not None for s in r.scores)]
+    if counted:
+        lines.append("GFLOPs per sample spent (two per multiply-add, every network call counted):")
+        for r in counted:
+            spent = {s.steps: gflops(s) or "-" for s in r.scores}
+            lines.append(f"{r.method:<{width}}  {'':>7}  " + "  ".join(f"{spent.get(b, '-'):>{cell}}" for b in budgets))
     return header + "\n" + "\n".join(lines)

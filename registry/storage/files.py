@@ -14,8 +14,9 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import shutil
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,20 @@ def check_target(path: Path) -> None:
             f"refusing to write {path}: it is {kind}, not a regular file, and ladd never replaces or writes into one; "
             f"name a new file or a regular one"
         )
+
+
+def check_outside(target: Path, reads: Iterable[str | Path | None], option: str) -> None:
+    """Raise LaddError when ``target`` is one of ``reads`` (the run or model folders and the files a command reads;
+    None for one not given) or lies inside one: no command writes into what it reads, whatever ``option`` names."""
+    here = Path(target).expanduser().resolve()
+    for read in (Path(r) for r in reads if r is not None):
+        there = read.expanduser().resolve()
+        if here == there or there in here.parents:
+            where = "is" if here == there else "lies inside"
+            raise LaddError(
+                f"refusing to write {target}: it {where} {read}, which this command reads (ladd never writes into "
+                f"what it reads); give {option} a path outside it"
+            )
 
 
 def check_name(key: str, value: object, use: str) -> None:
@@ -110,9 +125,23 @@ def partial_name(name: str) -> str:
     return f".{name}.ladd-{os.getpid()}-{secrets.token_hex(6)}{PARTIAL_SUFFIX}"
 
 
+@contextmanager
+def scratch_folder(beside: Path) -> Iterator[Path]:
+    """A fresh folder beside ``beside``, named as ladd's temporaries are, removed with what it holds: where a writer
+    that leaves temporary files of its own (safetensors' ``.tmpXXXX``) writes, so a kill leaves only ladd's mark."""
+    folder = beside.with_name(partial_name(beside.name))
+    folder.mkdir()
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def is_partial(path: Path) -> bool:
-    """Whether ``path`` is a temporary file of :func:`replacing` (by its name: ladd's mark, a pid and a random part)."""
-    return _PARTIAL_NAME.fullmatch(path.name) is not None and path.is_file() and not path.is_symlink()
+    """Whether ``path`` is a temporary file of :func:`replacing` or a :func:`scratch_folder` (by its name: ladd's mark,
+    a pid and a random part)."""
+    named = _PARTIAL_NAME.fullmatch(path.name) is not None
+    return named and (path.is_file() or path.is_dir()) and not path.is_symlink()
 
 
 def is_abandoned(path: Path) -> bool:
@@ -133,8 +162,12 @@ def _running(pid: int) -> bool:
 
 def remove_partials(folder: str | Path) -> None:
     """Delete the temporary files that writers killed while writing left in ``folder`` (never a file of the user's)."""
-    for partial in Path(folder).rglob(f".*{PARTIAL_SUFFIX}"):
-        if is_abandoned(partial):
+    for partial in list(Path(folder).rglob(f".*{PARTIAL_SUFFIX}")):
+        if not is_abandoned(partial):
+            continue
+        if partial.is_dir():
+            shutil.rmtree(partial)
+        else:
             partial.unlink()
 
 

@@ -115,9 +115,10 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
     return []
 
 
-def checked_components(components: Any, owner: str) -> dict[str, dict[str, Any]]:
-    """A component record (slot -> kind, name, plugin, distribution, version), refused unless every field is sound."""
-    damaged = f"{owner}'s component record is damaged or was edited"
+def checked_components(components: Any, owner: str, where: Path | None = None) -> dict[str, dict[str, Any]]:
+    """A component record (slot -> kind, name, plugin, distribution, version), refused unless every field is sound;
+    ``where``: the file that holds it, named in the refusal."""
+    damaged = f"{owner}'s component record{'' if where is None else f' ({where})'} is damaged or was edited"
     if not isinstance(components, Mapping):
         raise LaddError(f"{damaged}: it is {type(components).__name__}, not a mapping of slots to components")
     for slot, entry in components.items():

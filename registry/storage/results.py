@@ -16,6 +16,8 @@ from .records import read_json
 
 #: printed with every perplexity: LADD's bound also has latent terms that exp(L^x) leaves out
 PPL_NOTE = "PPL = exp(L^x), the token term only: an upper bound for MDLM, not the full ELBO for LADD"
+#: printed with every bound: what it covers
+BOUND_NOTE = "the full variational bound: token and latent channels, endpoint and encoder terms (App. C.1)"
 
 
 @dataclass
@@ -27,6 +29,7 @@ class BudgetScore:
     network_calls: int
     scores: dict[str, float]
     spread: dict[str, float] = field(default_factory=dict)  # standard deviation over the repeats (none for one)
+    flops_per_sample: float | None = None  # FLOPs (two per multiply-add) spent per sample, mean over the repeats
 
 
 @dataclass
@@ -43,6 +46,10 @@ class EvalResult:
     lower_is_better: bool = True  # of the headline score
     repeats: int = 1  # independent sample sets (each against its own reference draw) per budget
     floor_draws: int = 1  # data-vs-data pairs behind data_floor
+    #: the full variational bound on -log p of the held-out rows of token_loss, nats per real token (None: not asked)
+    bound: float | None = None
+    bound_draws: int = 0  # Monte Carlo draws per held-out row behind bound
+    no_bound: str | None = None  # why the bound was left out when it was not asked for explicitly
 
     @property
     def token_perplexity(self) -> float:
@@ -67,8 +74,11 @@ class EvalResult:
         result, scores = self.files(path)
         write_text(result, json.dumps(asdict(self), indent=2))
         names = score_columns(self.scores, self.metric)
-        rows = [{"steps": s.steps, "network_calls": s.network_calls, **score_cells(s)} for s in self.scores]
-        write_csv(scores, ["steps", "network_calls", *names], rows)
+        rows = [
+            {"steps": s.steps, "network_calls": s.network_calls, "gflops_per_sample": gflops(s), **score_cells(s)}
+            for s in self.scores
+        ]
+        write_csv(scores, ["steps", "network_calls", "gflops_per_sample", *names], rows)
         return result
 
     @classmethod
@@ -87,6 +97,11 @@ class EvalResult:
             ) from None
         check_name(f"{path}: metric", result.metric, "ladd report writes METRIC.csv and METRIC.png")
         return result
+
+
+def gflops(score: BudgetScore) -> str:
+    """A budget's GFLOPs per sample as a CSV cell (empty for a result written before they were counted)."""
+    return "" if score.flops_per_sample is None else f"{score.flops_per_sample / 1e9:.6g}"
 
 
 def score_cells(score: BudgetScore) -> dict[str, float]:

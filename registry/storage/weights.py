@@ -27,7 +27,7 @@ from safetensors.torch import load_file, load_model, save_file, save_model
 
 from registry.errors import LaddError, first_line
 
-from .files import replacing
+from .files import replacing, scratch_folder
 
 FILE_DIGEST_KEY = "ladd.file_sha256"
 DATA_DIGEST_KEY = "ladd.sha256"  # written by older versions: the tensor data alone
@@ -49,10 +49,14 @@ def save_weights(model: torch.nn.Module, path: str | Path) -> Path:
 
 
 def write_weights(model: torch.nn.Module, path: Path) -> None:
-    """The model's state as safetensors with the checksum of the whole file, written in place (to a fresh file)."""
-    with _system_errors():
-        save_model(model, str(path), metadata={FILE_DIGEST_KEY: _PLACEHOLDER})
-    _write_digest(path)
+    """The model's state as safetensors with the checksum of the whole file, written to a fresh file that replaces
+    ``path`` (safetensors' own temporary file lies in a marked scratch folder, so a kill leaves nothing unmarked)."""
+    with scratch_folder(path) as scratch:
+        written = scratch / path.name
+        with _system_errors():
+            save_model(model, str(written), metadata={FILE_DIGEST_KEY: _PLACEHOLDER})
+        _write_digest(written)
+        os.replace(written, path)
 
 
 def save_tensors(tensors: dict[str, torch.Tensor], path: str | Path, metadata: dict[str, str]) -> Path:

@@ -10,7 +10,8 @@ them, so ``options`` stays importable from torch-free config modules.
   embedding, the vocabulary head, the final layer).
 - ``options`` (torch-free): the transformer options dataclass and the loss weightings a process may offer.
 - ``progress`` (torch-free): progress on stderr, a bar on a terminal and plain lines in a log.
+- ``checkpoints``: an importer's reading of another library's checkpoint (its JSON config, its safetensors tensors).
 """
 from __future__ import annotations
 
-__all__ = ["layers", "options", "progress", "sampling", "tokens"]
+__all__ = ["checkpoints", "layers", "options", "progress", "sampling", "tokens"]

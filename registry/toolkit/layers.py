@@ -8,18 +8,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .attention import attention
 from .tokens import at_rows
-
-try:
-    from flash_attn import flash_attn_func
-except ImportError:
-    flash_attn_func = None
 
 __all__ = [
     "AdaLN",
@@ -77,18 +73,6 @@ def apply_rotary(x: Tensor, rope: Rotary) -> Tensor:
     x = x.to(torch.promote_types(dtype, cos.dtype))
     x1, x2 = x.chunk(2, dim=-1)
     return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).to(dtype)
-
-
-def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False) -> Tensor:
-    """Multi-head attention of ``[B, L, H, D]`` inputs, returning ``[B, L, H * D]``; ``causal``: position i sees j <=
-    i."""
-    if flash_attn_func is not None and q.is_cuda and q.dtype in (torch.float16, torch.bfloat16):
-        out = flash_attn_func(q, k, v, causal=causal)
-    else:
-        out = F.scaled_dot_product_attention(
-            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=causal
-        ).transpose(1, 2)
-    return out.flatten(2)
 
 
 def zero_linear(fan_in: int, fan_out: int) -> nn.Linear:
@@ -206,9 +190,16 @@ class DiTBlock(nn.Module):
         """Residual update from this block's share of the attention output ``[B, L, hidden]``, then the MLP."""
         return self.mlp(x + gate * self.dropout(self.proj(attn)), c)
 
-    def forward(self, x: Tensor, c: Tensor, rope: Rotary) -> Tensor:
+    def forward(self, x: Tensor, c: Tensor, rope: Rotary, cache: Any = None, layer: int = 0,
+                window: slice | None = None) -> Tensor:
+        """The block over ``x``; with ``cache`` (a ``KVCache``), attending through it as this trunk's ``layer``, ``x``
+        holding the positions of ``window`` only (all when None)."""
         q, k, v, gate = self.pre_attention(x, c, rope)
-        return self.post_attention(x, attention(q, k, v, self.causal), gate, c)
+        if cache is None:
+            return self.post_attention(x, attention(q, k, v, self.causal), gate, c)
+        if self.causal:
+            raise ValueError("the key-value cache serves blocks of full attention; this block is causal")
+        return self.post_attention(x, cache.attend(layer, q, k, v, window), gate, c)
 
 
 class DiTTrunk(nn.Module):
@@ -230,10 +221,13 @@ class DiTTrunk(nn.Module):
         block = (hidden, heads, cond_dim, mlp_ratio, dropout, causal, style)
         self.blocks = nn.ModuleList(DiTBlock(*block) for _ in range(layers))
 
-    def forward(self, x: Tensor, c: Tensor) -> Tensor:
-        rope = rotary(torch.arange(x.shape[1], device=x.device), self.head_dim)
-        for block in self.blocks:
-            x = block(x, c, rope)
+    def forward(self, x: Tensor, c: Tensor, cache: Any = None, window: slice | None = None) -> Tensor:
+        """Hidden states of ``x`` ``[B, L, D]`` at positions ``0..L-1``; with ``cache``, ``x`` holds the positions of
+        ``window`` (``window.start`` on) and the other positions' keys and values come from the cache."""
+        start = 0 if window is None else window.start or 0
+        rope = rotary(torch.arange(start, start + x.shape[1], device=x.device), self.head_dim)
+        for layer, block in enumerate(self.blocks):
+            x = block(x, c, rope, cache, layer, window)
         return x
 
 

@@ -7,7 +7,16 @@ from dataclasses import dataclass
 from registry.errors import InvalidConfigError
 from registry.ranges import check_choice, check_range
 
-__all__ = ["LOCAL_PATH", "WEIGHTINGS", "TransformerConfig", "check_weighting", "local_path_options"]
+__all__ = [
+    "CACHES",
+    "LOCAL_PATH",
+    "REMASKING",
+    "WEIGHTINGS",
+    "ConfidenceConfig",
+    "TransformerConfig",
+    "check_weighting",
+    "local_path_options",
+]
 
 #: Field metadata of an option naming a place on this machine that the component writes to (a cache folder),
 #: as in ``cache_dir: str | None = field(default=None, metadata=LOCAL_PATH)``. A config read back from a run
@@ -17,6 +26,12 @@ LOCAL_PATH = {"ladd.local_path": True}
 
 #: Loss weightings of a process: "elbo", T times the discrete-time ELBO weight of the step; "constant", 1.
 WEIGHTINGS = ("elbo", "constant")
+
+#: How confidence decoding scores a proposal: its probability (LLaDA), a uniform draw (LLaDA's random), the top-1
+#: minus top-2 probability (Dream's margin), exp(-entropy) of the position's distribution (Dream's entropy, in (0, 1])
+REMASKING = ("low_confidence", "random", "margin", "entropy")
+#: The key-value cache of confidence decoding: none, the positions before the block (prefix), or after it too (dual)
+CACHES = ("none", "prefix", "dual")
 
 
 def local_path_options(config: type | None) -> set[str]:
@@ -50,4 +65,39 @@ class TransformerConfig:
             raise InvalidConfigError(
                 f"hidden={self.hidden} must split into heads={self.heads} heads of even width (for RoPE), e.g. "
                 "hidden=64 heads=4"
+            )
+
+
+@dataclass
+class ConfidenceConfig:
+    """Confidence decoding (LLaDA, Dream, Fast-dLLM): how positions are ordered, blocks, temperature, threshold, EOS,
+    guidance and the key-value cache."""
+
+    remasking: str = "low_confidence"  # low_confidence | random | margin | entropy: the order of committing
+    block_length: int | None = None  # free positions per semi-autoregressive block (null: one block over all of them)
+    temperature: float = 1.0  # Gumbel-max temperature over float64 logits; 0 commits the argmax
+    threshold: float | None = None  # in (0, 1]: also commit every proposal more confident than this (steps: a maximum)
+    eos_logit_inf: bool = False  # never propose the data's end-of-document token
+    eos_confidence_inf: bool = False  # commit proposals of the end-of-document token last
+    guidance: float = 1.0  # classifier-free guidance (unconditional: the known tokens masked, or the null latent)
+    cache: str = "none"  # none | prefix | dual: Fast-dLLM's approximate key-value cache (a CachingBackbone)
+    refresh: int = 0  # with a cache, also recompute every position every this many steps of a block (0: block starts)
+
+    def __post_init__(self) -> None:
+        check_choice("remasking", self.remasking, REMASKING)
+        check_range("block_length", self.block_length, 1, optional=True)
+        check_range("temperature", self.temperature, 0)
+        check_range("threshold", self.threshold, 0, 1, low_open=True, optional=True)
+        if self.threshold is not None and self.remasking == "random":
+            raise InvalidConfigError(
+                "threshold commits proposals more confident than it, but remasking=random scores none by confidence; "
+                "valid with a threshold: low_confidence, margin, entropy"
+            )
+        check_range("guidance", self.guidance, 0)
+        check_choice("cache", self.cache, CACHES)
+        check_range("refresh", self.refresh, 0)
+        if self.guidance != 1.0 and self.cache != "none":
+            raise InvalidConfigError(
+                f"guidance={self.guidance} makes two passes over different inputs, which one cache cannot serve: "
+                f"set cache=none or guidance=1"
             )

@@ -1,30 +1,49 @@
 """Sampler helpers: the reverse time grid, known tokens, a given clean latent, guided token predictions and the token
-denoising chain."""
+chain's step, which every token decoder runs (``token_step`` with a ``TokenRule``)."""
 from __future__ import annotations
 
-import functools
-import inspect
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from registry.errors import InvalidConfigError, LaddError
-from registry.interfaces import Denoised, DenoiserModel, Process, RevealingProcess, mask_id
+from registry.interfaces import (
+    Denoised,
+    DenoiserModel,
+    Process,
+    RevealingProcess,
+    SampleOutput,
+    TokenDecoder,
+    mask_id,
+)
 
 __all__ = [
+    "Conditioning",
+    "ProcessRule",
+    "TokenChain",
+    "TokenRule",
     "check_fixed_kept",
+    "decode_tokens",
     "denoise_tokens",
     "guidance_seed",
     "held_latent",
     "known_tokens",
     "latent_step",
+    "process_rules",
     "revealing",
     "reverse_step",
+    "run_rules",
+    "start_chain",
     "start_tokens",
     "takes_fixed",
     "time_grid",
     "times",
     "token_logits",
+    "token_step",
 ]
 
 
@@ -97,7 +116,7 @@ def check_fixed_kept(tokens: Tensor, fixed: Tensor | None, model: DenoiserModel)
             if takes_fixed(model.process):
                 fix = "must return them unchanged"
             else:
-                fix = "must take them (step(..., fixed=None)) and keep them"
+                fix = "must take them (step(..., fixed=None)), keep them and not declare takes_fixed = False"
             raise LaddError(
                 f"token process {name} changed tokens given in `fixed` (a prompt or an infill): its step {fix}"
             )
@@ -105,14 +124,9 @@ def check_fixed_kept(tokens: Tensor, fixed: Tensor | None, model: DenoiserModel)
 
 
 def takes_fixed(process: Process) -> bool:
-    """Whether ``process.step`` takes the known tokens (``fixed=``); a process written before the keyword does not."""
-    return _step_takes_fixed(type(process))
-
-
-@functools.cache
-def _step_takes_fixed(process: type[Process]) -> bool:
-    parameters = inspect.signature(process.step).parameters.values()
-    return any(p.name == "fixed" or p.kind is p.VAR_KEYWORD for p in parameters)
+    """Whether ``process.step`` takes the known tokens (``fixed=``), as the process declares (``Process.takes_fixed``,
+    True unless its step was written without the keyword)."""
+    return getattr(process, "takes_fixed", True) is not False
 
 
 def reverse_step(
@@ -124,11 +138,21 @@ def reverse_step(
     generator: torch.Generator,
     fixed: Tensor | None,
 ) -> Tensor:
-    """``process.step``, given the known tokens ``fixed`` when there are some; a step written without the keyword
-    is called without it (``check_fixed_kept`` then tells whether it kept them)."""
+    """``process.step``, given the known tokens ``fixed`` when there are some; a process declaring ``takes_fixed =
+    False`` is called without them (``check_fixed_kept`` then tells whether it kept them)."""
     if fixed is None or not takes_fixed(process):
         return process.step(x_t, prediction, tau_t, tau_s, generator)
-    return process.step(x_t, prediction, tau_t, tau_s, generator, fixed=fixed)
+    try:
+        return process.step(x_t, prediction, tau_t, tau_s, generator, fixed=fixed)
+    except TypeError as error:
+        if "unexpected keyword argument 'fixed'" not in str(error):
+            raise
+        kind = type(process)
+        raise LaddError(
+            f"token process {kind.__name__} ({kind.__module__}) has a step without the `fixed` keyword but does not "
+            f"declare `takes_fixed = False`, which plugin contract 3 asks of such a process instead of reading its "
+            f"signature (docs/contract.md): declare it, or take `fixed` and keep the known tokens"
+        ) from error
 
 
 def revealing(model: DenoiserModel, fast: bool) -> RevealingProcess | None:
@@ -167,24 +191,40 @@ def token_logits(
     guidance: float,
     null_seed: int | None = None,
     rows: Tensor | None = None,
+    known: Tensor | None = None,
+    cache: Any = None,
+    window: slice | None = None,
 ) -> tuple[Tensor, Tensor | None, int]:
     """Token logits (at ``rows`` only when given; guided when ``guidance != 1``), the latent prediction, network calls.
 
     The guided pass's null latent is noised (unless the latent's ``noised_null`` is False) from a stream seeded
-    with ``null_seed`` (see :func:`guidance_seed`).
+    with ``null_seed`` (see :func:`guidance_seed`). Without a latent the unconditional pass sees the ``known``
+    positions (bool ``[B, S]``: a prompt's) masked, as LLaDA guides; with none known it is the conditional one and
+    is not computed. ``cache`` and ``window``: the token backbone's key-value cache (``DenoiserModel.predict``),
+    passed only when given; a guided prediction has two inputs and takes no cache.
     """
-    out = model.predict(x_t, tau_x, y_t, tau_y, rows)
+    cached = {} if cache is None else {"cache": cache, "window": window}
+    out = model.predict(x_t, tau_x, y_t, tau_y, rows, **cached)
     conditional = _token_prediction(out)
-    if y_t is None or guidance == 1.0:
+    if guidance == 1.0 or (y_t is None and (known is None or not bool(known.any()))):
         return conditional, out.latent, 1
-    if null_seed is None or tau_y is None:
-        raise ValueError("a guided prediction needs the latent's time tau_y and the null_seed that guidance_seed drew")
-    noise = torch.Generator(device=x_t.device).manual_seed(null_seed)
-    latent, latent_process = model.latent_channel()
-    null = latent.null(x_t.shape[0], x_t.device).to(y_t.dtype)
-    if latent.noised_null:
-        null = latent_process.corrupt(null, tau_y, noise)
-    unconditional = _token_prediction(model.predict(x_t, tau_x, null, tau_y, rows))
+    if cache is not None:
+        raise InvalidConfigError("a guided prediction makes two passes over different inputs: it takes no cache")
+    if y_t is None:
+        assert known is not None  # the unguided return above took every other case
+        unguided = torch.where(known, mask_id(model.vocab_size), x_t)
+        unconditional = _token_prediction(model.predict(unguided, tau_x, None, None, rows))
+    else:
+        if null_seed is None or tau_y is None:
+            raise ValueError(
+                "a guided prediction needs the latent's time tau_y and the null_seed that guidance_seed drew"
+            )
+        noise = torch.Generator(device=x_t.device).manual_seed(null_seed)
+        latent, latent_process = model.latent_channel()
+        null = latent.null(x_t.shape[0], x_t.device).to(y_t.dtype)
+        if latent.noised_null:
+            null = latent_process.corrupt(null, tau_y, noise)
+        unconditional = _token_prediction(model.predict(x_t, tau_x, null, tau_y, rows))
     logits = model.process.guide(conditional.log_softmax(-1), unconditional.log_softmax(-1), guidance)
     return logits, out.latent, 2
 
@@ -194,6 +234,161 @@ def _token_prediction(out: Denoised) -> Tensor:
     if out.tokens is None:
         raise LaddError("the denoiser returned no token logits for a prediction at a token time (tau_x)")
     return out.tokens
+
+
+@dataclass
+class TokenChain:
+    """The token channel between reverse steps: its tokens, the known ones, the network calls spent so far."""
+
+    x: Tensor  # [B, S] ids, the mask id where still masked
+    fixed: Tensor | None = None  # known tokens (mask id at the free positions) on x's device; None: none known
+    calls: int = 0
+    #: the last full prediction, reused while the tokens do not change and the denoiser ignores the token time
+    logits: Tensor | None = None
+
+    def known(self, model: DenoiserModel) -> Tensor | None:
+        """Bool ``[B, S]``: the positions of known tokens; None when none are known."""
+        return None if self.fixed is None else self.fixed != mask_id(model.vocab_size)
+
+
+def start_chain(
+    model: DenoiserModel, num_samples: int, device: torch.device, generator: torch.Generator, fixed: Tensor | None
+) -> TokenChain:
+    """The token chain at its start (:func:`start_tokens`), with the known tokens checked and on ``device``."""
+    x = start_tokens(model, num_samples, device, generator, fixed)
+    return TokenChain(x, known_tokens(model, num_samples, fixed, device))
+
+
+@dataclass(frozen=True)
+class Conditioning:
+    """What the token predictions see besides the tokens: a latent at its time, and classifier-free guidance."""
+
+    latent: Tensor | None = None  # y at the time tau_y (a held clean latent at 0, or the joint chain's noisy one)
+    tau_y: Tensor | None = None
+    guidance: float = 1.0
+    null_seed: int | None = None  # from guidance_seed: the guided pass's null-latent noise
+
+
+class TokenRule(ABC):
+    """How one reverse step of the token chain chooses where to predict and what to write there.
+
+    :func:`token_step` asks ``rows`` first (random draws that do not depend on the prediction come there), then
+    predicts at those rows at ``time`` (through ``cache`` and ``window`` when set), then asks ``commit``.
+    """
+
+    #: the token backbone's key-value cache and the window of positions recomputed in it (``CachingBackbone``)
+    cache: Any = None
+    window: slice | None = None
+
+    @abstractmethod
+    def rows(self, model: DenoiserModel, chain: TokenChain, generator: torch.Generator) -> Tensor | None:
+        """Bool ``[B, S]``: the positions whose prediction the step needs (none: no network call), or None for all."""
+
+    @abstractmethod
+    def time(self, model: DenoiserModel, chain: TokenChain) -> Tensor:
+        """The token time ``[B]`` the denoiser is told."""
+
+    @abstractmethod
+    def commit(
+        self, model: DenoiserModel, chain: TokenChain, logits: Tensor, rows: Tensor | None, generator: torch.Generator
+    ) -> Tensor:
+        """The tokens after the step, from the logits at ``rows`` (``[N, K]``; ``[B, S, K]`` when ``rows`` is None)."""
+
+
+class ProcessRule(TokenRule):
+    """The token process's own reverse step from ``tau_t`` to ``tau_s`` (MDLM's ancestral step).
+
+    ``fast`` with a ``RevealingProcess``: the exact fast path, drawing the revealing positions first and predicting
+    there only; otherwise a prediction at every position and the process's ``step``.
+    """
+
+    def __init__(self, tau_t: Tensor, tau_s: Tensor, fast: bool = True) -> None:
+        self.tau_t, self.tau_s, self.fast = tau_t, tau_s, fast
+
+    def rows(self, model: DenoiserModel, chain: TokenChain, generator: torch.Generator) -> Tensor | None:
+        process = revealing(model, self.fast)
+        return None if process is None else process.reveal(chain.x, self.tau_t, self.tau_s, generator)
+
+    def time(self, model: DenoiserModel, chain: TokenChain) -> Tensor:
+        return self.tau_t
+
+    def commit(
+        self, model: DenoiserModel, chain: TokenChain, logits: Tensor, rows: Tensor | None, generator: torch.Generator
+    ) -> Tensor:
+        process = revealing(model, self.fast)
+        if rows is not None and process is not None:
+            return process.fill(chain.x, rows, logits, generator)
+        return reverse_step(model.process, chain.x, logits, self.tau_t, self.tau_s, generator, chain.fixed)
+
+
+def token_step(
+    model: DenoiserModel,
+    chain: TokenChain,
+    rule: TokenRule,
+    generator: torch.Generator,
+    condition: Conditioning = Conditioning(),
+    every_step: bool = False,
+) -> Tensor | None:
+    """One reverse step of the token chain under ``rule``: ``chain`` moves (its tokens, its calls); returns the
+    latent prediction of the network call (None when none was made).
+
+    A step whose rule needs no position calls no network, unless ``every_step`` (a joint sampler's latent needs the
+    network at every step). Without ``every_step``, a full prediction is reused while the tokens do not change and
+    the denoiser ignores the token time (it would be recomputed from identical inputs).
+    """
+    rows = rule.rows(model, chain, generator)
+    if rows is not None and not every_step and not bool(rows.any()):
+        return None
+    latent_prediction = None
+    if rows is None and not every_step and chain.logits is not None and model.caches_token_predictions:
+        logits = chain.logits
+    else:
+        logits, latent_prediction, used = token_logits(
+            model, chain.x, rule.time(model, chain), condition.latent, condition.tau_y, condition.guidance,
+            condition.null_seed, rows, chain.known(model), rule.cache, rule.window,
+        )
+        chain.calls += used
+    x = rule.commit(model, chain, logits, rows, generator)
+    chain.logits = logits if rows is None and torch.equal(x, chain.x) else None
+    chain.x = x
+    return latent_prediction
+
+
+def process_rules(chain: TokenChain, steps: int, fast: bool = True) -> Iterator[ProcessRule]:
+    """The token process's reverse steps on the time grid of ``steps`` steps, one rule each."""
+    batch, device = chain.x.shape[0], chain.x.device
+    for tau_t, tau_s in time_grid(steps):
+        yield ProcessRule(times(batch, tau_t, device), times(batch, tau_s, device), fast)
+
+
+def run_rules(
+    model: DenoiserModel, chain: TokenChain, rules: Iterable[TokenRule], generator: torch.Generator,
+    condition: Conditioning,
+) -> TokenChain:
+    """``chain`` after a token step under each rule in turn."""
+    for rule in rules:
+        token_step(model, chain, rule, generator, condition)
+    return chain
+
+
+def decode_tokens(
+    decoder: TokenDecoder,
+    model: DenoiserModel,
+    num_samples: int,
+    steps: int,
+    generator: torch.Generator,
+    fixed: Tensor | None = None,
+    latent: Tensor | None = None,
+    guidance: float = 1.0,
+) -> SampleOutput:
+    """The token chain from all-mask to clean under ``decoder``'s rules, given known tokens and, for a model with a
+    latent channel, a clean latent (held at latent time 0); the latent is returned as the output's."""
+    device = model.device
+    chain = start_chain(model, num_samples, device, generator, fixed)
+    tau_y = None if latent is None else times(num_samples, 0.0, device)
+    condition = Conditioning(latent, tau_y, guidance, guidance_seed(generator, guidance))
+    run_rules(model, chain, decoder.rules(model, chain, steps), generator, condition)
+    return SampleOutput(check_fixed_kept(chain.x, fixed, model), latent, chain.calls)
 
 
 def denoise_tokens(
@@ -215,26 +410,8 @@ def denoise_tokens(
     the token time (it would be recomputed from identical inputs); any process runs on it. Known tokens
     (``fixed``) start in place and every step is given them, so the chain only fills the free positions.
     """
-    x = start_tokens(model, num_samples, device, generator, fixed)
-    known = known_tokens(model, num_samples, fixed, device)
+    chain = start_chain(model, num_samples, device, generator, fixed)
     tau_y = None if latent is None else times(num_samples, 0.0, device)
-    process = revealing(model, fast)
-    null_seed = guidance_seed(generator, guidance)
-    logits, calls = None, 0
-    for tau_t, tau_s in time_grid(steps):
-        t, s = times(num_samples, tau_t, device), times(num_samples, tau_s, device)
-        if process is not None:
-            reveal = process.reveal(x, t, s, generator)
-            if bool(reveal.any()):
-                rows, _, used = token_logits(model, x, t, latent, tau_y, guidance, null_seed, rows=reveal)
-                calls += used
-                x = process.fill(x, reveal, rows, generator)
-            continue
-        if logits is None or not model.caches_token_predictions:
-            logits, _, used = token_logits(model, x, t, latent, tau_y, guidance, null_seed)
-            calls += used
-        x_next = reverse_step(model.process, x, logits, t, s, generator, known)
-        if not torch.equal(x_next, x):
-            logits = None
-        x = x_next
-    return check_fixed_kept(x, fixed, model), calls
+    condition = Conditioning(latent, tau_y, guidance, guidance_seed(generator, guidance))
+    run_rules(model, chain, process_rules(chain, steps, fast), generator, condition)
+    return check_fixed_kept(chain.x, fixed, model), chain.calls

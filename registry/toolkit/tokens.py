@@ -8,7 +8,16 @@ from torch import Tensor
 
 from registry.interfaces import mask_id
 
-__all__ = ["CHUNK_ELEMENTS", "IGNORE", "at_rows", "cross_entropy", "draw_tokens", "mask_id", "per_sample"]
+__all__ = [
+    "CHUNK_ELEMENTS",
+    "IGNORE",
+    "at_rows",
+    "cross_entropy",
+    "draw_tokens",
+    "mask_id",
+    "per_sample",
+    "summed_cross_entropy",
+]
 
 
 def per_sample(values: Tensor, like: Tensor) -> Tensor:
@@ -84,3 +93,22 @@ def cross_entropy(logits: Tensor, target: Tensor) -> Tensor:
     batch of 64 x 128 LM1B tokens with the Qwen3 vocabulary). The gradient has the logits' dtype.
     """
     return _CrossEntropy.apply(logits, target)
+
+
+def summed_cross_entropy(logits: Tensor, target: Tensor, rows: Tensor) -> Tensor:
+    """``[N]`` float64: the cross-entropy of ``target [N, S]`` summed over the positions ``rows`` (bool ``[N, S]``),
+    from ``logits`` at those rows (``[M, K]``, row-major) or at every position (``[N, S, K]``).
+
+    Computed in float64 (a likelihood, not a gradient), ``CHUNK_ELEMENTS`` values at a time.
+    """
+    picked = logits if logits.dim() == 2 else logits[rows]
+    wanted = target[rows]
+    values = torch.empty(picked.shape[0], dtype=torch.float64, device=target.device)
+    size = _chunk_rows(picked)
+    for start in range(0, picked.shape[0], size):
+        stop = start + size
+        log_probs = picked[start:stop].double().log_softmax(dim=-1)
+        values[start:stop] = -log_probs.gather(1, wanted[start:stop, None]).squeeze(1)
+    per_position = torch.zeros(target.shape, dtype=torch.float64, device=target.device)
+    per_position[rows] = values
+    return per_position.sum(dim=1)

@@ -51,6 +51,12 @@ def test_gpu_check_tiny_runs_every_section_on_cpu(tmp_path: Path) -> None:
     assert imported["import"]["seconds"] > 0 and imported["import"]["peak_gib"] > 0
     assert [(r["fast"], r["steps"]) for r in imported["sampling"]] == [(False, 8), (True, 8)]
     assert all(r["ms_per_sample"] > 0 for r in imported["sampling"])
+    decoders = json.loads((tmp_path / "decoders" / "decoders.json").read_text())["rows"]
+    assert decoders[0]["decoder"] == "ancestral" and len(decoders) == 10
+    assert all(r["ms_per_sample"] > 0 and r["gflops"] > 0 for r in decoders)
+    cached = [r for r in decoders if "cache" in r["options"]]
+    assert len(cached) == 3 and all(r["agreement_refresh_1"] == 1.0 for r in cached), cached
+    assert all(r["token_forwards"] < decoders[2]["token_forwards"] for r in cached), "cached passes run fewer positions"
     lora = [json.loads(line) for line in (tmp_path / "finetune_lora.jsonl").read_text().splitlines()]
     assert [(r["ok"], r["size"], r["batch"]) for r in lora] == [(True, "tiny", 1)] and lora[0]["tokens_per_s"] > 0
     # without a GPU, sharding is refused in ladd's one line, the row's expected finding here

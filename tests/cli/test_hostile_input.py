@@ -18,7 +18,7 @@ import pytest
 import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
-from safety_cases import ONE_STAGE, ladd, text_overrides, trained
+from safety_cases import ONE_STAGE, exported, ladd, snapshot, text_overrides, trained
 from support import TINY, run_ladd
 
 import registry
@@ -74,6 +74,37 @@ def test_sample_out_on_a_device_node_refuses_and_leaves_the_node(tmp_path):
     assert outcome.code == 2 and "it is a character device, not a regular file" in outcome.message
     after = node.stat()
     assert stat.S_ISCHR(after.st_mode) and (after.st_ino, after.st_rdev) == (before.st_ino, before.st_rdev)
+
+
+@pytest.mark.slow
+def test_no_command_writes_into_the_folder_or_over_the_file_it_reads(tmp_path):
+    """Every command that writes: a target in the run or model folder it reads, or a file it reads, is refused in one
+    line naming the option, and every file stays as it was (one check serves them all)."""
+    run, model = trained(tmp_path, "run"), exported(tmp_path, "model")
+    refs, measured = tmp_path / "refs.txt", tmp_path / "measured.csv"
+    refs.write_text("0 1 1 0\n")
+    measured.write_text("method,steps,gflops_per_step,gen_ppl,entropy\nmdlm,8,1.0,50.0,5.0\n")
+    (run / "eval_mdlm.json").write_text("{}")
+    commands = [
+        (("sample", run, "--out", run / "samples.txt"), "--out"),
+        (("sample", model, "--like", refs, "--out", refs), "--out"),
+        (("sample", ".", "--steps", "2", "--num", "2"), "--out"),  # the default file, in the run folder it reads
+        (("encode", model, "--input", refs, "--out", model / "model.safetensors"), "--out"),
+        (("eval", run, "--out", run / "metrics.json"), "--out"),  # and metrics.csv beside it
+        (("zero-shot", model, "ptb", "--out", model / "zero_shot.csv"), "--out"),
+        (("export", run, run / "model"), "out_dir"),
+        (("import", "mdlm", model, model, "--overwrite"), "out_dir"),
+        (("report", run / "eval_mdlm.json", "--out", run), "--out"),
+        (("frontier", measured, "--budgets", "1", "--plot", measured), "--plot"),
+        (("compare", "--runs-dir", tmp_path, "--out", tmp_path / "binsaw_mdlm_cpu"), "--out"),  # a run it trains
+        (("train", *TINY, ONE_STAGE, f"train.init_from={model}", f"run_dir={model / 'again'}"), "run_dir"),
+    ]
+    for command, option in commands:
+        before = snapshot(tmp_path)
+        outcome = ladd(*map(str, command), cwd=run)
+        assert outcome.code == 2 and "which this command reads" in outcome.message, (command, outcome.message)
+        assert f"give {option} a path outside it" in outcome.message and len(outcome.message.splitlines()) == 1
+        assert snapshot(tmp_path) == before, command
 
 
 # ---------------------------------------------------------------- memory and time

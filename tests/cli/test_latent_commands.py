@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
+from safety_cases import BOUNDED_MEMORY, ladd_process
 from support import TINY, TWO_STAGES
 
 import registry
@@ -146,7 +148,8 @@ def test_every_bad_input_is_refused_in_one_line_before_sampling(runs, files, tmp
         "holds no reference (it is empty or blank)": ("sample", run, "--like", empty),
         "is not UTF-8 text": ("sample", run, "--interpolate", binary),
         "holds id 2, outside this model's vocabulary of 2 ids": ("encode", run, "--input", outside, "--out", out),
-        "this model's latents have shape [1, 32]": ("sample", run, "--latents", codes),
+        "stores its latents as torch.int64, but this model's latents are torch.float32": ("sample", run, "--latents",
+                                                                                           codes),
         "was encoded by another model": ("sample", runs["coladd_joint"], "--latents", latents),
         "--num: '0' is not a whole number >= 1": ("sample", run, "--like", files["ids"], "--num", 0),
         "--points: '1' is not a whole number >= 2": ("sample", run, "--interpolate", files["two"], "--points", 1),
@@ -158,3 +161,51 @@ def test_every_bad_input_is_refused_in_one_line_before_sampling(runs, files, tmp
     for message, args in cases.items():
         command = [*args, "--out", out] if args[0] == "sample" else list(args)
         assert message in _refused(capsys, out, *command), message
+
+
+def test_latents_of_another_dtype_or_out_of_float_range_and_huge_jobs_are_one_line(runs, files, tmp_path, capsys):
+    """Codes saved as floats or bytes are refused naming the dtype, finite latents too large for float arithmetic
+    name their size, and a job too large for memory is refused before its latents are repeated or interpolated."""
+    from registry.engine.latents import load_latents, save_latents
+    from registry.engine.loading import load_run
+
+    reg, out = registry.load(), tmp_path / "out.txt"
+    codes, latents = tmp_path / "codes.safetensors", tmp_path / "lat.safetensors"
+    assert ladd(capsys, "encode", runs["diladd"], "--input", files["ids"], "--out", codes)[0] == 0
+    assert ladd(capsys, "encode", runs["coladd_seq"], "--input", files["ids"], "--out", latents)[0] == 0
+    diladd, coladd = (load_run(runs[name], reg)[0].model for name in ("diladd", "coladd_seq"))
+    given = {"float32": load_latents(codes, diladd).float(), "uint8": load_latents(codes, diladd).to(torch.uint8)}
+    for dtype, converted in given.items():
+        save_latents(tmp_path / f"{dtype}.safetensors", diladd, converted)
+        message = _refused(capsys, out, "sample", runs["diladd"], "--latents", tmp_path / f"{dtype}.safetensors",
+                           "--out", out)
+        assert f"stores its latents as torch.{dtype}, but this model's latents are torch.int64" in message
+    save_latents(tmp_path / "huge.safetensors", coladd, torch.full_like(load_latents(latents, coladd), 1e30))
+    message = _refused(capsys, out, "sample", runs["coladd_seq"], "--latents", tmp_path / "huge.safetensors",
+                       "--steps", 2, "--out", out)
+    assert "the clean latents given reach 1e+30 in magnitude" in message
+    message = _refused(capsys, out, "sample", runs["coladd_seq"], "--like", files["ids"], "--num", 2 * 10**10,
+                       "--out", out)
+    assert "60000000000 samples of length 16 in chunks of 1000 need at least" in message
+
+
+def test_an_interpolation_of_a_billion_points_is_refused_before_it_is_built(runs, files, tmp_path):
+    out = tmp_path / "out.txt"
+    outcome = ladd_process("sample", str(runs["coladd_seq"]), "--interpolate", str(files["two"]), "--points",
+                           str(10**9), "--num", "1", "--out", str(out), limit_memory=BOUNDED_MEMORY)
+    assert outcome.code == 2 and "1000000000 samples of length 16 in chunks of 1000 need at least" in outcome.message
+    assert len(outcome.message.splitlines()) == 1 and not out.exists()
+
+
+def test_a_reference_line_of_megabytes_is_cut_before_it_is_tokenised(runs, tmp_path, capsys):
+    line = "to be or not to be that is the question " * 250_000  # 10 MB
+    (tmp_path / "long.txt").write_text(line + "\n")
+    (tmp_path / "short.txt").write_text(line[:400] + "\n")
+    for name in ("long", "short"):
+        status, _, err = ladd(capsys, "encode", runs["text"], "--input", tmp_path / f"{name}.txt", "--out",
+                              tmp_path / f"{name}.safetensors")
+        assert status == 0 and "1 reference(s) longer than the model's 16 tokens cut to 16" in err
+    from safetensors.torch import load_file
+
+    long, short = (load_file(tmp_path / f"{name}.safetensors")["latents"] for name in ("long", "short"))
+    assert torch.equal(long, short), "the first 16 tokens of the line, however long it is"

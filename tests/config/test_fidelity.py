@@ -105,3 +105,15 @@ def test_p_r_blanks_masked_inputs_of_a_frozen_encoder_while_the_model_trains_and
     blanked_in_training, blanked_in_evaluation = ((h == 0).all(-1).sum().item() for h in seen)
     assert blanked_in_training > 64, "about 0.45 x the masked half of 64 x 16 positions"
     assert blanked_in_evaluation == 0
+
+
+def test_the_published_mdlm_preset_trains_as_mdlms_own_config(reg):
+    """kuleshov-group/mdlm's configs/config.yaml: AdamW at 3e-4 with betas (0.9, 0.999) and no weight decay, 2,500
+    warm-up steps then constant, EMA 0.9999, clipping at 1, a global batch of 512, dropout 0.1; 1M steps (the
+    published checkpoint's)."""
+    cfg = preset(reg, "owt/mdlm_published")
+    train = cfg["train"]
+    assert (train["lr"], train["betas"], train["weight_decay"]) == (3e-4, [0.9, 0.999], 0.0)
+    assert (train["warmup_steps"], train["lr_schedule"], train["ema_decay"]) == (2500, "constant", 0.9999)
+    assert (train["grad_clip"], train["batch_size"], cfg["backbone"]["dropout"]) == (1.0, 512, 0.1)
+    assert [stage["steps"] for stage in train["stages"].values()] == [1_000_000]

@@ -98,6 +98,11 @@ def test_trained_for_sequential_sampling_and_evaluated(plugin_env, tmp_path):
     assert out.returncode == 0, out.stderr
     result = json.loads((run / "eval_diladd_seq.json").read_text())
     assert 0 < result["token_loss"] < 5
+    # a latent written without posterior_entropy gives no bound: left out, saying why, unless asked for
+    assert result["bound"] is None and "posterior_entropy" in result["no_bound"]
+    assert "note: no bound on -log p" in out.stdout
+    asked = run_ladd("eval", str(run), "--bound-draws", "1", "--out", str(tmp_path / "e.json"), env=plugin_env)
+    assert asked.returncode != 0 and "posterior_entropy" in asked.stderr
 
 
 FLOW_PLUGIN = """

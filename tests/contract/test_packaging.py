@@ -16,7 +16,7 @@ from registry import KINDS
 
 pytestmark = pytest.mark.slow  # builds the wheel and installs it
 
-SOURCE_SUFFIXES = {".py", ".yaml", ".txt", ".md", ".typed"}
+SOURCE_SUFFIXES = {".py", ".yaml", ".jsonl", ".txt", ".md", ".typed"}
 
 
 @pytest.fixture(scope="module")

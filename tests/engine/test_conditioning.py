@@ -22,6 +22,7 @@ from registry.interfaces import Denoised, DenoiserModel, mask_id
 #: the tiny presets each built-in sampler is run on
 PRESETS = {
     "ancestral": ["mdlm"],
+    "confidence": ["mdlm"],
     "joint": ["coladd_joint", "diladd_joint"],
     "sequential": ["coladd_seq", "diladd_seq"],
     "autoregressive": ["ar"],
@@ -70,12 +71,14 @@ def test_every_builtin_sampler_is_covered(reg):
     assert {c.name for c in reg if c.kind == "sampler" and c.origin.plugin == "builtin"} == set(PRESETS)
 
 
-#: (sampler, preset, options): both paths where a sampler has the ``fast`` option
+#: the options each sampler is run with: both paths where a sampler has the ``fast`` option
+OPTIONS = {"autoregressive": [{}], "confidence": [{}, {"cache": "prefix"}]}
+#: (sampler, preset, options)
 CASES = [
-    (sampler, variant, {} if sampler == "autoregressive" else {"fast": fast})
+    (sampler, variant, options)
     for sampler, variants in PRESETS.items()
     for variant in variants
-    for fast in ([True] if sampler == "autoregressive" else [True, False])
+    for options in OPTIONS.get(sampler, [{"fast": True}, {"fast": False}])
 ]
 
 

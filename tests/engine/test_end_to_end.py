@@ -89,7 +89,7 @@ def test_core_never_branches_on_a_component_name():
     core = Path(registry.__file__).parent
     offenders = [
         (path.name, value)
-        for path in core.glob("*.py")
+        for path in core.rglob("*.py")
         for value in _compared_strings(ast.parse(path.read_text()))
         if value in names
     ]

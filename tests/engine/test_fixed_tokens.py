@@ -57,6 +57,13 @@ UNIFORM = """
 
 
     class OlderSignature(Uniform):
+        takes_fixed = False
+
+        def step(self, x_t, prediction, tau_t, tau_s, generator=None):
+            return self.redraw(x_t, prediction, tau_t, tau_s, generator)
+
+
+    class Undeclared(Uniform):
         def step(self, x_t, prediction, tau_t, tau_s, generator=None):
             return self.redraw(x_t, prediction, tau_t, tau_s, generator)
 
@@ -72,6 +79,7 @@ UNIFORM = """
             ComponentSpec("process", "uniform", KeepsKnown, UniformConfig, "uniform noise, keeping fixed tokens"),
             ComponentSpec("process", "uniform_old", OlderSignature, UniformConfig, "its step without fixed"),
             ComponentSpec("process", "uniform_deaf", Deaf, UniformConfig, "takes fixed tokens and changes them"),
+            ComponentSpec("process", "uniform_undeclared", Undeclared, UniformConfig, "no fixed, not declared"),
         ]
 """
 TEXT = [
@@ -92,8 +100,12 @@ def test_plugin_check_sees_a_step_that_takes_known_tokens_and_changes_them(unifo
     out = run_ladd("plugins", "check", "uniform_plugin", env=uniform)
     assert out.returncode == 2
     assert out.stderr.strip().splitlines() == [
-        "ladd: error: plugin 'uniform_plugin' has 1 problem(s):",
+        "ladd: error: plugin 'uniform_plugin' has 2 problem(s):",
         "  process 'uniform_deaf': fails in a tiny model: step(..., fixed=...) changed known tokens at tau=0.875",
+        "  process 'uniform_undeclared': fails in a tiny model: the reverse chain with known tokens (fixed): "
+        "LaddError: token process Undeclared (uniform_plugin) has a step without the `fixed` keyword but does not "
+        "declare `takes_fixed = False`, which plugin contract 3 asks of such a process instead of reading its "
+        "signature (docs/contract.md): declare it, or take `fixed` and keep the known tokens",
     ]
 
 
@@ -148,7 +160,6 @@ def test_a_process_written_before_known_tokens_were_passed_still_samples_and_ref
     assert prompted.returncode == 2
     assert prompted.stderr.strip().splitlines()[-1] == (
         "ladd: error: token process OlderSignature changed tokens given in `fixed` (a prompt or an infill): "
-        "its step must "
-        "take them (step(..., fixed=None)) and keep them"
+        "its step must take them (step(..., fixed=None)), keep them and not declare takes_fixed = False"
     )
     assert not (tmp_path / "p.jsonl").exists()

@@ -73,7 +73,7 @@ CONFIDENCE = """
     @hookimpl
     def ladd_components():
         return [
-            ComponentSpec("sampler", "confidence", Confidence, None, "most confident first, paced by the schedule"),
+            ComponentSpec("sampler", "paced", Confidence, None, "most confident first, paced by the schedule"),
             ComponentSpec("process", "still", Still, None, "a process that is no RevealingProcess"),
         ]
 """
@@ -88,14 +88,14 @@ def confidence(tmp_path_factory) -> dict[str, str]:
     ("overrides", "line"),
     [
         (
-            ["experiment=binsaw/coladd_joint_cpu", "sampler=confidence"],
-            "sampler 'confidence' needs a model without a latent channel, but latent 'continuous' is selected; "
+            ["experiment=binsaw/coladd_joint_cpu", "sampler=paced"],
+            "sampler 'paced' needs a model without a latent channel, but latent 'continuous' is selected; "
             "set latent=null "
             "or choose another sampler",
         ),
         (
-            ["sampler=confidence", "process=still"],
-            "sampler 'confidence' needs a token process that is a registry.interfaces.RevealingProcess, but process "
+            ["sampler=paced", "process=still"],
+            "sampler 'paced' needs a token process that is a registry.interfaces.RevealingProcess, but process "
             "'still' is "
             "not one; choose another process or choose another sampler",
         ),
@@ -123,7 +123,7 @@ def test_a_sampler_is_given_the_token_schedule(confidence, tmp_path, monkeypatch
     checked = run_ladd("plugins", "check", "confidence_plugin", env=confidence)
     assert checked.returncode == 0, checked.stderr  # the check's model gives the sampler a schedule too
     run = tmp_path / "run"
-    trained = run_ladd("train", "sampler=confidence", "schedule=cosine", *SHORT, f"run_dir={run}", env=confidence)
+    trained = run_ladd("train", "sampler=paced", "schedule=cosine", *SHORT, f"run_dir={run}", env=confidence)
     assert trained.returncode == 0, trained.stderr
     sampled = run_ladd(
         "sample", str(run), "--steps", "4", "--num", "3", "--out", str(tmp_path / "s.txt"), env=confidence

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 from mdlm_reference import write_checkpoint
+from support import import_mdlm
 
 import registry
-from ladd_plugins.importers.mdlm import import_mdlm
 from registry.config.composition import compose
 from registry.engine.assembly import build_experiment
 from registry.engine.loading import load_run

@@ -75,7 +75,7 @@ def test_each_faulty_plugin_is_left_out_named_and_ladd_keeps_working(faulty, tmp
     assert plugins.returncode == 0, plugins.stderr
     for name, error in FAULT_ERRORS.items():
         assert FAILED.format(name=name, dash="-", error=error) in plugins.stdout.splitlines()
-    assert "chatty_plugin    chatty_plugin            0.0.1      1 components" in plugins.stdout
+    assert "chatty_plugin    chatty_plugin            0.0.1      1 component; contract not declared" in plugins.stdout
 
     listed = run_ladd("list-components", "--json", env=env)
     assert listed.returncode == 0, listed.stderr

@@ -187,8 +187,9 @@ def test_misspelt_hook_is_caught_by_pluggys_check_pending():
 
     error = _failure_of(types.SimpleNamespace(ladd_component=ladd_component))
     assert error == (
-        "@hookimpl function 'ladd_component' is not a ladd hook; did you mean 'ladd_components', 'ladd_importers', "
-        "'ladd_config_dirs'? ladd's hooks are ladd_components, ladd_config_dirs, ladd_importers, ladd_model_folders"
+        "@hookimpl function 'ladd_component' is not a ladd hook; did you mean 'ladd_components', 'ladd_commands', "
+        "'ladd_importers'? ladd's hooks are ladd_commands, ladd_components, ladd_config_dirs, ladd_importers, "
+        "ladd_model_folders"
     )
 
 

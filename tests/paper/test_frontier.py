@@ -206,3 +206,25 @@ def test_bad_input_gives_one_clear_message(tmp_path, capsys, content, budgets, m
     assert message in capsys.readouterr().err
     assert main(["frontier", str(tmp_path / "missing.csv"), "--budgets", "10"]) == 2
     assert "no such results file" in capsys.readouterr().err
+
+
+def test_eval_results_of_any_sampler_are_compared_at_the_flops_they_counted(tmp_path, capsys):
+    from registry.storage.results import BudgetScore, EvalResult
+
+    def result(method: str, rows: list[tuple[int, float, float, float]], metric: str = "gen_ppl") -> str:
+        scores = [BudgetScore(s, s, {metric: p, "entropy_unigram": e}, {}, f) for s, p, e, f in rows]
+        return str(EvalResult(method, metric, 3.0, scores).save(tmp_path / f"eval_{method}_{metric}.json"))
+
+    ancestral = result("ancestral", [(4, 90.0, 4.2, 2e9), (8, 60.0, 4.1, 4e9)])
+    confidence = result("confidence", [(4, 50.0, 3.0, 1e9), (8, 40.0, 2.9, 2e9)])
+    assert main(["frontier", ancestral, confidence, "--budgets", "2,3", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {
+        "ancestral": {"2": {"gen_ppl": 90.0, "entropy": 4.2}, "3": {"gen_ppl": 75.0, "entropy": pytest.approx(4.15)}},
+        "confidence": {"2": {"gen_ppl": 40.0, "entropy": 2.9}, "3": {"gen_ppl": None, "entropy": None}},
+    }
+    swd = result("ancestral", [(4, 0.3, 4.2, 2e9)], metric="swd")
+    assert main(["frontier", swd, "--budgets", "2"]) == 2
+    assert "scored with 'swd', not Gen PPL" in capsys.readouterr().err
+    counted = tmp_path / "counted.csv"
+    counted.write_text("method,steps,gen_ppl,entropy,gflops_per_sample\na,4,90,4.2,2\na,8,60,4.1,4\n")
+    assert matched_compute(read_measurements(counted), [3.0])["a"][3.0].gen_ppl == 75.0

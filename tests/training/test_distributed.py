@@ -363,9 +363,9 @@ def test_ladd_eval_under_torchrun_shards_and_gathers_the_one_process_result(two_
 
 @pytest.mark.slow
 def test_training_starts_when_preparing_the_data_outlasts_the_process_group_timeout(tmp_path):
-    """torchrun, two gloo processes, a 5 s process group timeout; rank 0 takes 12 s to tokenise the corpus.
+    """torchrun, two gloo processes, a 5 s process group timeout; one rank takes 12 s to tokenise the corpus.
 
-    Rank 1 waits for the token cache on the file system (saying so), not in the process group, so both
+    The other waits for the token cache on the file system (saying so), not in the process group, so both
     join it once the cache exists, train, and read the same cache files.
     """
     from safety_cases import ONE_STAGE, text_overrides
@@ -386,6 +386,7 @@ def test_training_starts_when_preparing_the_data_outlasts_the_process_group_time
     )
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-4000:]
-    assert output.count("prepares") == 1 and "rank 0 prepares" in output, output[-4000:]
+    # whichever rank reaches the cache first prepares it (start-up order is not fixed under load)
+    assert output.count("prepares") == 1, output[-4000:]
     assert "waiting 0 min for split 'train'" in output and "is preparing" in output, output[-4000:]
     assert len(_rows(tmp_path / "run")) == 2

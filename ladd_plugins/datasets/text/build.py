@@ -57,7 +57,12 @@ def prepare(
         meta = cache.current(folder, fingerprint)
         if meta is None:
             cache.sweep_legacy(folder)
-            meta = _build(work, folder, fingerprint, split, workers, progress, what)
+            try:
+                meta = _build(work, folder, fingerprint, split, workers, progress, what)
+            except OSError as error:  # a write that names no file (a full disk): the entry it was building
+                if error.filename is not None:
+                    raise
+                raise OSError(error.errno, error.strerror or str(error), str(work)) from error
         shutil.rmtree(work, ignore_errors=True)
         return meta
     finally:

@@ -66,16 +66,20 @@ def write_shard(job: Job, task: tuple[Part, Path, int]) -> Written:
     ids_path, description_path = shard_paths(folder, index)
     partial = ids_path.with_name(f"{ids_path.name}.{os.getpid()}.partial")
     documents = tokens = rows = padding = 0
-    with partial.open("wb") as handle:
-        for texts in _batches(job.source.read(part)):
-            documents += len(texts)
-            ids = job.encoder.ids(clean_documents(texts, job.detokenizer))
-            block = _wrapped(ids, job) if job.packing == "wrap" else _padded(ids, job)
-            block.tofile(handle)
-            tokens += block.size
-            if job.packing == "pad":
-                rows += len(block)
-                padding += sum(job.seq_len - 1 - min(len(d), job.seq_len - 1) for d in ids)
+    try:
+        with partial.open("wb") as handle:
+            for texts in _batches(job.source.read(part)):
+                documents += len(texts)
+                ids = job.encoder.ids(clean_documents(texts, job.detokenizer))
+                block = _wrapped(ids, job) if job.packing == "wrap" else _padded(ids, job)
+                handle.write(block.tobytes())  # an OSError naming its cause (ndarray.tofile's names none)
+                tokens += block.size
+                if job.packing == "pad":
+                    rows += len(block)
+                    padding += sum(job.seq_len - 1 - min(len(d), job.seq_len - 1) for d in ids)
+    except BaseException:
+        partial.unlink(missing_ok=True)  # a full disk gets its space back
+        raise
     partial.replace(ids_path)
     written = Written(documents, tokens, rows, padding)
     temporary = description_path.with_name(f"{description_path.name}.{os.getpid()}.partial")

@@ -51,7 +51,8 @@ class Workers:
     ) -> Iterator[tuple[int, Any]]:
         """``(i, function(job, items[i]))`` for every item, in the order they finish.
 
-        An error raised by ``function`` is raised here (a ``LaddError`` with its message); a worker that dies
+        An error raised by ``function`` is raised here (a ``LaddError`` with its message, an ``OSError`` with its
+        number, reason and file); a worker that dies
         raises :class:`WorkerDied` naming ``describe(item)`` of the item it held. Items finished before either
         have been yielded.
         """
@@ -74,6 +75,8 @@ class Workers:
                 yield index, value
             elif kind == "refused":
                 raise LaddError(value)
+            elif kind == "os_error":
+                raise OSError(*value)
             else:
                 raise RuntimeError(f"a worker process failed on {describe(items[index])}:\n{value}")
 
@@ -157,6 +160,8 @@ def _serve(job: Any, tasks: Any, results: Any, holding: Any, slot: int) -> None:
             results.put(("done", index, function(job, item)))
         except LaddError as error:
             results.put(("refused", index, str(error)))
+        except OSError as error:  # a full disk, a folder gone: the parent raises it as it is
+            results.put(("os_error", index, (error.errno, error.strerror or str(error), error.filename)))
         except Exception:  # noqa: BLE001 - reported to the parent, which raises it
             results.put(("failed", index, traceback.format_exc()))
         holding[slot] = -1

@@ -11,7 +11,7 @@ from ladd_plugins.backbones.mlp import MLPDenoiser, MLPDenoiserConfig
 from ladd_plugins.backbones.mmdit import MMDiT
 from registry.errors import IncompatibleComponentsError
 from registry.interfaces import Backbone, Channels
-from registry.toolkit import layers
+from registry.toolkit import attention, layers
 from registry.toolkit.options import TransformerConfig
 
 B, S, K, M, D_L = 3, 10, 5, 2, 6
@@ -152,7 +152,7 @@ def test_attention_matches_softmax_reference_on_cpu(monkeypatch):
     def no_flash(*args, **kwargs):
         raise AssertionError("flash-attn must not run on CPU tensors")
 
-    monkeypatch.setattr(layers, "flash_attn_func", no_flash)
+    monkeypatch.setattr(attention, "flash_attn_func", no_flash)
     torch.manual_seed(0)
     q, k, v = torch.randn(3, 2, 5, 3, 4).unbind(0)
     weights = torch.softmax(torch.einsum("blhd,bmhd->bhlm", q, k) / 2.0, dim=-1)

@@ -10,10 +10,12 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
+from safety_cases import text_overrides
 
 import registry
 from ladd_plugins.backbones.config import HFMaskedLMConfig
 from ladd_plugins.backbones.hf_masked_lm import HFMaskedLM
+from registry.cli import main
 from registry.config.composition import compose
 from registry.errors import IncompatibleComponentsError, LaddError, MissingResourceError
 from registry.interfaces import Channels, mask_id
@@ -156,6 +158,7 @@ def test_the_real_minilm_fine_tunes_samples_and_is_scored_on_the_offline_demo(mi
     assert len(rows) == 2 and all(max(r["ids"]) < K for r in rows)
 
 
+@pytest.mark.slow
 def test_the_lora_preset_adapts_the_real_minilm_attention_over_its_frozen_weights(minilm, tmp_path):
     reg = registry.load()
     overrides = ["experiment=demo/mdlm_minilm_lora", *DEMO[1:], "train.lora.dropout=0.0"]
@@ -181,3 +184,50 @@ def test_the_lora_preset_adapts_the_real_minilm_attention_over_its_frozen_weight
     assert (query - merged).abs().max() < 1e-6
     key = dict(experiment.model.named_parameters())[f"{prefix}.key.weight"]
     assert torch.equal(key, pretrained.encoder.layer[0].attention.self.key.weight), "not a target: frozen, as loaded"
+
+
+def _broken(tiny_bert, tmp_path) -> dict[str, tuple[str, str]]:
+    """Model folders that cannot load, each with the words its refusal must hold: name -> (folder, words)."""
+    import pickle
+    import shutil
+
+    def copy(name: str, config: dict | None = None):
+        folder = tmp_path / name
+        shutil.copytree(tiny_bert, folder)
+        if config:
+            settings = json.loads((folder / "config.json").read_text())
+            (folder / "config.json").write_text(json.dumps({**settings, **config}))
+        return folder
+
+    copy("absurd", {"hidden_size": 10**12})
+    copy("unknown", {"model_type": "nonesuch"})
+    copy("vocabulary", {"vocab_size": 40000})
+    linked = copy("linked")
+    (linked / "model.safetensors").unlink()
+    (linked / "model.safetensors").symlink_to(tmp_path / "gone.safetensors")
+    pickled = copy("pickled")
+    (pickled / "model.safetensors").unlink()
+    (pickled / "pytorch_model.bin").write_bytes(pickle.dumps({"weight": print}))  # an object, not a tensor
+    return {
+        "missing": ("nobody/no-such-model", "it is not in the local cache"),
+        "absurd": (str(tmp_path / "absurd"), "its config asks for tensors too large to allocate"),
+        "unknown": (str(tmp_path / "unknown"), "its config names model type 'nonesuch', which transformers"),
+        "vocabulary": (str(tmp_path / "vocabulary"), "bert.embeddings.word_embeddings.weight is [30522, 32] in the "
+                       "weights, [40000, 32] by config.json"),
+        "linked": (str(linked), f"its model.safetensors is a symbolic link to {tmp_path / 'gone.safetensors'}, which "
+                   "is missing"),
+        "pickled": (str(pickled), "its weights are pickle files (pytorch_model.bin) holding more than tensors"),
+    }
+
+
+@pytest.mark.slow
+def test_a_model_folder_that_cannot_load_is_one_line_naming_the_cause(tiny_bert, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    data = [*text_overrides(tmp_path), f"dataset.tokenizer={tiny_bert}", "latent=null", "backbone=hf_masked_lm",
+            "train.batch_size=4", "train.progress=false", "train.stages=[{steps:1}]"]
+    for name, (folder, words) in _broken(tiny_bert, tmp_path).items():
+        status = main(["train", *data, f"backbone.model={folder}", f"run_dir={tmp_path / name / 'run'}"])
+        lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("ladd: error: ")]
+        assert status == 2 and len(lines) == 1 and words in lines[0], (name, lines)
+        assert "Traceback" not in lines[0] and "fix or update plugin" not in lines[0], "the folder's fault, not ladd's"
+        assert not (tmp_path / name / "run").exists()

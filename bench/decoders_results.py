@@ -1,0 +1,176 @@
+"""The field's decoders against LADD at matched compute: ``results/decoders/`` from trained CPU runs.
+
+    python bench/decoders_results.py --runs runs/decoders --out results/decoders [--jobs 3] \
+        [--eval-option binsaw:--num-samples=500 ...]
+
+Every row is a ``ladd eval`` of a trained run with a sampler chosen on the command line (the commands a user runs,
+printed as they run; each result is kept under ``RUNS/evals/`` and not evaluated again, and a set whose runs are not
+all trained yet is reported when the script runs again after they are). The sawtooth runs
+(``binsaw_mdlm``, ``binsaw_coladd_seq``, ``binsaw_diladd_seq``) are scored by SWD at their presets' budgets, the text
+demo's (``demo_mdlm``, ``demo_coladd``, trained with ``metric=gen_ppl`` and the offline teacher of
+``bench/demo_teacher.py``) by Gen PPL and the unigram entropy. ``ladd report`` writes each set's tables and plots
+(the metric against token steps and against GFLOPs per sample), ``ladd frontier`` the demo's Gen PPL and entropy at
+matched GFLOPs, and this script the sawtooth's SWD at matched GFLOPs (linear interpolation between measured
+budgets, n/a outside them) with the best decoder at each budget. Files are written into ``OUT`` with the prefix of
+their set (``binsaw_``, ``demo_``).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from registry.paper.frontier import interpolate
+from registry.storage.results import EvalResult
+
+CONFIDENCE = ["--sampler", "confidence", "--sampler-option"]
+
+
+def sequential(latent_steps: int, decoder: str) -> list[str]:
+    """The sequential sampler at the preset's latent steps, decoding its latent with ``decoder``."""
+    return [
+        "--sampler", "sequential", "--sampler-option", f"latent_steps={latent_steps}",
+        "--sampler-option", f"token_decoder={decoder}",
+    ]
+
+
+def joint(decoder: str) -> list[str]:
+    return ["--sampler", "joint", "--sampler-option", f"token_decoder={decoder}"]
+
+
+#: set -> (method, run, sampler arguments); the first of each set is the baseline (the field's plain MDLM)
+ROWS = {
+    "binsaw": [
+        ("mdlm_ancestral", "binsaw_mdlm", []),
+        ("mdlm_low_confidence", "binsaw_mdlm", [*CONFIDENCE, "remasking=low_confidence"]),
+        ("mdlm_random", "binsaw_mdlm", [*CONFIDENCE, "remasking=random"]),
+        ("mdlm_margin", "binsaw_mdlm", [*CONFIDENCE, "remasking=margin"]),
+        ("mdlm_entropy", "binsaw_mdlm", [*CONFIDENCE, "remasking=entropy"]),
+        ("mdlm_threshold_0.9", "binsaw_mdlm", [*CONFIDENCE, "threshold=0.9"]),
+        ("mdlm_threshold_0.7", "binsaw_mdlm", [*CONFIDENCE, "threshold=0.7"]),
+        ("coladd_seq_ancestral", "binsaw_coladd_seq", sequential(100, "ancestral")),
+        ("coladd_seq_confidence", "binsaw_coladd_seq", sequential(100, "confidence")),
+        ("diladd_seq_ancestral", "binsaw_diladd_seq", sequential(8, "ancestral")),
+        ("diladd_seq_confidence", "binsaw_diladd_seq", sequential(8, "confidence")),
+    ],
+    "demo": [
+        ("mdlm_ancestral", "demo_mdlm", []),
+        ("mdlm_low_confidence", "demo_mdlm", [*CONFIDENCE, "remasking=low_confidence"]),
+        ("mdlm_random", "demo_mdlm", [*CONFIDENCE, "remasking=random"]),
+        ("mdlm_margin", "demo_mdlm", [*CONFIDENCE, "remasking=margin"]),
+        ("mdlm_entropy", "demo_mdlm", [*CONFIDENCE, "remasking=entropy"]),
+        ("mdlm_threshold_0.9", "demo_mdlm", [*CONFIDENCE, "threshold=0.9"]),
+        ("mdlm_threshold_0.7", "demo_mdlm", [*CONFIDENCE, "threshold=0.7"]),
+        ("coladd_joint_ancestral", "demo_coladd", joint("ancestral")),
+        ("coladd_joint_confidence", "demo_coladd", joint("confidence")),
+    ],
+}
+
+
+def ladd(*args: str) -> None:
+    """Run a ladd command, printed first; stop on failure."""
+    print("ladd " + " ".join(args), flush=True)
+    done = subprocess.run([sys.executable, "-m", "registry.cli", *args])
+    if done.returncode:
+        raise SystemExit(f"ladd {args[0]} failed (exit {done.returncode})")
+
+
+def evaluate(commands: list[list[str]], jobs: int) -> None:
+    """Run ``ladd eval`` commands, ``jobs`` at a time, each printed first; stop on the first failure."""
+    running: list[tuple[list[str], subprocess.Popen]] = []
+    for args in commands:
+        print("ladd " + " ".join(args), flush=True)
+        running.append((args, subprocess.Popen([sys.executable, "-m", "registry.cli", *args])))
+        while len(running) >= jobs or (running and args is commands[-1]):
+            for entry in running:
+                if entry[1].poll() is not None:
+                    running.remove(entry)
+                    if entry[1].returncode:
+                        raise SystemExit(f"ladd {' '.join(entry[0])} failed (exit {entry[1].returncode})")
+                    break
+            else:
+                time.sleep(5)
+
+
+def matched_swd(results: list[EvalResult], metric: str) -> tuple[list[float], list[dict[str, str]]]:
+    """Each method's metric interpolated at the baseline's measured budgets, with the best method at each."""
+    budgets = [s.flops_per_sample / 1e9 for s in results[0].scores if s.flops_per_sample is not None]
+    rows, best = [], {}
+    for result in results:
+        xs = [s.flops_per_sample / 1e9 for s in result.scores]
+        ys = [s.scores[metric] for s in result.scores]
+        row = {"method": result.method}
+        for budget in budgets:
+            value = interpolate(xs, ys, budget)
+            row[f"{budget:.4g}"] = "n/a" if value is None else f"{value:.4f}"
+            if value is not None and (budget not in best or value < best[budget][1]):
+                best[budget] = (result.method, value)
+        rows.append(row)
+    rows.append({"method": "best", **{f"{b:.4g}": best[b][0] for b in budgets if b in best}})
+    return budgets, rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=Path, default=Path("runs/decoders"))
+    parser.add_argument("--out", type=Path, default=Path("results/decoders"))
+    parser.add_argument("--sets", default="binsaw,demo")
+    parser.add_argument("--jobs", type=int, default=1, help="evaluations run at once")
+    parser.add_argument(
+        "--eval-option", action="append", default=[], metavar="SET:OPTION=VALUE",
+        help="an option of every `ladd eval` of a set, e.g. binsaw:--num-samples=500",
+    )
+    args = parser.parse_args()
+    extra: dict[str, list[str]] = {}
+    for given in args.eval_option:
+        name, _, option = given.partition(":")
+        extra.setdefault(name, []).extend(option.split("=", 1))
+    evals = args.runs / "evals"
+    evals.mkdir(parents=True, exist_ok=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    for name in args.sets.split(","):
+        paths, commands = [], []
+        for method, run, chosen in ROWS[name]:
+            path = evals / f"{name}_{method}.json"
+            if not path.is_file() and (args.runs / run / "model.safetensors").is_file():
+                options = [*chosen, *extra.get(name, []), "--method", method, "--out", str(path)]
+                commands.append(["eval", str(args.runs / run), *options])
+            paths.append(path)
+        evaluate(commands, args.jobs)
+        missing = [path.name for path in paths if not path.is_file()]
+        if missing:  # a run not trained yet: run the script again once it is
+            print(f"{name}: not reported yet, {len(missing)} evaluations missing: {', '.join(missing)}", flush=True)
+            continue
+        with tempfile.TemporaryDirectory() as folder:
+            ladd("report", *map(str, paths), "--out", folder)
+            for produced in Path(folder).iterdir():
+                shutil.copyfile(produced, args.out / f"{name}_{produced.name}")
+        results = [EvalResult.load(path) for path in paths]
+        metric = results[0].metric
+        if metric == "gen_ppl":
+            budgets = ",".join(f"{s.flops_per_sample / 1e9:.6g}" for s in results[0].scores)
+            table = args.out / f"{name}_frontier.txt"
+            print(f"ladd frontier {' '.join(map(str, paths))} --budgets {budgets}", flush=True)
+            done = subprocess.run(
+                [sys.executable, "-m", "registry.cli", "frontier", *map(str, paths), "--budgets", budgets],
+                capture_output=True, text=True, check=True,
+            )
+            table.write_text(done.stdout)
+        else:
+            budgets_used, rows = matched_swd(results, metric)
+            with open(args.out / f"{name}_matched.csv", "w", newline="") as handle:
+                writer = csv.DictWriter(handle, fieldnames=["method", *(f"{b:.4g}" for b in budgets_used)])
+                writer.writeheader()
+                writer.writerows(rows)
+        spent = {r.method: [(s.steps, s.network_calls, s.flops_per_sample) for s in r.scores] for r in results}
+        print(json.dumps({name: spent}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
