@@ -141,6 +141,7 @@ def _weights(experiment) -> dict[str, torch.Tensor]:
     return {name: tensor.double() for name, tensor in experiment.model.state_dict().items()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("option", TRAINING)
 def test_each_training_option_changes_the_trained_weights(bases, option, tmp_path):
     name, value = TRAINING[option]

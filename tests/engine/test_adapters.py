@@ -178,6 +178,7 @@ def test_adapter_options_without_adapters_are_refused():
         _train(lora={"rank": 2, "targets": ["blocks..q"]})
 
 
+@pytest.mark.slow
 def test_every_built_in_backbone_declares_layers_and_targets_that_exist(reg):
     for preset in ("binsaw/mdlm_cpu", "binsaw/coladd_joint_cpu", "binsaw/coladd_seq_cpu", "binsaw/ar_cpu"):
         model = _model(reg, compose([f"experiment={preset}", *TINY_DIT[1:]], reg))

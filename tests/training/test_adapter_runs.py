@@ -77,6 +77,7 @@ def _logits(experiment) -> torch.Tensor:
         return experiment.model.predict(x_t, torch.full((4,), 0.5), None, None).tokens
 
 
+@pytest.mark.slow
 def test_the_run_folder_holds_what_trains_and_no_copy_of_the_frozen_base(reg, source, adapted):
     run = adapted[1]
     trained = _trained_names()
@@ -100,6 +101,7 @@ def test_the_run_folder_holds_what_trains_and_no_copy_of_the_frozen_base(reg, so
     assert sum(t.numel() for t in stored) < sum(b.numel() for b in base.values())
 
 
+@pytest.mark.slow
 def test_export_merges_each_adapter_as_the_base_plus_its_scaled_product(reg, source, adapted, tmp_path):
     merged = load_file(export(adapted[1], tmp_path / "merged", reg) / "model.safetensors")
     base, trained = load_file(source / "model.safetensors"), load_file(adapted[1] / "model.safetensors")
@@ -115,6 +117,7 @@ def test_export_merges_each_adapter_as_the_base_plus_its_scaled_product(reg, sou
     assert torch.equal(merged["backbone.condition"], trained["backbone.condition"])
 
 
+@pytest.mark.slow
 def test_an_exported_adapter_loads_onto_its_base_and_is_refused_by_any_other(reg, source, adapted, tmp_path):
     adapter = export(adapted[1], tmp_path / "adapter", reg, adapter=True)
     assert sorted(p.name for p in adapter.iterdir()) == ["README.md", "adapter.json", "adapter.safetensors"]
@@ -145,6 +148,7 @@ def test_a_killed_adapter_run_resumes_to_the_uninterrupted_run_bitwise(reg, adap
     assert_same_run(reference, run)
 
 
+@pytest.mark.slow
 def test_a_run_whose_base_changed_is_refused_before_it_writes(reg, source, tmp_path):
     model = tmp_path / "model"
     shutil.copytree(source, model)
@@ -219,6 +223,7 @@ def test_options_that_cannot_act_are_refused_in_one_line_before_anything_is_writ
     assert "\n" not in str(refused.value) and not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_ladd_train_dry_run_counts_the_adapters_refuses_an_impossible_size_and_writes_nothing(tmp_path, capsys):
     run = tmp_path / "run"
     assert main(["train", "--dry-run", *FULL, f"train.lora.rank={RANK}", "train.activation_checkpointing=true",
