@@ -5,10 +5,9 @@
     python bench/finetune_check.py lora --size tiny --out DIR     # anywhere: the same steps with tiny networks
 
 ``lora``: a few steps of ``ladd train``'s loop with LoRA of rank 16, the frozen base in bfloat16, bf16 autocast and
-activation checkpointing, at batch 1 x 2048: ``experiment=llada/sft_lora`` where the ``llada`` backbone and the
-``chat`` dataset are installed (on the shipped arithmetic pairs), else a DiT of LLaDA-8B's parameter count (d 4096,
-32 blocks, 32 heads, an MLP of 4.5 widths: a SwiGLU of 3 widths has as many weights) on the shipped text; either
-with a word-level tokenizer of LLaDA's 126,464 ids and random weights. The row: peak memory allocated and
+activation checkpointing, at batch 1 x 2048: a DiT of LLaDA-8B's parameter count (d 4096, 32 blocks, 32 heads, an
+MLP of 4.5 widths: a SwiGLU of 3 widths has as many weights) on the shipped text, with a word-level tokenizer of
+LLaDA's 126,464 ids and random weights. The row: peak memory allocated and
 reserved, whether it fits in 80 GB, tokens/s, the dry run's estimate. ``sharded``: a tiny MDLM trained with
 ``train.strategy=fsdp`` (on one GPU: one shard), once through and once stopped by SIGTERM and run again, plain and
 with LoRA; the row says whether losses, checkpoints' EMA and final weights agree bitwise. On a CPU the ``sharded``
@@ -59,22 +58,15 @@ def lora_row(size: str, steps: int, scratch: Path, reg: registry.Registry) -> di
     cuda = torch.cuda.is_available()
     length = 2048 if size == "full" else 32
     assets = text_assets(scratch / f"assets_llada_{size}", LLADA_ROWS if size == "full" else 100, "tiny")
-    llada = "llada" in reg.names("backbone") and "chat" in reg.names("dataset")
-    network = "llada" if llada else "dit of LLaDA-8B's parameter count"
-    common = [
-        f"dataset.tokenizer={assets['tokenizer']}", f"dataset.seq_len={length}", "dataset.chat_template=none",
-        f"trainer.max_steps={steps}", f"run_dir={scratch / 'runs' / 'lora'}", *MEMORY,
+    chosen = [
+        "experiment=demo/mdlm", "dataset.source=shakespeare", "dataset.progress=false",
+        f"dataset.cache_dir={scratch / 'token_cache'}", f"dataset.tokenizer={assets['tokenizer']}",
+        f"dataset.seq_len={length}", f"trainer.max_steps={steps}", f"run_dir={scratch / 'runs' / 'lora'}", *MEMORY,
+        *(LLADA_SHAPED_DIT if size == "full" else TINY_DIT),
     ]
-    if llada:
-        chosen = ["experiment=llada/sft_lora", "dataset.source=arithmetic", "train.init_from=null", *common]
-        tiny = ["backbone.hidden=32", "backbone.layers=2", "backbone.heads=2", "backbone.mlp_hidden=64",
-                "backbone.vocab_rows=null", "backbone.mask_id=null"]
-        chosen += [] if size == "full" else tiny
-    else:
-        chosen = ["experiment=demo/mdlm", "dataset.source=shakespeare", "dataset.progress=false",
-                  f"dataset.cache_dir={scratch / 'token_cache'}", *[c for c in common if "chat_template" not in c]]
-        chosen += LLADA_SHAPED_DIT if size == "full" else TINY_DIT
-    row: dict = {"network": network, "size": size, "batch": 1, "seq_len": length, "steps": steps}
+    row: dict = {
+        "network": "dit of LLaDA-8B's parameter count", "size": size, "batch": 1, "seq_len": length, "steps": steps
+    }
     started = time.perf_counter()
     try:
         settings = compose(chosen, reg)
