@@ -36,7 +36,6 @@ from registry.interfaces import (
     needs_of,
 )
 from registry.toolkit.sampling import reverse_step, takes_fixed
-from registry.training.strategy import recompute_blocks
 
 from .probes import ProbeBackbone, ProbeEncoder
 
@@ -562,6 +561,8 @@ def _check_declared_parts(backbone: Any, channels: Channels) -> None:
         )
     if not blocks:
         return
+    from registry.training.strategy import recompute_blocks  # here: the training wing imports Lightning
+
     backbone.eval()  # no dropout: the two passes must see the same function of the same inputs
     inputs = tuple(value if value is None else value.detach() for value in _backbone_inputs(channels))
     with _during("forward and backward in eval mode"):
