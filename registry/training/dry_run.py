@@ -2,8 +2,8 @@
 without reading weights, training or writing anything.
 
 The network is built on torch's meta device (shapes, no values), so a model far larger than this machine's memory
-is described in seconds; a component that reads pretrained weights while it is built (a Hugging Face model)
-cannot be built there, and the network is then built in memory.
+is described in seconds; a component that reads pretrained weights while it is built (a Hugging Face model) loads
+them in memory, and one that cannot be built on the meta device at all has the whole network built in memory.
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def dry_run(settings: Settings, registry: Registry) -> None:
     free = available_bytes(hardware.device)
     where = f"{hardware.world} x {hardware.device.type} ({hardware.precision})"
     lines = [
-        f"dry run of {settings.method} (run_dir {settings.run_dir}): nothing is read, trained or written",
+        f"dry run of {settings.method} (run_dir {settings.run_dir}): nothing is trained or written",
         f"processes: {where}, strategy {train.strategy}" + _options(settings, base),
         *memory.lines(),
         f"{hardware.device.type} has {'an unknown amount of memory' if free is None else f'{free / GIB:.1f} GiB'} "

@@ -231,3 +231,19 @@ def test_a_model_folder_that_cannot_load_is_one_line_naming_the_cause(tiny_bert,
         assert status == 2 and len(lines) == 1 and words in lines[0], (name, lines)
         assert "Traceback" not in lines[0] and "fix or update plugin" not in lines[0], "the folder's fault, not ladd's"
         assert not (tmp_path / name / "run").exists()
+
+
+@pytest.mark.slow
+def test_the_dry_run_loads_the_pretrained_model_and_counts_its_adapters(tiny_bert, tmp_path, monkeypatch, capsys):
+    from transformers import BertForMaskedLM
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    run = tmp_path / "run"
+    data = [*text_overrides(tmp_path), f"dataset.tokenizer={tiny_bert}", "latent=null", "backbone=hf_masked_lm",
+            f"backbone.model={tiny_bert}", "train.lora.rank=2", "train.lora.targets=[query,value]", f"run_dir={run}"]
+    assert main(["train", "--dry-run", *data]) == 0
+    printed = capsys.readouterr().out
+    bert = sum(p.numel() for p in BertForMaskedLM.from_pretrained(tiny_bert).parameters())  # tied weights once
+    adapters = 2 * 2 * 2 * (32 + 32)  # layers x (query, value) x rank x (in + out)
+    assert "LoRA rank 2 on 4 modules" in printed and f"parameters: {bert + adapters:,} (" in printed, printed
+    assert not run.exists()
