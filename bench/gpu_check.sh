@@ -15,13 +15,17 @@
 #     and their token agreement with uncached decoding (bench/decoders.py);
 #   - block diffusion's exact key-value cache on OWT's DiT (length 256, blocks of 16): token forwards of 16 blocks with
 #     and without it against (K + 1) / 2, ms per generated token at 4x the length, tokens compared (bench/block_diffusion.py).
+#   - fine-tuning (bench/finetune_check.py): LoRA SFT at LLaDA-8B's size, batch 1 x 2048 (frozen base in bfloat16,
+#     activation checkpointing): peak memory, whether it fits in 80 GB, tokens/s, beside the dry run's estimate;
+#     then train.strategy=fsdp stopped by SIGTERM and resumed against a run straight through, plain and with LoRA.
 #
 #   OUT=/tmp/out bash bench/gpu_check.sh                # on a GPU, the wheels of missing packages in .whl/
 #   OUT=/tmp/out bash bench/gpu_check.sh --size tiny    # anywhere: the same steps with tiny networks
 #
 # Each section runs in its own process under a time limit (LIMIT_SYNCS, LIMIT_SPEED, LIMIT_BINSAW, LIMIT_GRAPHS,
-# LIMIT_LM1B, LIMIT_OWT, LIMIT_IMPORT, LIMIT_DECODERS, LIMIT_BLOCKS seconds; 10 minutes in all by default), so a
-# failure or a timeout is a row and the next section still runs. Run folders and stand-ins go to SCRATCH (default: a temporary folder on
+# LIMIT_LM1B, LIMIT_OWT, LIMIT_IMPORT, LIMIT_DECODERS, LIMIT_BLOCKS, LIMIT_LORA, LIMIT_SHARDED seconds; 14.5 minutes
+# in all by default: set the last two to 0 to skip fine-tuning and keep under 10), so a failure or a timeout is a row
+# and the next section still runs. Run folders and stand-ins go to SCRATCH (default: a temporary folder on
 # /dev/shm, removed at the end). Rows are printed as measured and kept under OUT
 # (JSON and logs); a run cut short keeps what it measured.
 set -uo pipefail
@@ -38,10 +42,11 @@ if [ -z "${SCRATCH:-}" ]; then
 fi
 source bench/checkout_env.sh
 
-ROWS='^(train |sample |import |decoder |output head|host syncs|token forwards|length |NVIDIA|cpu,|(binsaw|lm1b|owt)/)|skipping cudagraphs'
+ROWS='^(train |sample |import |decoder |finetune |output head|host syncs|token forwards|length |NVIDIA|cpu,|(binsaw|lm1b|owt)/)|skipping cudagraphs'
 section() {  # section NAME SECONDS COMMAND...: run it, print its rows, report a failure or timeout as a row
   local name=$1 limit=$2 started rc
   shift 2
+  [ "$limit" -gt 0 ] || return 0
   started=$(date +%s)
   timeout --kill-after=10 "$(( limit * scale ))" "$@" > "$OUT/$name.log" 2>&1
   rc=$?
@@ -82,4 +87,6 @@ section import "${LIMIT_IMPORT:-60}" python3 bench/import_mdlm.py --size "$mdlm_
 section decoders "${LIMIT_DECODERS:-30}" python3 bench/decoders.py --size "$SIZE" --out "$OUT/decoders"
 section block_diffusion "${LIMIT_BLOCKS:-20}" python3 bench/block_diffusion.py --size "$SIZE" --batch 8 \
   --out "$OUT/block_diffusion"
+section finetune_lora "${LIMIT_LORA:-150}" python3 bench/finetune_check.py lora --size "$SIZE" --out "$OUT" --scratch "$SCRATCH"
+section finetune_sharded "${LIMIT_SHARDED:-120}" python3 bench/finetune_check.py sharded --out "$OUT" --scratch "$SCRATCH"
 date -u +"end %Y-%m-%dT%H:%M:%SZ"

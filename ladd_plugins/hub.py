@@ -1,6 +1,7 @@
 """Where Hugging Face models, tokenizers and corpora come from, and the one error for a missing one."""
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from pathlib import Path
@@ -61,9 +62,14 @@ def from_pretrained(loader: Any, what: str, name: str, setting: str, **options: 
     other failure to build it from its files is one line naming the cause (an unknown architecture, weights that
     disagree with the config, pickled objects, a damaged file or link, sizes that cannot be allocated).
     """
+    import torch
+
     location = locate(name)
+    # weights read from files are values: built for shapes alone (ladd train --dry-run's meta device), load them here
+    real = torch.device("cpu") if torch.get_default_device().type == "meta" else contextlib.nullcontext()
     try:
-        return loader.from_pretrained(location, local_files_only=offline(), trust_remote_code=False, **options)
+        with real:
+            return loader.from_pretrained(location, local_files_only=offline(), trust_remote_code=False, **options)
     except OSError as error:
         raise unavailable(what, name, error, setting) from None
     except Exception as error:  # noqa: BLE001 - the library's many-line reports become one line naming the cause

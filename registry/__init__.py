@@ -38,16 +38,20 @@ def build(kind: str, name: str, options: dict[str, Any] | None = None, **context
     return load().build(kind, name, options, **context)
 
 
-def from_pretrained(path: str | Path, registry: Registry | None = None) -> Experiment:
+def from_pretrained(
+    path: str | Path, registry: Registry | None = None, adapter: str | Path | None = None
+) -> Experiment:
     """Load a model folder written by ``ladd export`` (weights are safetensors: loading runs no code).
 
     Returns a ``registry.engine.assembly.Experiment``: ``model`` (a ``DiffusionModel`` on the CPU, in eval mode, its
     weights the exported EMA weights), ``sampler`` (``sampler.sample(model, n, steps, generator)``),
     ``dataset``, ``metric`` and ``components`` (slot -> the registered component, with its origin).
+    ``adapter``: a folder ``ladd export --adapter`` wrote, merged into the model, which must be the one it was
+    trained over (refused otherwise, by the SHA-256 of its frozen weights).
     """
     from registry.engine.loading import from_pretrained as _from_pretrained
 
-    return _from_pretrained(path, registry)
+    return _from_pretrained(path, registry, adapter)
 
 
 __all__ = [

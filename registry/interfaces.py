@@ -439,6 +439,21 @@ class Backbone(nn.Module, ABC):
         """
         return {}
 
+    def layers(self) -> Iterable[nn.Module]:
+        """The network's repeated blocks, in order: the units of activation checkpointing
+        (``train.activation_checkpointing``) and of sharding (``train.strategy=fsdp``).
+
+        Each is called as a module (``block(...)``, its ``forward``) once per forward pass. Default: none, and
+        those options are refused for this backbone.
+        """
+        return ()
+
+    def adapter_targets(self) -> tuple[str, ...]:
+        """Name patterns of the modules LoRA adapts by default (``train.lora.targets`` unset), relative to this
+        backbone: dotted names whose parts match a run of a module name's parts, ``*`` standing for any one part
+        (``blocks.*.attn.q``). Default: none, and ``train.lora`` then needs its ``targets``."""
+        return ()
+
 
 class CachingBackbone(Backbone):
     """A backbone that keeps its attention keys and values between calls and can recompute a window of positions.

@@ -7,6 +7,8 @@ adaLN conditioning is a learned constant.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import torch
 from torch import Tensor, nn
 
@@ -61,3 +63,9 @@ class CausalTransformer(Backbone):
 
     def transformer_shape(self) -> TransformerShape:
         return self._shape
+
+    def layers(self) -> Iterable[nn.Module]:
+        return self.trunk.blocks
+
+    def adapter_targets(self) -> tuple[str, ...]:
+        return ("blocks.*.qkv", "blocks.*.proj")

@@ -9,6 +9,7 @@ sampled at any length, block by block, with an exact key-value cache of the comm
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import torch
@@ -111,6 +112,13 @@ class DiT(CachingBackbone):
 
     def transformer_shape(self) -> TransformerShape:
         return self._shape
+
+    def layers(self) -> Iterable[nn.Module]:
+        return self.trunk.blocks
+
+    def adapter_targets(self) -> tuple[str, ...]:
+        """Attention's input and output projections, as LoRA adapts a transformer."""
+        return ("blocks.*.qkv", "blocks.*.proj")
 
 
 def _block_pattern(config: DiTConfig, channels: Channels, denoises_tokens: bool) -> AttentionPattern:

@@ -4,17 +4,19 @@ The data must be tokenised with the model's own tokenizer (``dataset.tokenizer``
 gives that tokenizer a mask at its last id K when its own sits elsewhere (BERT's ``[MASK]`` is id 103), so the
 network sees ladd's mask K as the model's own mask token and returns its logits over the K real tokens, with
 the model's mask token given no probability (SUBS). Like MDLM's published model the network is not told the
-time. The whole model is fine-tuned. A checkpoint without a masked-LM head (a sentence encoder such as
-all-MiniLM-L6-v2) gets the head Hugging Face builds for it: the output layer tied to the input embeddings,
-the rest newly initialised; a one-line note says so. Loaded with ``trust_remote_code=False``.
+time. The whole model is fine-tuned, or LoRA adapters on its attention (``train.lora``). A checkpoint without a
+masked-LM head (a sentence encoder such as all-MiniLM-L6-v2) gets the head Hugging Face builds for it: the output
+layer tied to the input embeddings, the rest newly initialised; a one-line note says so. Loaded with
+``trust_remote_code=False``.
 """
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from typing import Any
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from registry.errors import IncompatibleComponentsError, LaddError, MissingResourceError
 from registry.interfaces import Backbone, Channels, Denoised
@@ -115,3 +117,15 @@ class HFMaskedLM(Backbone):
         if self.source_mask < self.vocab_size:  # the model's own mask token is no real token of the data
             logits = logits.index_fill(-1, torch.tensor([self.source_mask], device=logits.device), float("-inf"))
         return Denoised(tokens=at_rows(logits, rows))
+
+    def layers(self) -> Iterable[nn.Module]:
+        """The model's transformer layers: its one list of ``num_hidden_layers`` modules."""
+        count = getattr(self.model.config, "num_hidden_layers", None)
+        found = [m for m in self.model.modules() if isinstance(m, nn.ModuleList) and len(m) == count]
+        return found[0] if len(found) == 1 else ()
+
+    def adapter_targets(self) -> tuple[str, ...]:
+        """peft's default LoRA targets for the model's architecture (BERT's: query, value); none for one it lacks."""
+        from peft.utils.constants import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING as DEFAULTS
+
+        return tuple(DEFAULTS.get(self.model.config.model_type, ()))

@@ -15,6 +15,7 @@ names as without a latent, so a warm start from an imported LLaDA (``train.init_
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import cast
 
 import torch
@@ -191,6 +192,14 @@ class LLaDA(Backbone):
 
     def transformer_shape(self) -> TransformerShape:
         return self._shape
+
+    def layers(self) -> Iterable[nn.Module]:
+        # with a latent stream the blocks run in halves around the joint attention, never called whole
+        return self.blocks if self.latent is None else ()
+
+    def adapter_targets(self) -> tuple[str, ...]:
+        """Attention's four projections, as LoRA fine-tunes of LLaDA adapt them."""
+        return ("blocks.*.attn.q", "blocks.*.attn.k", "blocks.*.attn.v", "blocks.*.attn.out")
 
 
 def _initialise(module: nn.Module) -> None:

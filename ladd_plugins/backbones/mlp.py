@@ -5,6 +5,8 @@ conditioned on ``tau_y``, and mapped back to ``M`` hidden vectors for the latent
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from torch import Tensor, nn
 
 from registry.errors import IncompatibleComponentsError
@@ -50,3 +52,9 @@ class MLPDenoiser(Backbone):
             h = block(h, c)  # [B, 1, D]
         h = self.final(h, c).unflatten(-1, (self.length, -1)).squeeze(1)  # [B, 1, M * D] -> [B, M, D]
         return Denoised(latent=self.head(h))  # [B, M, d_l] (or code logits)
+
+    def layers(self) -> Iterable[nn.Module]:
+        return self.blocks
+
+    def adapter_targets(self) -> tuple[str, ...]:
+        return ("blocks.*.mlp.0", "blocks.*.mlp.2")

@@ -14,6 +14,7 @@ and the latent time embedding, which conditions both streams, start from their i
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import torch
@@ -120,6 +121,13 @@ class MMDiT(CachingBackbone):
 
     def transformer_shape(self) -> TransformerShape:
         return self._shape
+
+    def layers(self) -> Iterable[nn.Module]:
+        return self.blocks
+
+    def adapter_targets(self) -> tuple[str, ...]:
+        """Attention's projections in both streams."""
+        return tuple(f"blocks.*.{stream}.{layer}" for stream in ("tokens", "latent") for layer in ("qkv", "proj"))
 
     def warm_start_names(self) -> dict[str, str]:
         """The token stream under the single-channel ``dit``'s names: an MDLM DiT of the same sizes fills it whole

@@ -1,4 +1,4 @@
-"""``ladd export``: a run's EMA weights and config as a shareable model folder."""
+"""``ladd export``: a run's EMA weights and config as a shareable model folder, or a run's adapters alone."""
 from __future__ import annotations
 
 import argparse
@@ -12,6 +12,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run_dir")
     p.add_argument("out_dir", help="a new or empty folder")
     p.add_argument("--overwrite", action="store_true", help="replace the model files of a folder that is not empty")
+    p.add_argument(
+        "--adapter", action="store_true",
+        help="a run over a frozen base (train.lora, train.freeze): write what it trained alone, loadable onto that "
+        "base (without it: the whole model, adapters merged)",
+    )
     p.set_defaults(run=run)
 
 
@@ -19,4 +24,5 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
     """Export the run and say where to."""
     from registry.engine.export import export  # torch: only when exporting
 
-    print(f"exported {args.run_dir} to {export(args.run_dir, args.out_dir, registry, args.overwrite)}")
+    written = export(args.run_dir, args.out_dir, registry, args.overwrite, args.adapter)
+    print(f"exported {'the adapter of ' if args.adapter else ''}{args.run_dir} to {written}")

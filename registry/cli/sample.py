@@ -30,6 +30,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "run_dir", nargs="?", metavar="RUN_OR_MODEL", help="a run folder or a model folder (ladd export, ladd import)"
     )
     p.add_argument("--model", help="a folder written by `ladd export` instead of a run folder")
+    p.add_argument(
+        "--adapter", help="a folder written by `ladd export --adapter`, merged into the model it was trained over first"
+    )
     p.add_argument("--steps", type=positive, default=32, help="token steps (of each block, for a blockwise sampler)")
     p.add_argument(
         "--length", type=positive,
@@ -73,7 +76,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace, registry: Registry) -> None:
     """Sample, checking the arguments, the latents, the output file, memory and time first; one line per sample."""
-    from registry.engine.loading import load_model_folder, load_trained  # torch: only when sampling
+    from registry.engine.loading import add_adapter, load_model_folder, load_trained  # torch: only when sampling
     from registry.engine.prompts import decode, fixed_tokens
     from registry.engine.sampling import sample_rows
     from registry.engine.sampling_limits import check_sampling_memory, check_sampling_time
@@ -86,6 +89,8 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
         experiment, settings = load_trained(args.run_dir, registry)
     else:
         experiment, settings = load_model_folder(Path(args.model), registry)
+    if args.adapter:
+        add_adapter(experiment, Path(args.adapter), registry)
     experiment = guided(args, chosen_sampler(args, experiment, registry), registry, settings)
     _check_length(args, experiment, registry)
     latents, label = _latents(args, experiment)

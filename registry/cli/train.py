@@ -32,18 +32,21 @@ from .notices import print_problems
 
 NAME = "train"
 SWEEP_FLAGS = ("-m", "--multirun")
+DRY_RUN_FLAG = "--dry-run"
 HELP_FLAGS = ("-h", "--help")
 SWEEP_DIR = "hydra.sweep.dir"
 SEARCHPATH = "hydra.searchpath"
 RUN_DIR = "run_dir"
 USAGE = (
-    f"usage: ladd train [-m] [{ALLOW_CHANGES_FLAG}] [experiment=NAME] [KEY=VALUE ...]\n"
+    f"usage: ladd train [-m] [{ALLOW_CHANGES_FLAG}] [{DRY_RUN_FLAG}] [experiment=NAME] [KEY=VALUE ...]\n"
     "  KEY=VALUE        Hydra overrides: components by registry name (backbone=mmdit), options (train.lr=3e-4);\n"
     "                   any component may replace a preset's (its options for the one it replaces are left out)\n"
     "  train.stages.NAME.KEY=VALUE  one stage's setting (stage1, stage2, ...); train.stages=[{steps:N},...] replaces "
     "them all\n"
     "  -m, --multirun   one run per combination of comma-separated values (schedule=linear,cosine)\n"
     f"  {ALLOW_CHANGES_FLAG}  continue a run in progress with changed settings (recorded in its run.json)\n"
+    f"  {DRY_RUN_FLAG}        check the run and print its trained and frozen parameters and one step's memory\n"
+    "                   estimate on this machine, without reading weights, training or writing anything\n"
     f"  {SWEEP_DIR}=DIR  folder of a sweep's runs (DIR/0, DIR/1, ...; default multirun/TIME)\n"
     f"  {SEARCHPATH}=[file://DIR,...]  more folders of presets\n"
     "  run_dir=DIR      the run folder (default runs/TIME), as written (~ expanded); training again with it resumes\n"
@@ -69,6 +72,7 @@ class TrainCommand:
     overrides: list[str] = field(default_factory=list)
     multirun: bool = False
     allow_changes: bool = False
+    dry_run: bool = False
     sweep_dir: str | None = None
     searchpath: list[str] = field(default_factory=list)
 
@@ -81,6 +85,8 @@ class TrainCommand:
                 command.multirun = True
             elif arg == ALLOW_CHANGES_FLAG:
                 command.allow_changes = True
+            elif arg == DRY_RUN_FLAG:
+                command.dry_run = True
             elif arg.startswith("-"):
                 raise InvalidConfigError(f"ladd train does not take {arg!r} (see ladd train --help)")
             else:
@@ -207,6 +213,12 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
     command = TrainCommand.parse(args.arguments)
     check_selections(command.overrides, registry)  # every value of a sweep, before its first run trains
     jobs = command.prepared(registry)
+    if command.dry_run:
+        from registry.training.dry_run import dry_run  # Lightning: only once every job is checked
+
+        for job in jobs:
+            dry_run(job.settings, registry)
+        return
     from registry.training.loop import train  # Lightning: only once every job is checked
 
     with stopping_on_signals():

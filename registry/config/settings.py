@@ -34,6 +34,8 @@ OPTIMIZERS = {"adamw": "AdamW", "adam": "Adam"}
 LOGGERS = ("csv", "tensorboard", "wandb", "mlflow")
 #: seeds stay within the 32-bit range Lightning and NumPy accept, with room for the per-stage offsets
 MAX_SEED = 2**31 - 1
+#: dtypes the frozen weights (the base that ``train.lora`` and ``train.freeze`` leave untrained) may be held in
+FROZEN_DTYPES = ("float32", "bfloat16", "float16")
 #: sampling seeds fill the generators' 64 bits, with room for the offsets of chunks and repeats
 MAX_SAMPLING_SEED = 2**63 - 1
 #: the time in the names of default run and sweep folders
@@ -115,6 +117,50 @@ def operational_options() -> dict[str, frozenset[str]]:
     return found
 
 
+def check_patterns(key: str, patterns: list[str]) -> None:
+    """Name patterns (``blocks.*.attn.q``): dotted parts, none empty, ``*`` standing for any one part."""
+    for index, pattern in enumerate(patterns):
+        if not isinstance(pattern, str) or not pattern or "" in pattern.split("."):
+            raise InvalidConfigError(
+                f"{key}[{index}]={pattern!r} is not a name pattern: dotted parts of module names, none empty, with * "
+                f"for any one part (e.g. blocks.*.attn.q)"
+            )
+
+
+@dataclass
+class LoraConfig:
+    """LoRA adapters (through peft) on linear layers; rank 0 trains without them."""
+
+    rank: int = 0
+    alpha: float | None = None  # the adapters' output is scaled by alpha / rank; None: alpha = rank
+    dropout: float = 0.0  # dropout on the adapters' input
+    # module name patterns, of the model (backbone.blocks.*.attn.q) or of any part of a name (attn.q); None: each
+    # backbone's own (Backbone.adapter_targets)
+    targets: list[str] | None = None
+    # parameter name patterns trained in full beside the adapters (a part new to the network: backbone.latent)
+    full: list[str] = field(default_factory=list)
+
+    def check(self) -> None:
+        """Range checks, and no adapter options without adapters."""
+        check_range("train.lora.rank", self.rank, 0)
+        check_range("train.lora.alpha", self.alpha, 0, low_open=True, optional=True)
+        check_range("train.lora.dropout", self.dropout, 0, 1, high_open=True)
+        if self.targets is not None:
+            if not self.targets:
+                raise InvalidConfigError(
+                    "train.lora.targets=[] adapts nothing: name module patterns, or set null for the backbones' own"
+                )
+            check_patterns("train.lora.targets", self.targets)
+        check_patterns("train.lora.full", self.full)
+        if self.rank == 0:
+            given = [key for key, value in (("targets", self.targets), ("full", self.full or None)) if value]
+            if given:
+                raise InvalidConfigError(
+                    f"train.lora.{given[0]} is set but train.lora.rank=0 (no adapters); set train.lora.rank (e.g. 16) "
+                    f"or leave train.lora.{given[0]} unset"
+                )
+
+
 @dataclass
 class TrainerConfig:
     """Lightning-named overrides (``trainer.max_steps=N``) applied to every stage's Lightning fit."""
@@ -145,8 +191,11 @@ class TrainConfig:
     accelerator: str = field(default="auto", metadata=OPERATIONAL)
     devices: Any = field(default=1, metadata=OPERATIONAL)  # per node: a count, a list of indices, or "auto"
     num_nodes: int = field(default=1, metadata=OPERATIONAL)
-    # auto, ddp: DDP when there are several processes (docs/distributed.md); no sharding
+    # auto, ddp: DDP when there are several processes (docs/distributed.md); fsdp: parameters, gradients, optimiser
+    # state and EMA sharded over the GPUs (docs/finetuning.md)
     strategy: str = field(default="auto", metadata=OPERATIONAL)
+    # recompute each block of the backbones (Backbone.layers) in the backward pass instead of keeping its activations
+    activation_checkpointing: bool = field(default=False, metadata=OPERATIONAL)
     log_every: int = field(default=50, metadata=OPERATIONAL)
     # steps between checkpoints (last.ckpt of the stage, written atomically)
     checkpoint_every: int = field(default=500, metadata=OPERATIONAL)
@@ -161,6 +210,13 @@ class TrainConfig:
     # a model folder or finished run: every parameter of equal name and shape starts Stage 1 from it (read once,
     # when the run begins; a resumed run continues from its checkpoints)
     init_from: str | None = None
+    lora: LoraConfig = field(default_factory=LoraConfig)
+    # parameter name patterns frozen for the whole run (with or without LoRA): never trained, never written into the
+    # run's files, read again from where the run started when it resumes
+    freeze: list[str] = field(default_factory=list)
+    # the dtype the frozen weights are held in: bfloat16 halves their memory (under a mixed precision, whose autocast
+    # casts per operation); what trains stays float32, and so do its optimiser state and EMA
+    frozen_dtype: str = "float32"
 
     def __post_init__(self) -> None:
         check_range("train.batch_size", self.batch_size, 1)
@@ -185,6 +241,19 @@ class TrainConfig:
         check_range("train.num_nodes", self.num_nodes, 1)
         check_range("train.log_every", self.log_every, 1)
         check_range("train.checkpoint_every", self.checkpoint_every, 1)
+        self.lora.check()
+        check_patterns("train.freeze", self.freeze)
+        check_choice("train.frozen_dtype", self.frozen_dtype, FROZEN_DTYPES)
+        if self.frozen_dtype != "float32" and not (self.lora.rank or self.freeze):
+            raise InvalidConfigError(
+                f"train.frozen_dtype={self.frozen_dtype} but nothing is frozen: it applies to the base that "
+                f"train.lora.rank > 0 or train.freeze leaves untrained"
+            )
+
+    @property
+    def adapted(self) -> bool:
+        """Whether part of the model is a frozen base (LoRA, or parameters frozen by name)."""
+        return self.lora.rank > 0 or bool(self.freeze)
 
     def stages_to_run(self) -> dict[str, StageConfig]:
         """The stages in the order they run (one a preset or override set to null is not among them)."""

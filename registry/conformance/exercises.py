@@ -15,6 +15,7 @@ from typing import Any, cast
 import torch
 
 from registry.config.settings import Objective
+from registry.engine.adapters import ADAPTABLE, matches
 from registry.engine.model import DiffusionModel
 from registry.engine.sampling import takes_latent
 from registry.errors import IncompatibleComponentsError, MissingResourceError
@@ -491,11 +492,13 @@ def exercise_backbone(component: Component, registry: Registry) -> None:
         except IncompatibleComponentsError:
             continue
         _backbone_round(backbone, channels)
+        _check_declared_parts(backbone, channels)
         used += 1
     _expect(used > 0, "builds for no channel combination (tokens, tokens + latent, latent alone)")
 
 
-def _backbone_round(backbone: Any, channels: Channels) -> None:
+def _backbone_inputs(channels: Channels) -> tuple[Any, Any, Any, Any]:
+    """A backbone's seeded inputs for ``channels``: ``x_t``, ``tau_x``, ``y_t``, ``tau_y`` (None where absent)."""
     generator = _generator()
     tau = torch.full((BATCH,), 0.5)
     x = torch.randint(VOCAB + 1, (BATCH, SEQ), generator=generator) if channels.tokens else None
@@ -509,7 +512,11 @@ def _backbone_round(backbone: Any, channels: Channels) -> None:
                 )
             ).y0
         y = latent.backbone_input(y0)
-    tau_x, tau_y = (tau if x is not None else None), (tau if y is not None else None)
+    return x, (tau if x is not None else None), y, (tau if y is not None else None)
+
+
+def _backbone_round(backbone: Any, channels: Channels) -> None:
+    x, tau_x, y, tau_y = _backbone_inputs(channels)
     given = " + ".join(
         name for name, value in (("tokens", x), (type(channels.latent).__name__, y)) if value is not None
     )
@@ -535,8 +542,52 @@ def _backbone_round(backbone: Any, channels: Channels) -> None:
         _expect(out.latent is not None, f"forward with {given}: a backbone given a latent channel must predict it")
     backbone.train()
     with _during(f"backward through forward with {given}"):
-        out = backbone(x, tau_x, y, tau_y)
-        sum(o.float().sum() for o in (out.tokens, out.latent) if o is not None).backward()
+        _backward(backbone, (x, tau_x, y, tau_y))
+
+
+def _check_declared_parts(backbone: Any, channels: Channels) -> None:
+    """Its blocks (``layers``) are its own modules and recomputing them (activation checkpointing) leaves the
+    gradients as they were; each of its ``adapter_targets`` names some of its linear layers or embeddings."""
+    own = {id(module) for module in backbone.modules()}
+    with _during("layers()"):
+        blocks = list(backbone.layers())
+    _expect(all(id(block) in own for block in blocks), "layers() yields modules that are not the backbone's own")
+    adaptable = [name for name, module in backbone.named_modules() if isinstance(module, ADAPTABLE)]
+    with _during("adapter_targets()"):
+        patterns = backbone.adapter_targets()
+    for pattern in patterns:
+        _expect(
+            any(matches(name, pattern) for name in adaptable),
+            f"adapter_targets() names {pattern!r}, which matches none of its linear layers or embeddings",
+        )
+    if not blocks:
+        return
+    from registry.training.strategy import recompute_blocks  # here: the training wing imports Lightning
+
+    backbone.eval()  # no dropout: the two passes must see the same function of the same inputs
+    inputs = tuple(value if value is None else value.detach() for value in _backbone_inputs(channels))
+    with _during("forward and backward in eval mode"):
+        plain = _gradients(backbone, inputs)
+    recompute_blocks(backbone)
+    with _during("forward and backward with its layers() recomputed (train.activation_checkpointing)"):
+        recomputed = _gradients(backbone, inputs)
+    _expect(
+        all(torch.allclose(a, b, atol=1e-5) for a, b in zip(plain, recomputed, strict=True)),
+        "recomputing its layers() in the backward pass (train.activation_checkpointing) changes the gradients",
+    )
+
+
+def _gradients(backbone: Any, inputs: tuple[Any, ...]) -> list[torch.Tensor]:
+    """The gradients of the sum of the backbone's outputs for ``inputs``."""
+    backbone.zero_grad(set_to_none=True)
+    _backward(backbone, inputs)
+    return [p.grad.clone() for p in backbone.parameters() if p.grad is not None]
+
+
+def _backward(backbone: Any, inputs: tuple[Any, ...]) -> None:
+    """A backward pass from the sum of the backbone's outputs."""
+    out = backbone(*inputs)
+    sum(o.float().sum() for o in (out.tokens, out.latent) if o is not None).backward()
 
 
 def exercise_dataset(component: Component, registry: Registry) -> None:

@@ -146,13 +146,13 @@ def evaluate(
     ]
     result.data_floor, result.data_floor_spread = mean_and_spread(floors)
     for steps in shown(settings.budgets, f"evaluating {method}", progress, name=lambda steps: f"{steps} steps"):
-        draws, flops = [], []
+        measured, flops = [], []
         for seed, reference in zip(seeds[:repeats], references, strict=False):
             samples, cost = sample_with_cost(
                 experiment, n, int(steps), settings.batch_size, seed + int(steps), precision=precision
             )
-            draws.append(experiment.metric(samples, reference))
+            measured.append(experiment.metric(samples, reference))
             flops.append(cost.flops)
-        scores, spread = mean_and_spread(draws)
+        scores, spread = mean_and_spread(measured)
         result.scores.append(BudgetScore(int(steps), cost.network_calls, scores, spread, sum(flops) / len(flops)))
     return result

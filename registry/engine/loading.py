@@ -5,42 +5,35 @@ Nothing here imports Lightning: reading a run needs no training loop.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, cast
-
-import yaml
-from omegaconf import OmegaConf
-from omegaconf.errors import OmegaConfBaseException
 
 from registry.config.safety import without_local_paths
-from registry.config.settings import Settings, checked, upgraded
-from registry.errors import LaddError, first_line
-from registry.host.kinds import SLOTS
+from registry.config.settings import Settings, checked
+from registry.errors import LaddError
 from registry.host.model_folders import reading
 from registry.host.registry import Registry, load
-from registry.storage.records import check_yaml, read_json
 from registry.storage.weights import load_weights
 
+from .adapters import adapt, load_adapted, load_state, merge_adapters, seed_for_building, start
 from .assembly import Experiment, build_experiment, check_installed
+from .documents import (
+    ADAPTER_JSON,
+    ADAPTER_WEIGHTS,
+    CONFIG_JSON,
+    is_model_folder,
+    read_adapter_document,
+    read_config,
+    read_document,
+)
 from .runs import CONFIG_FILE, WEIGHTS_FILE, recorded_components
-
-CONFIG_JSON = "config.json"
-FORMAT = "ladd-model/1"
-
-
-def read_config(path: Path) -> dict[str, Any]:
-    """A saved run config as plain data (it was saved resolved: nothing in it is evaluated), in this ladd's form."""
-    check_yaml(path, "a ladd config", "restore it from a copy of the run")
-    try:
-        plain = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
-    except (OSError, ValueError, yaml.YAMLError, OmegaConfBaseException) as error:
-        raise LaddError(f"cannot read {path}: it is not a ladd config ({first_line(error)})") from None
-    if not isinstance(plain, dict):
-        raise LaddError(f"cannot read {path}: it is not a ladd config (a mapping of options)")
-    return upgraded(cast(dict[str, Any], plain))  # a YAML mapping of option names
 
 
 def load_run(run_dir: str | Path, registry: Registry) -> tuple[Experiment, Settings]:
-    """Rebuild a trained experiment from its run folder (config + EMA weights)."""
+    """Rebuild a trained experiment from its run folder (config + EMA weights).
+
+    A run over a frozen base (``train.lora``, ``train.freeze``) saved only what it trained: its base is made again
+    where the run started (``train.init_from``, or the seeded initialisation) and checked against the one it was
+    trained over, then the adapters are merged into the layers they adapt.
+    """
     run_dir = Path(run_dir)
     config_path, weights_path = run_dir / CONFIG_FILE, run_dir / WEIGHTS_FILE
     if not config_path.is_file() or not weights_path.is_file():
@@ -48,15 +41,43 @@ def load_run(run_dir: str | Path, registry: Registry) -> tuple[Experiment, Setti
     settings = checked(without_local_paths(read_config(config_path), registry))
     origins = recorded_components(run_dir) or {}
     check_installed(origins, registry, f"run {run_dir}")
+    if settings.train.adapted:
+        seed_for_building(settings.seed)
     experiment = build_experiment(settings, registry, origins)
-    load_weights(experiment.model, weights_path)
+    base, _ = start(experiment, settings, registry) if settings.train.adapted else (None, None)
+    load_state(experiment.model, base, weights_path, f"run {run_dir}", settings)
+    merge_adapters(experiment.model)
     experiment.model.eval()
     return experiment, settings
 
 
-def from_pretrained(path: str | Path, registry: Registry | None = None) -> Experiment:
-    """Rebuild a model folder (written by ``ladd export`` or ``ladd import``), ready to sample."""
-    return load_model_folder(Path(path), registry or load())[0]
+def from_pretrained(
+    path: str | Path, registry: Registry | None = None, adapter: str | Path | None = None
+) -> Experiment:
+    """Rebuild a model folder (written by ``ladd export`` or ``ladd import``), ready to sample; with ``adapter`` (a
+    folder ``ladd export --adapter`` wrote), that adapter merged into it."""
+    registry = registry or load()
+    experiment = load_model_folder(Path(path), registry)[0]
+    if adapter is not None:
+        add_adapter(experiment, Path(adapter), registry)
+    return experiment
+
+
+def add_adapter(experiment: Experiment, folder: Path, registry: Registry) -> None:
+    """Merge an exported adapter into the model it was trained over; any other model is refused by the SHA-256 of
+    the frozen weights the adapter was trained over, before anything is changed."""
+    if not (folder / ADAPTER_JSON).is_file() or not (folder / ADAPTER_WEIGHTS).is_file():
+        raise LaddError(f"{folder} is not an exported adapter (expected {ADAPTER_JSON} and {ADAPTER_WEIGHTS})")
+    document = read_adapter_document(folder / ADAPTER_JSON)
+    settings = checked(without_local_paths(document["config"], registry))
+    start = document["base"].get("init_from") or "the seeded initialisation of its config"
+    what, fix = f"adapter {folder}", f"load it onto the model it was trained over ({start})"
+    base = adapt(experiment.model, settings.train, expected=(document["base"]["sha256"], what, fix))
+    if base is None:
+        raise LaddError(f"{folder / ADAPTER_JSON} trains every weight (no train.lora or train.freeze): it is damaged")
+    load_adapted(experiment.model, base, folder / ADAPTER_WEIGHTS, what, fix)
+    merge_adapters(experiment.model)
+    experiment.model.eval()
 
 
 def load_model_folder(path: Path, registry: Registry) -> tuple[Experiment, Settings]:
@@ -73,47 +94,6 @@ def load_model_folder(path: Path, registry: Registry) -> tuple[Experiment, Setti
     return experiment, settings
 
 
-def is_model_folder(path: str | Path) -> bool:
-    """Whether ``path`` is a model folder (written by ``ladd export`` or ``ladd import``) rather than a run."""
-    return (Path(path) / CONFIG_JSON).is_file() and not (Path(path) / CONFIG_FILE).is_file()
-
-
 def load_trained(path: str | Path, registry: Registry) -> tuple[Experiment, Settings]:
     """A finished run or a model folder, rebuilt with its weights, and its config."""
     return load_model_folder(Path(path), registry) if is_model_folder(path) else load_run(path, registry)
-
-
-def read_document(path: Path) -> dict[str, Any]:
-    """An exported ``config.json``, checked: JSON, this format, and components that agree with its config (which
-    the caller checks as settings)."""
-    document = read_json(path, "an exported model's config", "the export is damaged")
-    if not isinstance(document, dict) or document.get("format") != FORMAT:
-        found = document.get("format") if isinstance(document, dict) else type(document).__name__
-        raise LaddError(f"{path} has format {found!r}; this ladd reads {FORMAT!r}")
-    config, components = document.get("config"), document.get("components")
-    if not isinstance(config, dict) or not isinstance(components, dict):
-        raise LaddError(f"{path} lacks its 'config' or 'components' section; the export is damaged")
-    config = document["config"] = upgraded(config)
-    _check_agreement(config, components, path)
-    return document
-
-
-def _check_agreement(config: dict[str, Any], components: dict[str, Any], path: Path) -> None:
-    """Every slot the config fills is recorded in ``components`` under the same kind and name, and nothing else is."""
-    for slot, kind in ((s.name, s.kind) for s in SLOTS.values()):
-        node = config.get(slot)
-        chosen = node.get("name") if isinstance(node, dict) else node
-        recorded = components.get(slot)
-        if chosen is None and recorded is None:
-            continue
-        if not isinstance(recorded, dict) or (recorded.get("kind"), recorded.get("name")) != (kind, chosen):
-            described = None if not isinstance(recorded, dict) else f"{recorded.get('kind')} {recorded.get('name')!r}"
-            raise LaddError(
-                f"{path}: the config's {slot} is {kind} {chosen!r} but its components record {described}; "
-                f"the export was edited or damaged"
-            )
-    unknown = sorted(set(components) - set(SLOTS))
-    if unknown:
-        raise LaddError(
-            f"{path}: components records unknown slots {', '.join(unknown)}; the export was edited or damaged"
-        )

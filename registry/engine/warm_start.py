@@ -25,7 +25,7 @@ from registry.interfaces import Backbone, Dataset
 from registry.storage.weights import check_finite, verify_weights
 
 from .assembly import required_selection
-from .loading import CONFIG_JSON, is_model_folder, read_config, read_document
+from .documents import CONFIG_JSON, is_model_folder, read_config, read_document
 from .runs import CONFIG_FILE, WEIGHTS_FILE
 
 SETTING = "train.init_from"

@@ -62,10 +62,16 @@ def write_weights(model: torch.nn.Module, path: Path) -> None:
 def save_tensors(tensors: dict[str, torch.Tensor], path: str | Path, metadata: dict[str, str]) -> Path:
     """Tensors as safetensors with ``metadata`` and the checksum of the whole file, written atomically."""
     with replacing(path) as partial:
-        with _system_errors():
-            save_file(tensors, str(partial), metadata={**metadata, FILE_DIGEST_KEY: _PLACEHOLDER})
-        _write_digest(partial)
+        write_tensors(tensors, partial, metadata)
     return Path(path)
+
+
+def write_tensors(tensors: dict[str, torch.Tensor], path: Path, metadata: dict[str, str]) -> None:
+    """Tensors as safetensors with ``metadata`` and the checksum of the whole file, written in place (to a fresh
+    file)."""
+    with _system_errors():
+        save_file(tensors, str(path), metadata={**metadata, FILE_DIGEST_KEY: _PLACEHOLDER})
+    _write_digest(path)
 
 
 @contextmanager
@@ -83,11 +89,16 @@ def _system_errors() -> Iterator[None]:
 
 def state_digest(module: torch.nn.Module) -> str:
     """The SHA-256 of a module's state (names, dtypes, shapes, values): equal for equal weights, wherever they live."""
+    return tensors_digest(module.state_dict())
+
+
+def tensors_digest(tensors: Mapping[str, torch.Tensor]) -> str:
+    """The SHA-256 of named tensors (names, dtypes, shapes, values), in the order of their names."""
     digest = hashlib.sha256()
-    for name, tensor in sorted(module.state_dict().items()):
+    for name, tensor in sorted(tensors.items()):
         value = tensor.detach().cpu()
         digest.update(f"{name}|{value.dtype}|{tuple(value.shape)}|".encode())
-        digest.update(value.reshape(-1).view(torch.uint8).numpy().tobytes())
+        digest.update(value.reshape(-1).view(torch.uint8).numpy().data)  # the bytes, read in place
     return digest.hexdigest()
 
 

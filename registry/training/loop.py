@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import nullcontext
@@ -22,24 +23,33 @@ from torch.utils.data import DataLoader, IterableDataset
 
 from registry.config.settings import Settings, checked
 from registry.distributed import rank, world_size
+from registry.engine.adapters import Base, load_state, save_state, save_tensors_of, start
 from registry.engine.assembly import Experiment, build_experiment
 from registry.engine.batches import check_batch, first_batch, stream_ended
+from registry.engine.loading import load_run
 from registry.engine.memory import check_fits
 from registry.engine.runs import COMPONENTS_FILE, WEIGHTS_FILE, RunFolder
-from registry.engine.warm_start import warm_start
 from registry.errors import InvalidConfigError, LaddError
 from registry.host.registry import Registry
 from registry.interfaces import Dataset, batches_from, device_batches, prepare, rank_batches
 from registry.storage.files import write_text
-from registry.storage.weights import first_non_finite, load_weights, save_weights
+from registry.storage.weights import first_non_finite
 
 from .console import progress_bar, quiet_lightning_notices
 from .ema import EMAWeights
 from .metrics_file import METRICS_FILE, MetricsFile, read_metrics
 from .module import LaddModule
-from .resume import ResumeState, StopOnSignal, check_saved_state, has_saved_state, resume_point, stage_checkpoint
+from .resume import (
+    ResumeState,
+    StopOnSignal,
+    check_saved_state,
+    has_saved_state,
+    is_checkpoint,
+    resume_point,
+    stage_checkpoint,
+)
 from .stopping import Stopped, deferred, stopping_on_signals
-from .strategy import Hardware
+from .strategy import Hardware, check_layers
 from .tracking import Tracking
 
 
@@ -114,43 +124,49 @@ def _train_checked(
     # every process, before any joins the others: one prepares the data (tokenises, on first use) while the
     # others wait for it on the file system, so no process group setup times out meanwhile
     prepare(experiment.dataset, ["train"])
-    if train_cfg.init_from is not None:
-        _warm_start(experiment, train_cfg.init_from, settings, folder, registry, main)
+    base = _start(experiment, settings, folder, registry, main)
     if main and not has_saved_state(folder, len(train_cfg.stages_to_run())):
         _check_starting_weights(experiment, settings)
+    check_layers(experiment.model, train_cfg.activation_checkpointing, hardware.shards > 1)
     if main:
         # damaged or unfitting saved state, a foreign metrics file, or data that cannot give a first batch:
         # all refused before anything is written
-        check_saved_state(experiment.model, folder, settings)
+        check_saved_state(experiment.model, folder, settings, base)
         read_metrics(folder.path / METRICS_FILE)
-        check_fits(
-            experiment.model, train_cfg.batch_size // world, hardware.value_bytes, hardware.device, "train.batch_size"
-        )
+        check_fits(hardware.estimate(experiment.model, base, train_cfg.batch_size // world), hardware.device)
         first_batch(experiment.dataset, train_cfg.batch_size, settings.seed)  # it allocates: after the size check
     with folder.claim(plain, allow_changes) if main else nullcontext():
         if main:
             write_text(folder.path / COMPONENTS_FILE, json.dumps(experiment.origins(), indent=2))
         try:
-            _train_stages(experiment, settings, folder, hardware, registry, tracking)
+            _train_stages(experiment, settings, folder, hardware, registry, tracking, base)
         except BaseException as error:
             tracking.end("killed" if isinstance(error, Stopped) else "failed")
             raise
         tracking.end("success")
-        return experiment
+    if (base is not None or hardware.shards > 1) and main:
+        # the whole model, adapters merged, out of any shards, the base in its own dtype: as reading the run gives it
+        return load_run(folder.path, registry)[0]
+    return experiment
 
 
-def _warm_start(
-    experiment: Experiment, source: str, settings: Settings, folder: RunFolder, registry: Registry, main: bool
-) -> None:
-    """``train.init_from`` (``source``) for a run that begins (every process loads it; the main one prints the
-    table); a run with saved state resumes from it instead, without reading the source again."""
-    if has_saved_state(folder, len(settings.train.stages_to_run())):
+def _start(
+    experiment: Experiment, settings: Settings, folder: RunFolder, registry: Registry, main: bool
+) -> Base | None:
+    """Where the run starts: ``train.init_from`` (every process loads it; the main one prints the table) and the
+    adapters over the frozen base. A resumed run continues from its checkpoints without reading the source again,
+    unless it trains over a frozen base, which its files never hold: that is read again, and checked."""
+    source = settings.train.init_from
+    resuming = has_saved_state(folder, len(settings.train.stages_to_run()))
+    if source is not None and resuming and not settings.train.adapted:
         if main:
             print(f"resuming {folder.path}: train.init_from ({source}) started it and is not read again", flush=True)
-        return
-    report = warm_start(experiment.model, experiment.dataset, source, registry)
-    if main:
-        print(report.table(), flush=True)
+        return None
+    base, report = start(experiment, settings, registry)
+    if main and report is not None:
+        again = f"resuming {folder.path}: its frozen base read again from train.init_from ({source})"
+        print(again if resuming else report.table(), flush=True)
+    return base
 
 
 def _check_starting_weights(experiment: Experiment, settings: Settings) -> None:
@@ -175,19 +191,21 @@ def _train_stages(
     hardware: Hardware,
     registry: Registry,
     tracking: Tracking,
+    base: Base | None,
 ) -> None:
     """Run every stage not finished yet, then save the final EMA weights (global rank 0)."""
     train_cfg, main = settings.train, hardware.rank == 0
+    hardware.prepare(experiment.model, base)
     if train_cfg.compile:
         experiment.model.compile_backbones(train_cfg.compile_mode)
-    module = LaddModule(experiment.model, train_cfg, settings.seed, experiment.dataset)
+    module = LaddModule(experiment.model, train_cfg, settings.seed, experiment.dataset, base)
     stages = list(train_cfg.stages_to_run().values())
     for index, stage in enumerate(stages, start=1):
         experiment.model.begin_stage(stage)
         module.stage = index
         stage_dir, last = folder.stage_dir(index), folder.last_checkpoint(index)
         if folder.stage_weights(index).is_file():
-            load_weights(experiment.model, folder.stage_weights(index))
+            load_state(experiment.model, base, folder.stage_weights(index), f"run {folder.path}", settings)
             continue
         # Seeding per stage makes a stage's start independent of whether the run was interrupted before it.
         L.seed_everything(settings.seed + index, workers=True, verbose=False)
@@ -199,7 +217,7 @@ def _train_stages(
             callbacks=[
                 EMAWeights(train_cfg.ema_decay),
                 stage_checkpoint(stage_dir, train_cfg.checkpoint_every),
-                ResumeState(stream, index, experiment.origins(), registry),
+                ResumeState(stream, index, experiment.origins(), registry, base),
                 MetricsFile(folder.path / METRICS_FILE, index, train_cfg.log_every),
                 *([progress_bar(index, train_cfg.log_every)] if train_cfg.progress else []),
                 StopOnSignal(last),  # last but the checkpoint: a step's state is whole there
@@ -219,9 +237,17 @@ def _train_stages(
             warnings.filterwarnings(
                 "ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated", category=FutureWarning
             )
-            trainer.fit(module, loader, ckpt_path=last if last.is_file() else None, weights_only=True)
-        experiment.model.cpu()
+            trainer.fit(module, loader, ckpt_path=last if is_checkpoint(last) else None, weights_only=True)
+        whole = hardware.whole_state(trainer)  # gathered from the shards (on the first process), or None
+        if whole is None:
+            experiment.model.cpu()
         if main:
-            save_weights(experiment.model, folder.stage_weights(index))
+            if whole is None:
+                save_state(experiment.model, base, folder.stage_weights(index))
+            else:
+                save_tensors_of(whole, base, folder.stage_weights(index))
     if main:
-        save_weights(experiment.model, folder.path / WEIGHTS_FILE)
+        if hardware.shards > 1:  # one stage (``sharding``), whose weights are the run's
+            shutil.copyfile(folder.stage_weights(len(stages)), folder.path / WEIGHTS_FILE)
+        else:
+            save_state(experiment.model, base, folder.path / WEIGHTS_FILE)

@@ -1,12 +1,14 @@
 """One optimisation step of a model's objective under Lightning: ``LaddModule``, its optimiser and its loss checks.
 
 The module trains the parameters that require gradients; whatever decides which those are (a stage's
-trainable set here, adapters later) acts on the model before the optimiser is built.
+trainable set here, adapters and frozen parameters in ``engine.adapters``) acts on the model before the optimiser
+is built. Over a frozen base, the module's state (what checkpoints hold) is what trains alone.
 """
 from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import lightning as L
@@ -15,6 +17,7 @@ import torch
 from registry.config.lr_schedules import lr_factor
 from registry.config.settings import OPTIMIZERS, TrainConfig
 from registry.distributed import Shard, step_seed
+from registry.engine.adapters import Base
 from registry.engine.model import DiffusionModel
 from registry.errors import InvalidConfigError, LaddError
 from registry.interfaces import Dataset, context_of, padding_of
@@ -58,21 +61,52 @@ class _FiniteWatch:
 class LaddModule(L.LightningModule):
     """Lightning wrapper: one optimisation step of the model's objective on this process's share of the global batch."""
 
-    def __init__(self, model: DiffusionModel, train: TrainConfig, seed: int, dataset: Dataset | None = None) -> None:
+    def __init__(
+        self, model: DiffusionModel, train: TrainConfig, seed: int, dataset: Dataset | None = None,
+        base: Base | None = None,
+    ) -> None:
         super().__init__()
         self.model = model
         self.train_cfg = train
         self.seed = seed
         self.dataset = dataset  # its padding and context (``Dataset.padding``, ``context``) stay out of the loss
+        self.base = base  # the frozen weights, never in the module's state
+        self.strict_loading = base is None  # a sharded load fills the state without the base; it checks nothing else
         self.stage = 1
         self.resting: list[torch.nn.Parameter] = []  # parameters this stage's loss does not reach
         self.watch = _FiniteWatch()
+
+    def state_dict(self, *args: Any, destination: Any = None, prefix: str = "", keep_vars: bool = False) -> Any:
+        """The module's state, over a frozen base what trains alone: what a checkpoint holds.
+
+        Called by a wrapper (a prefix given: FSDP, which renames the entries afterwards) the state is whole, and the
+        strategy leaves the base out (``sharding``).
+        """
+        state = super().state_dict(*args, destination=destination, prefix=prefix, keep_vars=keep_vars)
+        if self.base is not None and not prefix:
+            for name in [name for name in state if name.removeprefix("model.") not in self.base.trained]:
+                del state[name]
+        return state
+
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False) -> Any:
+        """Load a checkpoint's state: over a frozen base, exactly what trains (the base is the module's own)."""
+        if self.base is None:
+            return super().load_state_dict(state_dict, strict=strict, assign=assign)
+        names = {name.removeprefix("model.") for name in state_dict}
+        if names != self.base.trained:
+            difference = sorted(names ^ self.base.trained)[0]
+            raise LaddError(
+                f"the checkpoint's state {'lacks' if difference not in names else 'holds'} {difference}: it was "
+                f"written with other adapter settings (train.lora, train.freeze); train into a new run_dir"
+            )
+        return super().load_state_dict(state_dict, strict=False, assign=assign)
 
     def setup(self, stage: str) -> None:
         # Here the processes are joined and the device is known, and neither DDP nor the optimiser has seen
         # the parameters yet: the stage trains exactly what its loss reaches, so DDP needs no search for the rest.
         self.model.to(self.trainer.strategy.root_device)
-        self.resting = unreached_parameters(self.model)
+        with self.trainer.precision_plugin.forward_context():  # as a step runs: frozen weights may be in bfloat16
+            self.resting = unreached_parameters(self.model)
         for parameter in self.resting:
             parameter.requires_grad_(False)
 

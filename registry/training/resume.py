@@ -16,45 +16,58 @@ import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
 from registry.config.settings import Settings
+from registry.engine.adapters import BASE_KEY, Base, base_fix
 from registry.engine.assembly import check_installed
 from registry.engine.model import DiffusionModel
 from registry.engine.runs import RunFolder
 from registry.errors import LaddError
 from registry.host.registry import Registry
-from registry.storage.weights import CorruptFileError, check_checkpoint, check_dtypes, check_shapes, verify_weights
+from registry.storage.weights import CorruptFileError, check_checkpoint, check_dtypes, check_shapes, read_tensors
 
 from .metrics_file import METRICS_FILE, MetricsFile, check_logged_through
+from .sharding import is_sharded, read_metadata
 from .stopping import Stopped, received, reclaim
+
+
+def is_checkpoint(path: Path) -> bool:
+    """Whether a stage's checkpoint is there: a file, or a sharded checkpoint's folder (``sharding``)."""
+    return path.is_file() or is_sharded(path)
 
 
 def has_saved_state(folder: RunFolder, stages: int) -> bool:
     """Whether any of the first ``stages`` stages left weights or a checkpoint: the run has begun."""
     return any(
-        path.is_file()
+        folder.stage_weights(index).is_file() or is_checkpoint(folder.last_checkpoint(index))
         for index in range(1, stages + 1)
-        for path in (folder.stage_weights(index), folder.last_checkpoint(index))
     )
 
 
-def check_saved_state(model: DiffusionModel, folder: RunFolder, settings: Settings) -> None:
-    """Every stage's saved weights or checkpoint is intact, fits ``model`` and is within the stage's steps.
+def check_saved_state(model: DiffusionModel, folder: RunFolder, settings: Settings, base: Base | None = None) -> None:
+    """Every stage's saved weights or checkpoint is intact, fits ``model``, is within the stage's steps and, over a
+    frozen base, was trained over this one.
 
     Checked before the run writes anything.
     """
     for index, (name, stage) in enumerate(settings.train.stages_to_run().items(), start=1):
         final, last = folder.stage_weights(index), folder.last_checkpoint(index)
         if final.is_file():
-            tensors = verify_weights(final)
+            tensors, metadata = read_tensors(final)
+            if base is not None:
+                base.check(metadata.get(BASE_KEY, "(none: whole weights)"), str(final), base_fix(settings))
             check_dtypes(model, tensors, final)
             check_shapes(model, {name: tuple(tensor.shape) for name, tensor in tensors.items()}, final)
-        elif last.is_file():
-            check_checkpoint(last)
+        elif is_checkpoint(last):
+            if last.is_file():
+                check_checkpoint(last)
             checkpoint = read_checkpoint(last)
-            # LaddModule holds the model as its attribute `model`
-            state, step = checkpoint["state_dict"], checkpoint["global_step"]
-            check_shapes(
-                model, {name.removeprefix("model."): tuple(tensor.shape) for name, tensor in state.items()}, last
-            )
+            step = checkpoint["global_step"]
+            if base is not None:
+                recorded = (checkpoint.get("ladd") or {}).get("base", "(none: whole weights)")
+                base.check(recorded, str(last), base_fix(settings))
+            if last.is_file():  # a sharded checkpoint's tensors are read by its strategy, which checks them
+                # LaddModule holds the model as its attribute `model`
+                shapes = {name.removeprefix("model."): tuple(t.shape) for name, t in checkpoint["state_dict"].items()}
+                check_shapes(model, shapes, last)
             steps = settings.stage_steps(stage)
             if step > steps:  # Lightning would take the stage for finished and keep weights of more steps
                 overridden = settings.trainer.max_steps is not None
@@ -69,9 +82,13 @@ def check_saved_state(model: DiffusionModel, folder: RunFolder, settings: Settin
 
 
 def read_checkpoint(last: Path) -> dict[str, Any]:
-    """A stage checkpoint holding (EMA) weights and the step it was written at; a file without them is refused."""
-    checkpoint = torch.load(last, map_location="cpu", weights_only=True, mmap=True)
-    state = checkpoint.get("state_dict") if isinstance(checkpoint, dict) else None
+    """A stage checkpoint holding (EMA) weights and the step it was written at; a file without them is refused.
+
+    Of a sharded checkpoint, its ``meta.pt`` alone: the step and everything but the tensors.
+    """
+    sharded = is_sharded(last)
+    checkpoint = read_metadata(last) if sharded else torch.load(last, map_location="cpu", weights_only=True, mmap=True)
+    state = checkpoint.get("state_dict", {} if sharded else None) if isinstance(checkpoint, dict) else None
     step = checkpoint.get("global_step") if isinstance(checkpoint, dict) else None
     if not isinstance(state, dict) or type(step) is not int or step < 0:
         raise CorruptFileError(
@@ -88,7 +105,7 @@ def resume_point(folder: RunFolder, stages: int) -> str:
             continue
         last = folder.last_checkpoint(index)
         try:
-            step = read_checkpoint(last)["global_step"] if last.is_file() else 0
+            step = read_checkpoint(last)["global_step"] if is_checkpoint(last) else 0
         except Exception:  # noqa: BLE001 - a damaged checkpoint is reported when the command runs again
             return f"in stage {index}"
         return f"at step {step} of stage {index}"
@@ -139,8 +156,11 @@ class ResumeState(Callback):
     ``stream`` is the stage's batch stream: its ``start`` is set to the batches already trained on.
     """
 
-    def __init__(self, stream: Any, stage: int, origins: dict[str, dict[str, Any]], registry: Registry) -> None:
+    def __init__(
+        self, stream: Any, stage: int, origins: dict[str, dict[str, Any]], registry: Registry, base: Base | None = None
+    ) -> None:
         self.stream, self.stage, self.origins, self.registry = stream, stage, origins, registry
+        self.base = base
 
     def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]) -> None:
         checkpoint["ladd"] = {
@@ -148,6 +168,7 @@ class ResumeState(Callback):
             "components": self.origins,
             "rng_cpu": torch.get_rng_state(),
             "rng_cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+            **({} if self.base is None else {"base": self.base.digest}),
         }
 
     def on_load_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]) -> None:

@@ -60,3 +60,9 @@ def test_gpu_check_tiny_runs_every_section_on_cpu(tmp_path: Path) -> None:
     blocks = json.loads((tmp_path / "block_diffusion" / "block_diffusion.json").read_text())
     assert blocks["identical_tokens"] and blocks["forwards"]["per_step_ratio"] == blocks["forwards"]["analytic"]
     assert blocks["forwards"]["with_cache"] == blocks["forwards"]["closed_form_with_cache"]
+    lora = [json.loads(line) for line in (tmp_path / "finetune_lora.jsonl").read_text().splitlines()]
+    assert [(r["ok"], r["size"], r["batch"]) for r in lora] == [(True, "tiny", 1)] and lora[0]["tokens_per_s"] > 0
+    # without a GPU, sharding is refused in ladd's one line, the row's expected finding here
+    sharded = [json.loads(line) for line in (tmp_path / "finetune_sharded.jsonl").read_text().splitlines()]
+    assert [r["row"] for r in sharded] == ["fsdp", "fsdp_lora"]
+    assert all(r["ok"] and "train.strategy=fsdp shards the model over GPUs" in r["refused"] for r in sharded)

@@ -33,6 +33,12 @@ BASES = {
         "experiment=binsaw/coladd_seq_cpu", *COMMON, "train.stages=[{steps:2,lambda_latent:0.5}]",
         "objective.p_cfg=0.3", "objective.latent_repeats=2", "latent_backbone.hidden=16",
     ],
+    # LoRA on the adaLN modulations beside the output head trained in full (both start at zero in a new DiT, so
+    # that nothing else would get a gradient); bf16 autocast, so that the frozen weights may be held in bfloat16
+    "lora": [
+        "experiment=binsaw/mdlm_cpu", *COMMON, "train.stages=[{steps:3}]", "train.lora.rank=2",
+        "train.lora.targets=[adaln.proj]", "train.lora.full=[final.head]", "train.precision=bf16-mixed",
+    ],
 }
 STAGE = "train.stages.stage1"
 #: a training option -> its base and another value, which must train other weights than the base run's
@@ -59,6 +65,13 @@ TRAINING: dict[str, tuple[str, Any]] = {
     f"{STAGE}.lambda_latent": ("latent", 1.0),
     f"{STAGE}.freeze_encoder": ("latent", True),
     f"{STAGE}.max_minutes": ("tokens", 1e-9),  # the stage ends at its first time check
+    "train.lora.rank": ("tokens", 2),
+    "train.lora.alpha": ("lora", 8.0),
+    "train.lora.dropout": ("lora", 0.5),
+    "train.lora.targets": ("lora", ["adaln.proj", "qkv"]),
+    "train.lora.full": ("lora", ["final.head", "backbone.embed"]),
+    "train.freeze": ("tokens", ["backbone.embed"]),
+    "train.frozen_dtype": ("lora", "bfloat16"),
 }
 #: an evaluation option -> another value, which must change what ``ladd eval`` reports
 EVALUATION: dict[str, Any] = {
@@ -128,6 +141,7 @@ def _weights(experiment) -> dict[str, torch.Tensor]:
     return {name: tensor.double() for name, tensor in experiment.model.state_dict().items()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("option", TRAINING)
 def test_each_training_option_changes_the_trained_weights(bases, option, tmp_path):
     name, value = TRAINING[option]

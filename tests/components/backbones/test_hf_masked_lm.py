@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import load_file
 from safety_cases import text_overrides
 
 import registry
@@ -157,6 +158,34 @@ def test_the_real_minilm_fine_tunes_samples_and_is_scored_on_the_offline_demo(mi
     assert len(rows) == 2 and all(max(r["ids"]) < K for r in rows)
 
 
+@pytest.mark.slow
+def test_the_lora_preset_adapts_the_real_minilm_attention_over_its_frozen_weights(minilm, tmp_path):
+    reg = registry.load()
+    overrides = ["experiment=demo/mdlm_minilm_lora", *DEMO[1:], "train.lora.dropout=0.0"]
+    experiment = train(compose(overrides, reg), tmp_path / "run", reg)  # read back: the adapters merged
+    from transformers import AutoModel
+
+    pretrained = AutoModel.from_pretrained(minilm)
+    trained = load_file(tmp_path / "run" / "model.safetensors")
+    lora = {name for name in trained if ".lora_" in name}
+    layers = pretrained.config.num_hidden_layers
+    assert len(lora) == 2 * 2 * layers, "an A and a B for the query and the value of every layer"
+    assert set(trained) - lora == {
+        f"backbone.model.cls.predictions.{name}"
+        for name in ("bias", "transform.dense.weight", "transform.dense.bias", "transform.LayerNorm.weight",
+                     "transform.LayerNorm.bias")
+    }
+    width, scale = pretrained.config.hidden_size, 16 / 8  # alpha / rank
+    prefix = "backbone.model.bert.encoder.layer.0.attention.self"
+    query = dict(experiment.model.named_parameters())[f"{prefix}.query.weight"]
+    a, b = (trained[f"{prefix}.query.lora_{half}.default.weight"] for half in ("A", "B"))
+    assert a.shape == (8, width) and b.shape == (width, 8) and b.abs().max() > 0, "the adapter trained"
+    merged = pretrained.encoder.layer[0].attention.self.query.weight + scale * b @ a
+    assert (query - merged).abs().max() < 1e-6
+    key = dict(experiment.model.named_parameters())[f"{prefix}.key.weight"]
+    assert torch.equal(key, pretrained.encoder.layer[0].attention.self.key.weight), "not a target: frozen, as loaded"
+
+
 def _broken(tiny_bert, tmp_path) -> dict[str, tuple[str, str]]:
     """Model folders that cannot load, each with the words its refusal must hold: name -> (folder, words)."""
     import pickle
@@ -202,3 +231,19 @@ def test_a_model_folder_that_cannot_load_is_one_line_naming_the_cause(tiny_bert,
         assert status == 2 and len(lines) == 1 and words in lines[0], (name, lines)
         assert "Traceback" not in lines[0] and "fix or update plugin" not in lines[0], "the folder's fault, not ladd's"
         assert not (tmp_path / name / "run").exists()
+
+
+@pytest.mark.slow
+def test_the_dry_run_loads_the_pretrained_model_and_counts_its_adapters(tiny_bert, tmp_path, monkeypatch, capsys):
+    from transformers import BertForMaskedLM
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    run = tmp_path / "run"
+    data = [*text_overrides(tmp_path), f"dataset.tokenizer={tiny_bert}", "latent=null", "backbone=hf_masked_lm",
+            f"backbone.model={tiny_bert}", "train.lora.rank=2", "train.lora.targets=[query,value]", f"run_dir={run}"]
+    assert main(["train", "--dry-run", *data]) == 0
+    printed = capsys.readouterr().out
+    bert = sum(p.numel() for p in BertForMaskedLM.from_pretrained(tiny_bert).parameters())  # tied weights once
+    adapters = 2 * 2 * 2 * (32 + 32)  # layers x (query, value) x rank x (in + out)
+    assert "LoRA rank 2 on 4 modules" in printed and f"parameters: {bert + adapters:,} (" in printed, printed
+    assert not run.exists()
