@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from support import TINY, run_ladd
 
+pytestmark = pytest.mark.slow  # each test runs the ladd command
+
 ARGS = ["train", "experiment=binsaw/mdlm_cpu", *TINY, "train.stages=[{steps:2}]"]
 
 

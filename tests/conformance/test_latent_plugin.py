@@ -9,6 +9,8 @@ import pytest
 import yaml
 from support import FIXTURES, TINY, TWO_STAGES, fake_distribution, install_plugin, run_ladd
 
+pytestmark = pytest.mark.slow  # each test runs the ladd command
+
 ROUNDING = FIXTURES / "plugins" / "rounding"
 
 
