@@ -37,7 +37,9 @@ __all__ = [
     "read_results",
 ]
 
-REQUIRED = ("method", "steps", "gflops_per_step", "gen_ppl", "entropy")
+#: the score the frontier compares at matched compute, as the paper's tables do: Gen PPL
+QUALITY = "gen_ppl"
+REQUIRED = ("method", "steps", "gflops_per_step", QUALITY, "entropy")
 OPTIONAL = ("ms_per_sample", "fixed_gflops", "gflops_per_sample")
 #: the entropy a Gen PPL result reports beside it: the per-sequence unigram entropy the MDLM literature prints
 RESULT_ENTROPY = "entropy_unigram"
@@ -102,7 +104,7 @@ def read_results(paths: Sequence[str | Path]) -> dict[str, list[Measurement]]:
     runs: dict[str, list[Measurement]] = {}
     for path in paths:
         result = EvalResult.load(path)
-        if "gen_ppl" not in {name for score in result.scores for name in score.scores}:
+        if QUALITY not in {name for score in result.scores for name in score.scores}:
             raise FrontierInputError(
                 f"{path}: scored with {result.metric!r}, not Gen PPL; the frontier reads results of metric=gen_ppl "
                 f"(`ladd report` plots any metric against GFLOPs per sample)"
@@ -114,7 +116,7 @@ def read_results(paths: Sequence[str | Path]) -> dict[str, list[Measurement]]:
                 )
             budget, scores = score.flops_per_sample / 1e9, score.scores
             runs.setdefault(result.method, []).append(
-                Measurement(score.steps, budget, scores["gen_ppl"], scores.get(RESULT_ENTROPY, math.nan))
+                Measurement(score.steps, budget, scores[QUALITY], scores.get(RESULT_ENTROPY, math.nan))
             )
     return _sorted(runs, ", ".join(map(str, paths)))
 

@@ -54,21 +54,37 @@ def propose(logits: Tensor, temperature: float, generator: torch.Generator | Non
     return (logits / temperature - torch.log(-torch.log(uniform))).argmax(-1)
 
 
+def _random(logits: Tensor, proposal: Tensor, generator: torch.Generator | None) -> Tensor:
+    return torch.rand(proposal.shape, generator=generator, device=proposal.device, dtype=torch.float64)
+
+
+def _low_confidence(logits: Tensor, proposal: Tensor, generator: torch.Generator | None) -> Tensor:
+    return torch.softmax(logits.double(), dim=-1).gather(-1, proposal[:, None]).squeeze(-1)
+
+
+def _margin(logits: Tensor, proposal: Tensor, generator: torch.Generator | None) -> Tensor:
+    probs = torch.softmax(logits.double(), dim=-1)
+    top = probs.topk(min(2, probs.shape[-1]), dim=-1).values
+    return top[:, 0] - (top[:, 1] if top.shape[1] > 1 else 0.0)
+
+
+def _negative_entropy(logits: Tensor, proposal: Tensor, generator: torch.Generator | None) -> Tensor:
+    probs = torch.softmax(logits.double(), dim=-1)
+    return torch.exp((probs * torch.log_softmax(logits.double(), dim=-1)).sum(-1))
+
+
+#: each remasking order's score of a row's proposal (``REMASKING`` names them for the torch-free options)
+_SCORES = {"low_confidence": _low_confidence, "random": _random, "margin": _margin, "entropy": _negative_entropy}
+
+
 def confidence(
     remasking: str, logits: Tensor, proposal: Tensor, generator: torch.Generator | None = None
 ) -> Tensor:
     """Float64 confidence ``[N]`` of each row's proposal, as ``remasking`` scores it (see ``REMASKING``)."""
-    if remasking == "random":
-        return torch.rand(proposal.shape, generator=generator, device=proposal.device, dtype=torch.float64)
-    probs = torch.softmax(logits.double(), dim=-1)
-    if remasking == "low_confidence":
-        return probs.gather(-1, proposal[:, None]).squeeze(-1)
-    if remasking == "margin":
-        top = probs.topk(min(2, probs.shape[-1]), dim=-1).values
-        return top[:, 0] - (top[:, 1] if top.shape[1] > 1 else 0.0)
-    if remasking == "entropy":
-        return torch.exp((probs * torch.log_softmax(logits.double(), dim=-1)).sum(-1))
-    raise InvalidConfigError(f"remasking={remasking!r} is not one of {', '.join(REMASKING)}")
+    score = _SCORES.get(remasking)
+    if score is None:
+        raise InvalidConfigError(f"remasking={remasking!r} is not one of {', '.join(REMASKING)}")
+    return score(logits, proposal, generator)
 
 
 def select(scores: Tensor, candidates: Tensor, count: Tensor, threshold: float | None = None) -> Tensor:

@@ -48,6 +48,8 @@ TRAINING: dict[str, tuple[str, Any]] = {
     "objective.latent_loss_on_dropped": ("latent", True),
     "objective.latent_time": ("latent", "tied"),
     "objective.latent_repeats": ("latent", 3),
+    "objective.time_min": ("tokens", 0.5),
+    "objective.time_max": ("tokens", 0.5),
     "train.batch_size": ("tokens", 8),
     "train.optimizer": ("tokens", "adam"),
     "train.lr": ("tokens", 0.002),

@@ -66,7 +66,9 @@ def test_the_component_the_preset_selected_keeps_its_values_when_typed_again(reg
     assert again == preset and again["sampler"]["latent_steps"] == 8 and again["process"]["horizon"] == 4000
     assert capsys.readouterr().err == ""
     other = compose(["experiment=binsaw/diladd_seq_cpu", "sampler=joint"], reg).plain()
-    assert other["sampler"] == {"guidance": 1.0, "fast": True, "name": "joint"}
+    assert other["sampler"] == {
+        "guidance": 1.0, "fast": True, "token_decoder": "ancestral", "token_decoder_options": {}, "name": "joint"
+    }
 
 
 def test_what_an_interpolation_reads_is_the_selected_components_value(reg, tmp_path, capsys):
