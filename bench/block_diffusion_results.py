@@ -29,6 +29,7 @@ from pathlib import Path
 import torch
 
 import registry
+from ladd_jobs import run_all
 from registry.engine.batches import checked_batches
 from registry.engine.loading import load_trained
 from registry.engine.sampling import CHUNK_SEED_STRIDE
@@ -46,27 +47,6 @@ RUNS = [
 LOSS_BATCHES = 16
 EVAL = ["--loss-batches", str(LOSS_BATCHES), "--num-samples", "1000", "--repeats", "1", "--floor-draws", "3"]
 ONE_THREAD = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-
-
-def run_all(commands: list[list[str]], jobs: int, log: list[str]) -> None:
-    """Run ``ladd`` commands on one thread each, ``jobs`` at a time, each printed first; stop on the first failure."""
-    running: list[tuple[list[str], subprocess.Popen]] = []
-    pending = list(commands)
-    while pending or running:
-        while pending and len(running) < jobs:
-            args = pending.pop(0)
-            line = "ladd " + " ".join(args)
-            print(line, flush=True)
-            log.append(line)
-            running.append((args, subprocess.Popen([sys.executable, "-m", "registry.cli", *args], env=ONE_THREAD)))
-        for entry in running:
-            if entry[1].poll() is not None:
-                running.remove(entry)
-                if entry[1].returncode:
-                    raise SystemExit(f"ladd {' '.join(entry[0])} failed (exit {entry[1].returncode})")
-                break
-        else:
-            time.sleep(5)
 
 
 def loss_spread(run: Path, batches: int) -> tuple[float, float]:
@@ -96,14 +76,14 @@ def main() -> None:
          "train.progress=false"]
         for method, preset, overrides, _, _ in RUNS if not (args.runs / method / "model.safetensors").is_file()
     ]
-    run_all(trains, args.jobs, log)
+    run_all(trains, args.jobs, log, ONE_THREAD)
     evals = args.runs / "evals"
     evals.mkdir(parents=True, exist_ok=True)
     run_all([
         ["eval", str(args.runs / method), "--budgets", str(budget), *EVAL, "--method", method,
          "--out", str(evals / f"{method}.json")]
         for method, _, _, _, budget in RUNS if not (evals / f"{method}.json").is_file()
-    ], args.jobs, log)
+    ], args.jobs, log, ONE_THREAD)
     speed = args.runs / "speed"
     if not (speed / "block_diffusion.json").is_file():
         command = ["bench/block_diffusion.py", "--run", str(args.runs / "bd3lm_4"), "--size", "cpu", "--batch", "16",

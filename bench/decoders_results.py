@@ -23,9 +23,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
+from ladd_jobs import run_all
 from registry.paper.frontier import interpolate
 from registry.storage.results import EvalResult
 
@@ -81,23 +81,6 @@ def ladd(*args: str) -> None:
         raise SystemExit(f"ladd {args[0]} failed (exit {done.returncode})")
 
 
-def evaluate(commands: list[list[str]], jobs: int) -> None:
-    """Run ``ladd eval`` commands, ``jobs`` at a time, each printed first; stop on the first failure."""
-    running: list[tuple[list[str], subprocess.Popen]] = []
-    for args in commands:
-        print("ladd " + " ".join(args), flush=True)
-        running.append((args, subprocess.Popen([sys.executable, "-m", "registry.cli", *args])))
-        while len(running) >= jobs or (running and args is commands[-1]):
-            for entry in running:
-                if entry[1].poll() is not None:
-                    running.remove(entry)
-                    if entry[1].returncode:
-                        raise SystemExit(f"ladd {' '.join(entry[0])} failed (exit {entry[1].returncode})")
-                    break
-            else:
-                time.sleep(5)
-
-
 def matched_swd(results: list[EvalResult], metric: str) -> tuple[list[float], list[dict[str, str]]]:
     """Each method's metric interpolated at the baseline's measured budgets, with the best method at each."""
     budgets = [s.flops_per_sample / 1e9 for s in results[0].scores if s.flops_per_sample is not None]
@@ -142,7 +125,7 @@ def main() -> None:
                 options = [*chosen, *extra.get(name, []), "--method", method, "--out", str(path)]
                 commands.append(["eval", str(args.runs / run), *options])
             paths.append(path)
-        evaluate(commands, args.jobs)
+        run_all(commands, args.jobs)
         missing = [path.name for path in paths if not path.is_file()]
         if missing:  # a run not trained yet: run the script again once it is
             print(f"{name}: not reported yet, {len(missing)} evaluations missing: {', '.join(missing)}", flush=True)

@@ -42,6 +42,18 @@ def run_ladd(*args: str, env: dict[str, str] | None = None, cwd: Path | None = N
     )
 
 
+def ladd_in_process(capsys, *args: object) -> tuple[int, str, str]:
+    """``ladd ARGS`` run in this process: its exit status, standard output and standard error."""
+    from registry.cli import main
+
+    try:
+        status = main([str(a) for a in args])
+    except SystemExit as exit:
+        status = exit.code
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
 def fake_distribution(root: Path, name: str, module_source: str, version: str = "0.0.1") -> str:
     """A minimal installed distribution (dist-info with an entry point in group ``ladd``) on a fresh path."""
     root.mkdir(parents=True, exist_ok=True)

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 from support import TINY
+from support import ladd_in_process as ladd
 
 import registry
-from registry.cli import main
 from registry.config.composition import compose
 from registry.training.loop import train
 
@@ -21,15 +21,6 @@ def run(tmp_path_factory) -> Path:
     folder, reg = tmp_path_factory.mktemp("bd3lm") / "run", registry.load()
     train(compose(["experiment=binsaw/bd3lm_cpu", *TINY, "train.stages=[{steps:2}]"], reg), folder, reg)
     return folder
-
-
-def ladd(capsys, *args: object) -> tuple[int, str, str]:
-    try:
-        status = main([str(a) for a in args])
-    except SystemExit as exit:
-        status = exit.code
-    captured = capsys.readouterr()
-    return status, captured.out, captured.err
 
 
 def test_samples_at_four_times_the_length_are_the_same_with_and_without_the_cache(run, tmp_path, capsys):

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 from support import TINY
+from support import ladd_in_process as ladd
 
 import registry
-from registry.cli import main
 from registry.config.composition import compose
 from registry.training.loop import train
 
@@ -33,15 +33,6 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     for name, overrides in chosen.items():
         train(compose(overrides, reg), root / name, reg)
     return {name: root / name for name in chosen}
-
-
-def ladd(capsys, *args: object) -> tuple[int, str, str]:
-    try:
-        status = main([str(a) for a in args])
-    except SystemExit as exit:
-        status = exit.code
-    captured = capsys.readouterr()
-    return status, captured.out, captured.err
 
 
 def test_sample_and_eval_with_a_confidence_decoder_report_flops_per_sample(runs, tmp_path, capsys):
