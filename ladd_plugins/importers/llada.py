@@ -10,7 +10,9 @@ and records each shard's SHA-256; its weights are float32 (an 8B network: 32 GB)
 from __future__ import annotations
 
 import json
+import shutil
 import tempfile
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -91,7 +93,7 @@ class Checkpoint:
     shape: LLaDAShape
     shards: Shards
     tokenizer: list[Path]
-    scratch: tempfile.TemporaryDirectory = field(repr=False)  # holds the saved tokenizer as long as the checkpoint
+    scratch: Path = field(repr=False)  # holds the saved tokenizer; removed with the checkpoint
 
 
 class LLaDAImporter(Importer):
@@ -102,9 +104,15 @@ class LLaDAImporter(Importer):
         shape = read_checkpoint_shape(folder)
         shards = Shards(folder)
         check_layout(shards.shapes(), shape, str(folder))
-        scratch = tempfile.TemporaryDirectory(prefix="ladd-llada-tokenizer-")
-        tokenizer = save_tokenizer(folder, Path(scratch.name) / TOKENIZER)
-        return Checkpoint(origin, shape, shards, tokenizer, scratch)
+        scratch = Path(tempfile.mkdtemp(prefix="ladd-llada-tokenizer-"))
+        try:
+            tokenizer = save_tokenizer(folder, scratch / TOKENIZER)
+        except BaseException:
+            shutil.rmtree(scratch, True)
+            raise
+        checkpoint = Checkpoint(origin, shape, shards, tokenizer, scratch)
+        weakref.finalize(checkpoint, shutil.rmtree, scratch, True)  # quietly, when the checkpoint is let go
+        return checkpoint
 
     def overrides(self, checkpoint: Checkpoint) -> list[str]:
         return model_overrides(checkpoint.shape)

@@ -418,6 +418,9 @@ def exercise_sampler(component: Component, registry: Registry) -> None:
     schedule = _schedule(companions)
     needs = needs_of(sampler)
     has_latent = "latent" if needs.latent else None  # so that only the token process can be what is missing
+    beyond = needs.unmet(has_latent, "", None, "probe", ProbeBackbone(Channels(VOCAB, SEQ, None)))
+    if beyond is not None:  # a backbone interface or attention pattern the probe networks do not have
+        raise MissingResourceError(f"it needs {beyond[0]}, which a tiny check's probe networks cannot be")
     processes = [(n, p) for n, p in _token_processes(companions, schedule) if not needs.unmet(has_latent, n, p)]
     if not processes:
         raise MissingResourceError(f"no registered token process is the kind it needs ({needs.token_process})")
