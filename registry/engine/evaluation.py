@@ -15,7 +15,7 @@ from registry.toolkit.progress import progress as shown
 
 from .batches import checked_batches
 from .likelihood import bound
-from .sampling import CHUNK_SEED_STRIDE, inference_precision, sample_with_cost
+from .sampling import CHUNK_SEED_STRIDE, inference_precision, sample_rows
 
 if TYPE_CHECKING:  # annotations only
     from .assembly import Experiment
@@ -148,7 +148,7 @@ def evaluate(
     for steps in shown(settings.budgets, f"evaluating {method}", progress, name=lambda steps: f"{steps} steps"):
         measured, flops = [], []
         for seed, reference in zip(seeds[:repeats], references, strict=False):
-            samples, cost = sample_with_cost(
+            samples, cost, _ = sample_rows(
                 experiment, n, int(steps), settings.batch_size, seed + int(steps), precision=precision
             )
             measured.append(experiment.metric(samples, reference))

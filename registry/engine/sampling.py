@@ -61,33 +61,13 @@ def sample(
     latent: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, int]:
     """``num_samples`` sequences (keeping ``fixed``'s known tokens; given the clean ``latent`` of each row, when given);
-    returns them and the network calls per sample (:func:`sample_with_cost` also gives the FLOPs).
+    returns them and the network calls per sample (:func:`sample_rows` also gives the FLOPs).
 
     Chunk ``k`` of ``batch_size`` samples draws from its own generator (seeded ``seed`` for the first), so the samples
     do not depend on how many processes share the chunks (each rank draws its share; all are gathered in order).
     """
-    tokens, cost = sample_with_cost(
-        experiment, num_samples, steps, batch_size, seed, progress, fixed, precision, latent
-    )
-    return tokens, cost.network_calls
-
-
-@torch.no_grad()
-def sample_with_cost(
-    experiment: Experiment,
-    num_samples: int,
-    steps: int,
-    batch_size: int,
-    seed: int,
-    progress: bool = False,
-    fixed: torch.Tensor | None = None,
-    precision: str = "auto",
-    latent: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, Cost]:
-    """:func:`sample`, with what it spent per sample: every backbone call of any sampler is counted as the model
-    makes it (``engine.compute``), over every process's chunks."""
     tokens, cost, _ = sample_rows(experiment, num_samples, steps, batch_size, seed, progress, fixed, precision, latent)
-    return tokens, cost
+    return tokens, cost.network_calls
 
 
 @torch.no_grad()
@@ -103,8 +83,10 @@ def sample_rows(
     latent: torch.Tensor | None = None,
     length: int | None = None,
 ) -> tuple[torch.Tensor, Cost, torch.Tensor | None]:
-    """:func:`sample_with_cost` at ``length`` positions (a sampler declaring ``variable_length``; the model's length
-    when None), with the length of each sample when the sampler stops some early (None when every one fills it)."""
+    """:func:`sample`, with what it spent per sample (every backbone call of any sampler counted as the model makes it,
+    ``engine.compute``, over every process's chunks), at ``length`` positions (a sampler declaring
+    ``variable_length``; the model's length when None), and the length of each sample when the sampler stops some
+    early (None when every one fills it)."""
     model = experiment.model.eval()
     if latent is not None:
         check_takes_latent(experiment.sampler, experiment.components.get("sampler"))
