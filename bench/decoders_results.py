@@ -1,28 +1,30 @@
-"""The field's decoders against LADD at matched compute: ``results/decoders/`` from trained CPU runs.
+"""The field's decoders against LADD at matched compute: ``results/decoders/`` from CPU runs it trains.
 
-    python bench/decoders_results.py --runs runs/decoders --out results/decoders [--jobs 3] \
+    nice python bench/decoders_results.py --runs runs/decoders --out results/decoders [--jobs 2] \
         [--eval-option binsaw:--num-samples=500 ...]
 
-Every row is a ``ladd eval`` of a trained run with a sampler chosen on the command line (the commands a user runs,
-printed as they run; each result is kept under ``RUNS/evals/`` and not evaluated again, and a set whose runs are not
-all trained yet is reported when the script runs again after they are). The sawtooth runs
-(``binsaw_mdlm``, ``binsaw_coladd_seq``, ``binsaw_diladd_seq``) are scored by SWD at their presets' budgets, the text
-demo's (``demo_mdlm``, ``demo_coladd``, trained with ``metric=gen_ppl`` and the offline teacher of
-``bench/demo_teacher.py``) by Gen PPL and the unigram entropy. ``ladd report`` writes each set's tables and plots
-(the metric against token steps and against GFLOPs per sample), ``ladd frontier`` the demo's Gen PPL and entropy at
+It trains what it scores, each with ``ladd train`` on one thread, ``jobs`` at a time (a run already trained is kept):
+the sawtooth's ``binsaw/mdlm_cpu``, ``binsaw/coladd_seq_cpu`` and ``binsaw/diladd_seq_cpu``, the offline Gen PPL
+teacher of ``bench/demo_teacher.py``, and the text demo's ``demo/mdlm`` and ``demo/coladd`` with ``metric=gen_ppl``
+and that teacher. Every row is then a ``ladd eval`` of a run with a sampler chosen on the command line (each result
+is kept under ``RUNS/evals/`` and not evaluated again). The sawtooth runs are scored by SWD at their presets'
+budgets, the demo's by Gen PPL and the unigram entropy. ``ladd report`` writes each set's tables and plots (the
+metric against token steps and against GFLOPs per sample), ``ladd frontier`` the demo's Gen PPL and entropy at
 matched GFLOPs, and this script the sawtooth's SWD at matched GFLOPs (linear interpolation between measured
 budgets, n/a outside them) with the best decoder at each budget. Files are written into ``OUT`` with the prefix of
-their set (``binsaw_``, ``demo_``).
+their set (``binsaw_``, ``demo_``), with a README of every command run.
 """
 from __future__ import annotations
 
 import argparse
 import csv
 import json
+import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from ladd_jobs import run_all
@@ -30,6 +32,20 @@ from registry.paper.frontier import interpolate
 from registry.storage.results import EvalResult
 
 CONFIDENCE = ["--sampler", "confidence", "--sampler-option"]
+ONE_THREAD = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+TEACHER = "teacher"
+
+
+def trainings(runs: Path) -> dict[str, list[str]]:
+    """run -> its ``ladd train`` overrides (the demo's scored by the teacher trained into ``RUNS/teacher``)."""
+    scored = ["metric=gen_ppl", f"metric.teacher={runs / TEACHER}"]
+    return {
+        "binsaw_mdlm": ["experiment=binsaw/mdlm_cpu"],
+        "binsaw_coladd_seq": ["experiment=binsaw/coladd_seq_cpu"],
+        "binsaw_diladd_seq": ["experiment=binsaw/diladd_seq_cpu"],
+        "demo_mdlm": ["experiment=demo/mdlm", *scored],
+        "demo_coladd": ["experiment=demo/coladd", *scored],
+    }
 
 
 def sequential(latent_steps: int, decoder: str) -> list[str]:
@@ -73,9 +89,11 @@ ROWS = {
 }
 
 
-def ladd(*args: str) -> None:
-    """Run a ladd command, printed first; stop on failure."""
-    print("ladd " + " ".join(args), flush=True)
+def ladd(*args: str, log: list[str]) -> None:
+    """Run a ladd command, printed (and logged) first; stop on failure."""
+    line = "ladd " + " ".join(args)
+    print(line, flush=True)
+    log.append(line)
     done = subprocess.run([sys.executable, "-m", "registry.cli", *args])
     if done.returncode:
         raise SystemExit(f"ladd {args[0]} failed (exit {done.returncode})")
@@ -114,10 +132,26 @@ def main() -> None:
     for given in args.eval_option:
         name, _, option = given.partition(":")
         extra.setdefault(name, []).extend(option.split("=", 1))
+    log: list[str] = []
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    sets = args.sets.split(",")
+    teacher = args.runs / TEACHER
+    if "demo" in sets and not (teacher / "teacher.json").is_file():
+        command = ["bench/demo_teacher.py", "--out", str(teacher)]
+        print("python " + " ".join(command), flush=True)
+        subprocess.run([sys.executable, *command], env=ONE_THREAD, check=True)
+    log.append(f"OMP_NUM_THREADS=1 python bench/demo_teacher.py --out {teacher}")
+    wanted = {run for name in sets for _, run, _ in ROWS[name]}
+    run_all([
+        ["train", *overrides, f"run_dir={args.runs / run}", "train.progress=false"]
+        for run, overrides in trainings(args.runs).items()
+        if run in wanted and not (args.runs / run / "model.safetensors").is_file()
+    ], args.jobs, log, ONE_THREAD)
     evals = args.runs / "evals"
     evals.mkdir(parents=True, exist_ok=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    for name in args.sets.split(","):
+    reported = []
+    for name in sets:
         paths, commands = [], []
         for method, run, chosen in ROWS[name]:
             path = evals / f"{name}_{method}.json"
@@ -125,13 +159,13 @@ def main() -> None:
                 options = [*chosen, *extra.get(name, []), "--method", method, "--out", str(path)]
                 commands.append(["eval", str(args.runs / run), *options])
             paths.append(path)
-        run_all(commands, args.jobs)
+        run_all(commands, args.jobs, log, ONE_THREAD)
         missing = [path.name for path in paths if not path.is_file()]
         if missing:  # a run not trained yet: run the script again once it is
             print(f"{name}: not reported yet, {len(missing)} evaluations missing: {', '.join(missing)}", flush=True)
             continue
         with tempfile.TemporaryDirectory() as folder:
-            ladd("report", *map(str, paths), "--out", folder)
+            ladd("report", *map(str, paths), "--out", folder, log=log)
             for produced in Path(folder).iterdir():
                 shutil.copyfile(produced, args.out / f"{name}_{produced.name}")
         results = [EvalResult.load(path) for path in paths]
@@ -139,7 +173,9 @@ def main() -> None:
         if metric == "gen_ppl":
             budgets = ",".join(f"{s.flops_per_sample / 1e9:.6g}" for s in results[0].scores)
             table = args.out / f"{name}_frontier.txt"
-            print(f"ladd frontier {' '.join(map(str, paths))} --budgets {budgets}", flush=True)
+            line = f"ladd frontier {' '.join(map(str, paths))} --budgets {budgets}"
+            print(line, flush=True)
+            log.append(line)
             done = subprocess.run(
                 [sys.executable, "-m", "registry.cli", "frontier", *map(str, paths), "--budgets", budgets],
                 capture_output=True, text=True, check=True,
@@ -153,6 +189,28 @@ def main() -> None:
                 writer.writerows(rows)
         spent = {r.method: [(s.steps, s.network_calls, s.flops_per_sample) for s in r.scores] for r in results}
         print(json.dumps({name: spent}, indent=1))
+        reported.append(name)
+    write_readme(args.out, reported, log, started)
+
+
+def write_readme(out: Path, sets: list[str], log: list[str], started: str) -> None:
+    """The README's generated part: the files of each set reported and every command run."""
+    lines = [
+        "# Decoders at matched compute",
+        "",
+        "Generated by `bench/decoders_results.py`; every number is in the files it names.",
+        "",
+        *(f"- `{name}`: " + ", ".join(f"`{path.name}`" for path in sorted(out.glob(f"{name}_*"))) for name in sets),
+        "",
+        "Commands (started " + started + "):",
+        "",
+        "```bash",
+        "nice python bench/decoders_results.py --runs runs/decoders --out results/decoders",
+        *log,
+        "```",
+        "",
+    ]
+    (out / "COMMANDS.md").write_text("\n".join(lines))
 
 
 if __name__ == "__main__":

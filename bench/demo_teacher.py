@@ -46,7 +46,10 @@ def main() -> None:
     dataset = reg.build("dataset", name, options)
     tokenizer = AutoTokenizer.from_pretrained(dataset.tokenizer.name_or_path)
     tokenizer.bos_token = tokenizer.cls_token  # the start token the Gen PPL teacher scores after
-    config = GPT2Config(vocab_size=len(tokenizer), n_positions=CONTEXT, n_embd=128, n_layer=2, n_head=4)
+    config = GPT2Config(
+        vocab_size=len(tokenizer), n_positions=CONTEXT, n_embd=128, n_layer=2, n_head=4,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.sep_token_id, loss_type="ForCausalLM",
+    )
     model = GPT2LMHeadModel(config)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
     start, begun = tokenizer.bos_token_id, time.perf_counter()
@@ -59,7 +62,7 @@ def main() -> None:
         loss.backward()
         optimizer.step()
         if step % 250 == 0:
-            print(f"step {step}: loss {float(loss):.3f}", flush=True)
+            print(f"step {step}: loss {loss.item():.3f}", flush=True)
     model.eval()
     with torch.no_grad():
         held_out = zip(rows_of(dataset, "validation", 0, start), range(8), strict=False)
