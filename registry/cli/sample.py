@@ -148,11 +148,14 @@ def _check_choices(args: argparse.Namespace) -> None:
 
 def _check_length(args: argparse.Namespace, experiment: Experiment, registry: Registry) -> None:
     """Refuse --length for a sampler that generates the model's length only, naming those that take one."""
+    from registry.engine.sampling import sampler_label
+
     if args.length is None or experiment.sampler.variable_length:
         return
     valid = sorted(c.name for c in registry if c.kind == "sampler" and _variable_length(c))
     raise LaddError(
-        f"--length {args.length}: sampler {type(experiment.sampler).__name__} generates the model's length "
+        f"--length {args.length}: {sampler_label(experiment.sampler, experiment.components.get('sampler'))} "
+        f"generates the model's length "
         f"{experiment.model.seq_len} only; valid with --length: --sampler {' or '.join(valid) or '(none installed)'}"
     )
 

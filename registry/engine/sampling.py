@@ -87,10 +87,10 @@ def sample_rows(
     ``engine.compute``, over every process's chunks), at ``length`` positions (a sampler declaring
     ``variable_length``; the model's length when None), and the length of each sample when the sampler stops some
     early (None when every one fills it)."""
-    model = experiment.model.eval()
+    model, component = experiment.model.eval(), experiment.components.get("sampler")
     if latent is not None:
-        check_takes_latent(experiment.sampler, experiment.components.get("sampler"))
-    sized: dict[str, Any] = {} if length is None else {"length": check_length(experiment.sampler, length)}
+        check_takes_latent(experiment.sampler, component)
+    sized: dict[str, Any] = {} if length is None else {"length": check_length(experiment.sampler, length, component)}
     width = model.seq_len if length is None else length
     starts = range(0, num_samples, batch_size)
     chunks, ends, calls = [], [], 0
@@ -120,11 +120,13 @@ def sample_rows(
     return gather_rows(local), Cost(calls, float(per_sample[0]), float(per_sample[1])), stopped
 
 
-def check_length(sampler: Sampler, length: int) -> int:
-    """``length``, after refusing a sampler that generates the model's length only, or a length below 1."""
+def check_length(sampler: Sampler, length: int, component: Component | None = None) -> int:
+    """``length``, after refusing a sampler that generates the model's length only, or a length below 1.
+
+    ``component``: the registered sampler, whose plugin the message names."""
     if not sampler.variable_length:
         raise LaddError(
-            f"sampler {type(sampler).__name__} generates sequences of the model's length only; a length of your "
+            f"{sampler_label(sampler, component)} generates sequences of the model's length only; a length of your "
             f"choice needs a sampler that declares variable_length"
         )
     if length < 1:
@@ -150,14 +152,19 @@ def takes_latent(sampler: Sampler) -> bool:
     return getattr(sampler, "takes_latent", False) is True
 
 
+def sampler_label(sampler: Sampler, component: Component | None = None) -> str:
+    """What a message calls ``sampler``: its registered name and plugin where known, else its class."""
+    return component.label if component is not None else f"sampler {type(sampler).__name__}"
+
+
 def check_takes_latent(sampler: Sampler, component: Component | None = None) -> None:
     """Refuse a sampler that does not declare it takes a clean latent (``latent=``): it could only ignore one.
 
     ``component``: the registered sampler, whose plugin the message names."""
     if not takes_latent(sampler):
-        name = component.label if component is not None else f"sampler {type(sampler).__name__}"
         raise LaddError(
-            f"{name} cannot draw samples given a latent: it does not declare `takes_latent = True` (since plugin "
-            f"contract 3 a sampler declares it; ladd no longer reads its sample() signature: docs/contract.md); "
+            f"{sampler_label(sampler, component)} cannot draw samples given a latent: it does not declare "
+            f"`takes_latent = True` (since plugin contract 3 a sampler declares it; ladd no longer reads its sample() "
+            f"signature: docs/contract.md); "
             f"choose one that does, e.g. --sampler sequential or --sampler joint"
         )

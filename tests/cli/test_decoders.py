@@ -74,6 +74,7 @@ def test_sequential_ladd_decodes_like_references_with_a_confidence_decoder(runs,
         ("mdlm", ["--sampler-option", "threshold=2"], "threshold=2.0 is out of range: it must be in (0, 1]"),
         ("mdlm", ["--sampler-option", "block_length=5"], "block_length=5 must divide the 16 free positions"),
         ("mdlm", ["--sampler-option", "block_length=2"], "steps=4 is fewer than the 8 blocks"),
+        ("mdlm", ["--length", "32"], "--length 32: sampler 'confidence' of plugin 'builtin'"),
         ("coladd_seq", [], "sampler 'confidence' needs a model without a latent channel"),
     ],
 )
