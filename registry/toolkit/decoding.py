@@ -47,9 +47,9 @@ _LAST = torch.finfo(torch.float64).min
 def propose(logits: Tensor, temperature: float, generator: torch.Generator | None = None) -> Tensor:
     """A token per row of ``logits [N, K]``: Gumbel-max in float64, ``argmax(logits / T + g)`` with standard Gumbel
     noise ``g``, a draw from ``softmax(logits / T)``; ``T = 0``: the argmax (the lowest id among exact ties)."""
-    logits = logits.double()
-    if temperature == 0:
+    if temperature == 0:  # widening to float64 is exact and keeps the order: the argmax of the logits as given
         return logits.argmax(-1)
+    logits = logits.double()
     uniform = torch.rand(logits.shape, generator=generator, device=logits.device, dtype=torch.float64)
     return (logits / temperature - torch.log(-torch.log(uniform))).argmax(-1)
 
@@ -59,7 +59,8 @@ def _random(logits: Tensor, proposal: Tensor, generator: torch.Generator | None)
 
 
 def _low_confidence(logits: Tensor, proposal: Tensor, generator: torch.Generator | None) -> Tensor:
-    return torch.softmax(logits.double(), dim=-1).gather(-1, proposal[:, None]).squeeze(-1)
+    logits = logits.double()  # the proposal's softmax probability, without writing the whole softmax out
+    return (logits.gather(-1, proposal[:, None]).squeeze(-1) - logits.logsumexp(-1)).exp()
 
 
 def _margin(logits: Tensor, proposal: Tensor, generator: torch.Generator | None) -> Tensor:
@@ -187,7 +188,6 @@ class ConfidenceRule(TokenRule):
     ) -> Tensor:
         assert rows is not None  # rows() always names the candidates
         policy = self.policy
-        logits = logits.double()
         if policy.eos_logit is not None:  # out of place: the logits may be the network's own output
             logits = logits.index_fill(-1, torch.tensor([policy.eos_logit], device=logits.device), -math.inf)
         proposal = propose(logits, policy.temperature, generator)
