@@ -49,9 +49,10 @@ def propose(logits: Tensor, temperature: float, generator: torch.Generator | Non
     noise ``g``, a draw from ``softmax(logits / T)``; ``T = 0``: the argmax (the lowest id among exact ties)."""
     if temperature == 0:  # widening to float64 is exact and keeps the order: the argmax of the logits as given
         return logits.argmax(-1)
-    logits = logits.double()
-    uniform = torch.rand(logits.shape, generator=generator, device=logits.device, dtype=torch.float64)
-    return (logits / temperature - torch.log(-torch.log(uniform))).argmax(-1)
+    noise = torch.rand(logits.shape, generator=generator, device=logits.device, dtype=torch.float64)
+    noise = noise.log_().neg_().log_()  # -g, in place: this is a pass over the vocabulary of every candidate
+    scaled = logits.to(torch.float64, copy=True) if temperature == 1 else logits.double() / temperature  # owned
+    return scaled.sub_(noise).argmax(-1)
 
 
 def _random(logits: Tensor, proposal: Tensor, generator: torch.Generator | None) -> Tensor:
