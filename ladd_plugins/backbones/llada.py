@@ -12,18 +12,23 @@ shifted by one position (``shift_logits``: a network adapted from a causal LM pr
 Given a latent channel (LADD on top of LLaDA), latent slots join every block's attention as in MM-DiT: their own
 DiT blocks (adaLN-Zero on the latent time) at positions ``S..S+M-1``, the token stream unchanged and under the same
 names as without a latent, so a warm start from an imported LLaDA (``train.init_from``) fills it whole.
+
+It keeps Fast-dLLM's approximate key-value cache (``CachingBackbone``) over the joint sequence, tokens then latent
+slots, as MM-DiT does. With ``shift_logits`` a window's first position is predicted from the position before it,
+so a windowed pass also recomputes that one (and refreshes its keys and values); the compute meter, which counts
+the window's positions, leaves that one position per pass out.
 """
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import cast
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from registry.errors import IncompatibleComponentsError
-from registry.interfaces import Backbone, Channels, Denoised, TransformerShape
+from registry.interfaces import CachingBackbone, Channels, Denoised, TransformerShape
 from registry.toolkit.layers import DiTBlock, FinalLayer, Rotary, TimestepEmbedder, apply_rotary, attention, rotary
 
 from .config import LLaDAConfig
@@ -98,8 +103,11 @@ class Block(nn.Module):
         x = x + self.attn.out(attended)
         return x + self.ff(self.ff_norm(x))
 
-    def forward(self, x: Tensor, rope: Rotary) -> Tensor:
-        return self.post_attention(x, attention(*self.pre_attention(x, rope)))
+    def forward(
+        self, x: Tensor, rope: Rotary, cache: Any = None, layer: int = 0, window: slice | None = None
+    ) -> Tensor:
+        q, k, v = self.pre_attention(x, rope)
+        return self.post_attention(x, attention(q, k, v) if cache is None else cache.attend(layer, q, k, v, window))
 
 
 class LatentStream(nn.Module):
@@ -116,7 +124,7 @@ class LatentStream(nn.Module):
         self.final = FinalLayer(config.hidden, config.cond_dim, latent.output_layer(config.hidden))
 
 
-class LLaDA(Backbone):
+class LLaDA(CachingBackbone):
     """Token logits ``[B, S, K]`` of a LLaMA-style bidirectional transformer, untimed; a latent joins its attention."""
 
     token_time_conditioned = False
@@ -156,34 +164,51 @@ class LLaDA(Backbone):
         y_t: Tensor | None,
         tau_y: Tensor | None,
         rows: Tensor | None = None,
+        cache: Any = None,
+        window: slice | None = None,
     ) -> Denoised:
         if x_t is None:
             raise ValueError("backbone 'llada' predicts tokens: it needs x_t")
-        x = self.embed(torch.where(x_t == self.mask, self.own_mask, x_t))  # [B, S, D]: ladd's mask as the network's
-        seq_len = x.shape[1]
+        seq_len = x_t.shape[1]
+        start, stop = (0, None) if window is None else (window.start or 0, window.stop)
+        lead = start - 1 if self.shift and start > 0 else start  # a shifted head reads the position before
+        computed = slice(lead, stop)  # the token positions run through the network
+        with_latent = window is None or window.stop is None  # a window ending inside the tokens leaves the latent
+        ids = x_t[:, computed]
+        x = self.embed(torch.where(ids == self.mask, self.own_mask, ids))  # [B, W, D]: ladd's mask as the network's
         positions = torch.arange(seq_len + (0 if y_t is None else y_t.shape[1]), device=x.device)
-        rope_x = rotary(positions[:seq_len], self.head_dim, self.theta)
+        rope_x = rotary(positions[:seq_len][computed], self.head_dim, self.theta)
+        kept = None if window is None else slice(lead, None)  # what the cache is told this pass covers
+        rows = None if rows is None else rows[:, start:stop]
         if self.latent is None:
-            for block in self.blocks:
-                x = block(x, rope_x)
-            return Denoised(tokens=self._logits(x, rows))
+            for layer, block in enumerate(self.blocks):
+                x = block(x, rope_x, cache, layer, kept)
+            return Denoised(tokens=self._logits(x, rows, lead < start))
         if y_t is None or tau_y is None:
             raise ValueError("backbone 'llada' with a latent channel needs the noisy latent y_t and its time tau_y")
-        y, c = self.latent.embed(y_t), self.latent.time(tau_y)  # [B, M, D], [B, C]
+        c = self.latent.time(tau_y)  # [B, C]
+        y = self.latent.embed(y_t) if with_latent else None  # [B, M, D]
         rope_y = rotary(positions[seq_len:], self.head_dim, self.theta)
+        width = x.shape[1]
         pairs = zip(cast(list[Block], self.blocks), cast(list[DiTBlock], self.latent.blocks), strict=True)
-        for block, latent_block in pairs:
-            qx, kx, vx = block.pre_attention(x, rope_x)  # [B, S, H, D/H]
-            qy, ky, vy, gate = latent_block.pre_attention(y, c, rope_y)  # [B, M, H, D/H]
-            attended = attention(torch.cat([qx, qy], 1), torch.cat([kx, ky], 1), torch.cat([vx, vy], 1))
-            x = block.post_attention(x, attended[:, :seq_len])  # [B, S, D]
-            y = latent_block.post_attention(y, attended[:, seq_len:], gate, c)  # [B, M, D]
-        return Denoised(tokens=self._logits(x, rows), latent=self.latent.final(y, c))
+        for layer, (block, latent_block) in enumerate(pairs):
+            q, k, v = block.pre_attention(x, rope_x)  # [B, W, H, D/H]
+            if y is not None:
+                qy, ky, vy, gate = latent_block.pre_attention(y, c, rope_y)  # [B, M, H, D/H]
+                q, k, v = torch.cat([q, qy], 1), torch.cat([k, ky], 1), torch.cat([v, vy], 1)
+            attended = attention(q, k, v) if cache is None else cache.attend(layer, q, k, v, kept)
+            x = block.post_attention(x, attended[:, :width])  # [B, W, D]
+            if y is not None:
+                y = latent_block.post_attention(y, attended[:, width:], gate, c)  # [B, M, D]
+        latent = None if y is None else self.latent.final(y, c)
+        return Denoised(tokens=self._logits(x, rows, lead < start), latent=latent)
 
-    def _logits(self, x: Tensor, rows: Tensor | None) -> Tensor:
-        """Logits of the K real tokens (``[B, S, K]``, or ``[N, K]`` at ``rows``); the network's own mask gets none."""
+    def _logits(self, x: Tensor, rows: Tensor | None, led: bool = False) -> Tensor:
+        """Logits of the K real tokens (``[B, W, K]``, or ``[N, K]`` at ``rows``); the network's own mask gets none.
+
+        ``led``: ``x`` starts one position before the positions predicted (a shifted head's window)."""
         if self.shift:  # position i read at i - 1 (position 0 at itself)
-            x = torch.cat([x[:, :1], x[:, :-1]], dim=1)
+            x = x[:, :-1] if led else torch.cat([x[:, :1], x[:, :-1]], dim=1)
         features = self.norm(x if rows is None else x[rows])
         logits = F.linear(features, self.head.weight[: self.vocab_size])
         if self.own_mask < self.vocab_size:

@@ -105,6 +105,51 @@ def test_a_latent_stream_joins_attention_and_the_token_stream_keeps_its_names():
     assert not torch.allclose(one.tokens, other.tokens), "the tokens attend to the latent slots"
 
 
+@pytest.mark.parametrize("variant", ["llada", "dream", "latent"])
+@pytest.mark.parametrize("window", [slice(4, 8), slice(4, None), slice(0, 3), slice(1, 5)])
+def test_a_windowed_pass_over_unchanged_inputs_equals_the_full_pass(variant, window):
+    dream = {"kv_heads": 2, "qkv_bias": True, "shift_logits": True, "vocab_rows": 24, "mask_id": 21}
+    variant_options = dream if variant == "dream" else {}
+    config = LLaDAConfig(hidden=32, layers=2, heads=4, mlp_hidden=40, cond_dim=8, **variant_options)
+    torch.manual_seed(0)
+    network = LLaDA(config, Channels(K, S, FakeLatent() if variant == "latent" else None)).eval()
+    with torch.no_grad():
+        for parameter in network.parameters():
+            parameter.add_(0.1 * torch.randn_like(parameter))
+    ids = torch.randint(0, K + 1, (3, S), generator=torch.Generator().manual_seed(1))
+    ids[:, 2:9:2] = K  # masked positions in every window
+    y, tau = (torch.randn(3, M, D_L), torch.full((3,), 0.3)) if variant == "latent" else (None, None)
+    rows = torch.zeros_like(ids, dtype=torch.bool)
+    rows[:, window] = ids[:, window] == K
+    with torch.no_grad():
+        full = network(ids, None, y, tau)
+        cache = network.new_cache(3, ids.device)
+        network(ids, None, y, tau, cache=cache)
+        windowed = network(ids, None, y, tau, cache=cache, window=window)
+        at_rows = network(ids, None, y, tau, rows, cache=cache, window=window)
+    assert windowed.tokens.shape == full.tokens[:, window].shape
+    assert (windowed.tokens - full.tokens[:, window]).abs().max() < 1e-5
+    assert (at_rows.tokens - full.tokens[rows]).abs().max() < 1e-5
+    if variant == "latent":  # an open-ended window recomputes the latent slots; a closed one leaves them
+        assert (windowed.latent is not None) == (window.stop is None)
+        if window.stop is None:
+            assert (windowed.latent - full.latent).abs().max() < 1e-5
+
+
+def test_a_windowed_pass_after_the_tokens_changed_reads_the_stale_keys_of_the_rest():
+    network = LLaDA(LLaDAConfig(hidden=32, layers=2, heads=4, mlp_hidden=40), Channels(K, S, None)).eval()
+    ids = torch.randint(0, K, (1, S), generator=torch.Generator().manual_seed(2))
+    changed = ids.clone()
+    changed[:, 0] = (ids[:, 0] + 1) % K  # outside the window: its keys stay the cached ones
+    with torch.no_grad():
+        cache = network.new_cache(1, ids.device)
+        network(ids, None, None, None, cache=cache)
+        approximate = network(changed, None, None, None, cache=cache, window=slice(6, 12)).tokens
+        stale = network(ids, None, None, None).tokens[:, 6:]
+        fresh = network(changed, None, None, None).tokens[:, 6:]
+    assert (approximate - stale).abs().max() < 1e-5 and (approximate - fresh).abs().max() > 1e-4
+
+
 @pytest.mark.parametrize("options, message", [
     ({"vocab_rows": 30}, "give both"),
     ({"vocab_rows": 30, "mask_id": 30}, "backbone.mask_id=30 is out of range"),

@@ -199,9 +199,24 @@ def test_the_imported_model_samples_with_each_decoder_keeping_the_prompt(name, o
     assert bool(((tokens >= 0) & (tokens < K) & (tokens != OWN_MASK)).all()), "every position a real token"
 
 
-def test_a_key_value_cache_is_refused_for_the_llada_backbone_which_keeps_none(imported, reg):
+@pytest.mark.parametrize("cache", ["prefix", "dual"])
+def test_the_imported_model_decodes_with_a_cache_that_refreshed_every_step_gives_the_uncached_tokens(
+    cache, imported, reg
+):
     from registry.engine.assembly import with_sampler
+    from registry.engine.prompts import fixed_tokens
+    from registry.engine.sampling import sample
 
     _, out = imported
-    with pytest.raises(LaddError, match="CachingBackbone"):
-        with_sampler(registry.from_pretrained(out, reg), reg, "confidence", {"cache": "prefix"})
+
+    def decode(**options):
+        decoder = {"temperature": 0.0, "block_length": 3, **options}
+        experiment = with_sampler(registry.from_pretrained(out, reg), reg, "confidence", decoder)
+        fixed = fixed_tokens(experiment.dataset, 2, "what is one plus two ?")
+        return sample(experiment, 2, 6, 2, seed=0, fixed=fixed)[0], fixed
+
+    (plain, fixed), (refreshed, _), (approximate, _) = decode(), decode(cache=cache, refresh=1), decode(cache=cache)
+    assert torch.equal(refreshed, plain)
+    known = fixed != K
+    assert torch.equal(approximate[known], fixed[known])
+    assert bool(((approximate >= 0) & (approximate < K) & (approximate != OWN_MASK)).all())
