@@ -48,9 +48,10 @@ def main() -> None:
     tokenizer.bos_token = tokenizer.cls_token  # the start token the Gen PPL teacher scores after
     config = GPT2Config(
         vocab_size=len(tokenizer), n_positions=CONTEXT, n_embd=128, n_layer=2, n_head=4,
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.sep_token_id, loss_type="ForCausalLM",
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.sep_token_id,
     )
     model = GPT2LMHeadModel(config)
+    model.loss_type = "ForCausalLM"  # what transformers falls back to for this class anyway, said without a warning
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
     start, begun = tokenizer.bos_token_id, time.perf_counter()
     stream = rows_of(dataset, "train", 0, start)
