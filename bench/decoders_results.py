@@ -12,7 +12,8 @@ budgets, the demo's by Gen PPL and the unigram entropy. ``ladd report`` writes e
 metric against token steps and against GFLOPs per sample), ``ladd frontier`` the demo's Gen PPL and entropy at
 matched GFLOPs, and this script the sawtooth's SWD at matched GFLOPs (linear interpolation between measured
 budgets, n/a outside them) with the best decoder at each budget. Files are written into ``OUT`` with the prefix of
-their set (``binsaw_``, ``demo_``), with a README of every command run.
+their set (``binsaw_``, ``demo_``), with a README of the scores and of every command behind them (run now or by an
+earlier call of the script).
 """
 from __future__ import annotations
 
@@ -142,11 +143,13 @@ def main() -> None:
         subprocess.run([sys.executable, *command], env=ONE_THREAD, check=True)
     log.append(f"OMP_NUM_THREADS=1 python bench/demo_teacher.py --out {teacher}")
     wanted = {run for name in sets for _, run, _ in ROWS[name]}
-    run_all([
-        ["train", *overrides, f"run_dir={args.runs / run}", "train.progress=false"]
-        for run, overrides in trainings(args.runs).items()
-        if run in wanted and not (args.runs / run / "model.safetensors").is_file()
-    ], args.jobs, log, ONE_THREAD)
+    trains = {
+        run: ["train", *overrides, f"run_dir={args.runs / run}", "train.progress=false"]
+        for run, overrides in trainings(args.runs).items() if run in wanted
+    }
+    missing_runs = [command for run, command in trains.items() if not (args.runs / run / "model.safetensors").is_file()]
+    run_all(missing_runs, args.jobs, env=ONE_THREAD)
+    log.extend("ladd " + " ".join(command) for command in trains.values())  # run now or kept from before
     evals = args.runs / "evals"
     evals.mkdir(parents=True, exist_ok=True)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -155,11 +158,11 @@ def main() -> None:
         paths, commands = [], []
         for method, run, chosen in ROWS[name]:
             path = evals / f"{name}_{method}.json"
-            if not path.is_file() and (args.runs / run / "model.safetensors").is_file():
-                options = [*chosen, *extra.get(name, []), "--method", method, "--out", str(path)]
-                commands.append(["eval", str(args.runs / run), *options])
+            options = [*chosen, *extra.get(name, []), "--method", method, "--out", str(path)]
+            commands.append((["eval", str(args.runs / run), *options], path))
             paths.append(path)
-        run_all(commands, args.jobs, log, ONE_THREAD)
+        run_all([command for command, path in commands if not path.is_file()], args.jobs, env=ONE_THREAD)
+        log.extend("ladd " + " ".join(command) for command, _ in commands)  # run now or kept from before
         missing = [path.name for path in paths if not path.is_file()]
         if missing:  # a run not trained yet: run the script again once it is
             print(f"{name}: not reported yet, {len(missing)} evaluations missing: {', '.join(missing)}", flush=True)
