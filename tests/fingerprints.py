@@ -38,6 +38,8 @@ _BINSAW = ("mdlm", "coladd_joint", "coladd_seq", "diladd_joint", "diladd_seq")
 #: case -> (experiment, extra overrides); a case is named after its experiment, plus its overrides if any.
 CASES: dict[str, tuple[str, list[str]]] = {
     **{f"binsaw/{name}_cpu": (f"binsaw/{name}_cpu", ["dataset.seq_len=16"]) for name in ("ar", *_BINSAW)},
+    # block diffusion: blocks of 4 over the 16 positions
+    "binsaw/bd3lm_cpu": ("binsaw/bd3lm_cpu", ["dataset.seq_len=16"]),
     # the text demos keep their data and encoder, with a shorter sequence
     "demo/mdlm": ("demo/mdlm", ["dataset.seq_len=16", "train.stages=[{steps:3}]"]),
     "demo/coladd": (
