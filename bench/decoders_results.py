@@ -11,7 +11,8 @@ is kept under ``RUNS/evals/`` and not evaluated again). The sawtooth runs are sc
 budgets, the demo's by Gen PPL and the unigram entropy. ``ladd report`` writes each set's tables and plots (the
 metric against token steps and against GFLOPs per sample), ``ladd frontier`` the demo's Gen PPL and entropy at
 matched GFLOPs, and this script the sawtooth's SWD at matched GFLOPs (linear interpolation between measured
-budgets, n/a outside them) with the best decoder at each budget. Files are written into ``OUT`` with the prefix of
+budgets, n/a outside them) with the best decoder at each budget; the budgets are those each model's first decoder
+measured. Files are written into ``OUT`` with the prefix of
 their set (``binsaw_``, ``demo_``), with a README of the scores and of every command behind them (run now or by an
 earlier call of the script).
 """
@@ -100,9 +101,17 @@ def ladd(*args: str, log: list[str]) -> None:
         raise SystemExit(f"ladd {args[0]} failed (exit {done.returncode})")
 
 
-def matched_swd(results: list[EvalResult], metric: str) -> tuple[list[float], list[dict[str, str]]]:
-    """Each method's metric interpolated at the baseline's measured budgets, with the best method at each."""
-    budgets = [s.flops_per_sample / 1e9 for s in results[0].scores if s.flops_per_sample is not None]
+def measured_budgets(results: list[EvalResult], runs: list[str]) -> list[float]:
+    """The GFLOPs per sample measured by the first evaluation of each run (``runs``, one per result), sorted: the
+    budgets of every model, where its own decoder needs no interpolation."""
+    first: dict[str, EvalResult] = {}
+    for run, result in zip(runs, results, strict=True):
+        first.setdefault(run, result)
+    return sorted({s.flops_per_sample / 1e9 for r in first.values() for s in r.scores if s.flops_per_sample})
+
+
+def matched_swd(results: list[EvalResult], metric: str, budgets: list[float]) -> list[dict[str, str]]:
+    """Each method's metric interpolated at ``budgets`` (GFLOPs per sample), with the best method at each."""
     rows, best = [], {}
     for result in results:
         xs = [s.flops_per_sample / 1e9 for s in result.scores]
@@ -115,7 +124,7 @@ def matched_swd(results: list[EvalResult], metric: str) -> tuple[list[float], li
                 best[budget] = (result.method, value)
         rows.append(row)
     rows.append({"method": "best", **{f"{b:.4g}": best[b][0] for b in budgets if b in best}})
-    return budgets, rows
+    return rows
 
 
 def main() -> None:
@@ -172,9 +181,9 @@ def main() -> None:
             for produced in Path(folder).iterdir():
                 shutil.copyfile(produced, args.out / f"{name}_{produced.name}")
         results = [EvalResult.load(path) for path in paths]
-        metric = results[0].metric
+        metric, grid = results[0].metric, measured_budgets(results, [run for _, run, _ in ROWS[name]])
         if metric == "gen_ppl":
-            budgets = ",".join(f"{s.flops_per_sample / 1e9:.6g}" for s in results[0].scores)
+            budgets = ",".join(f"{budget:.6g}" for budget in grid)
             table = args.out / f"{name}_frontier.txt"
             line = f"ladd frontier {' '.join(map(str, paths))} --budgets {budgets}"
             print(line, flush=True)
@@ -185,9 +194,9 @@ def main() -> None:
             )
             table.write_text(done.stdout)
         else:
-            budgets_used, rows = matched_swd(results, metric)
+            rows = matched_swd(results, metric, grid)
             with open(args.out / f"{name}_matched.csv", "w", newline="") as handle:
-                writer = csv.DictWriter(handle, fieldnames=["method", *(f"{b:.4g}" for b in budgets_used)])
+                writer = csv.DictWriter(handle, fieldnames=["method", *(f"{b:.4g}" for b in grid)])
                 writer.writeheader()
                 writer.writerows(rows)
         spent = {r.method: [(s.steps, s.network_calls, s.flops_per_sample) for s in r.scores] for r in results}
