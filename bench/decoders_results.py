@@ -239,9 +239,15 @@ def write_readme(out: Path, reported: dict[str, list[EvalResult]], log: list[str
         floor = first.data_floor or {}
         names = [first.metric] + [n for n in ("entropy_unigram",) if n in first.scores[0].scores and n != first.metric]
         lines += [f"## {name}", ""]
-        losses = ", ".join(f"{r.method} {r.token_loss:.4f}" for r in results if r.method.endswith("ancestral"))
+        losses = ", ".join(
+            f"{r.method} {r.token_loss:.4f}" + ("" if r.bound is None else f" (bound {r.bound:.4f})")
+            for r in results if r.method.endswith("ancestral")
+        )
         against = f" Data against data: {first.metric} {floor[first.metric]:.4f}." if first.metric in floor else ""
-        lines.append(f"Held-out `L^x` (nats per token) of the runs: {losses}.{against}")
+        lines.append(
+            f"Held-out `L^x` (nats per token, the token term with the preset's weighting) of the runs, and the full "
+            f"variational bound on -log p where the run gives one: {losses}.{against}"
+        )
         lines += ["", *score_table(results, names), ""]
         lines += [
             "Files: " + ", ".join(f"`{path.name}`" for path in sorted(out.glob(f"{name}_*"))) + ".", "",
