@@ -74,6 +74,19 @@ def _floor(results: list[EvalResult]) -> EvalResult | None:
     return max(with_floor, key=lambda r: r.floor_draws) if with_floor else None
 
 
+#: more methods than this and the legend is drawn beside the axes
+_INSIDE_LEGEND = 5
+_MARKERS = "osD^v"
+
+
+def _style(index: int) -> dict[str, str]:
+    """The ``index``-th line's colour, marker and line style: ten colours, then other markers and dashes, so that
+    no two of the first hundred lines look alike."""
+    turn = index // 10
+    marker, dashed = _MARKERS[turn % len(_MARKERS)], turn % 2 == 1
+    return {"color": f"C{index % 10}", "marker": marker, "linestyle": "--" if dashed else "-"}
+
+
 def plot(results: list[EvalResult], metric: str, path: Path, flops: bool = False) -> Path:
     """Metric against token denoising steps (``flops``: against GFLOPs per sample), one line per method with error
     bars, and the data-vs-data band."""
@@ -82,12 +95,15 @@ def plot(results: list[EvalResult], metric: str, path: Path, flops: bool = False
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for r in results:
+    many = len(results) > _INSIDE_LEGEND  # then the legend goes beside the axes, not over the curves
+    fig, ax = plt.subplots(figsize=(8.5, 4) if many else (6, 4), layout="constrained")
+    for index, r in enumerate(results):
         scores = [s.scores[metric] for s in r.scores]
         xs = [(s.flops_per_sample or 0.0) / 1e9 if flops else s.steps for s in r.scores]
         spreads = [s or 0.0 for s in r.spreads()]
-        ax.errorbar(xs, scores, yerr=spreads if any(spreads) else None, marker="o", capsize=3, label=r.method)
+        ax.errorbar(
+            xs, scores, yerr=spreads if any(spreads) else None, capsize=3, label=r.method, **_style(index),
+        )
     floor = _floor(results)
     if floor is not None and floor.data_floor is not None:
         level, spread = floor.data_floor[metric], floor.data_floor_spread.get(metric, 0.0)
@@ -103,8 +119,10 @@ def plot(results: list[EvalResult], metric: str, path: Path, flops: bool = False
         ax.set_xlabel("token denoising steps")
     ax.set_ylabel(f"{metric} (lower is better)" if all(r.lower_is_better for r in results) else metric)
     ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
+    if many:
+        fig.legend(loc="outside right center", fontsize="small")
+    else:
+        ax.legend()
     write_figure(path, fig)
     plt.close(fig)
     return path
