@@ -79,12 +79,12 @@ _INSIDE_LEGEND = 5
 _MARKERS = "osD^v"
 
 
-def _style(index: int) -> dict[str, str]:
+def _style(index: int) -> tuple[str, str, str]:
     """The ``index``-th line's colour, marker and line style: ten colours, then other markers and dashes, so that
     no two of the first hundred lines look alike."""
     turn = index // 10
     marker, dashed = _MARKERS[turn % len(_MARKERS)], turn % 2 == 1
-    return {"color": f"C{index % 10}", "marker": marker, "linestyle": "--" if dashed else "-"}
+    return f"C{index % 10}", marker, "--" if dashed else "-"
 
 
 def plot(results: list[EvalResult], metric: str, path: Path, flops: bool = False) -> Path:
@@ -101,8 +101,10 @@ def plot(results: list[EvalResult], metric: str, path: Path, flops: bool = False
         scores = [s.scores[metric] for s in r.scores]
         xs = [(s.flops_per_sample or 0.0) / 1e9 if flops else s.steps for s in r.scores]
         spreads = [s or 0.0 for s in r.spreads()]
+        color, marker, line = _style(index)
         ax.errorbar(
-            xs, scores, yerr=spreads if any(spreads) else None, capsize=3, label=r.method, **_style(index),
+            xs, scores, yerr=spreads if any(spreads) else None, capsize=3, label=r.method, color=color, marker=marker,
+            linestyle=line,
         )
     floor = _floor(results)
     if floor is not None and floor.data_floor is not None:
