@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
 
 from registry.host.registry import Registry
 
@@ -55,7 +54,7 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
     from registry.engine.sampling_limits import check_sampling_memory
     from registry.paper.report import format_table
     from registry.storage.files import check_name
-    from registry.storage.results import BOUND_NOTE, PPL_NOTE, EvalResult
+    from registry.storage.results import BOUND_NOTE, PPL_NOTE, EvalResult, perplexity
 
     with connected():  # under torchrun or srun, every rank evaluates its share of the batches and samples
         experiment, settings = load_trained(args.run_dir, registry)
@@ -77,5 +76,6 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
     if result.no_bound is not None:
         print(f"note: no bound on -log p: {result.no_bound}")
     if result.bound is not None:
-        print(f"bound on -log p: {result.bound:.4f} nats per token (PPL <= {math.exp(result.bound):.2f}; {BOUND_NOTE})")
+        ceiling = perplexity(result.bound)
+        print(f"bound on -log p: {result.bound:.4f} nats per token (PPL <= {ceiling:.2f}; {BOUND_NOTE})")
     print(f"wrote {path}")

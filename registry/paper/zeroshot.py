@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 
 from registry.config.settings import Settings
@@ -10,7 +9,7 @@ from registry.engine.assembly import Experiment, required_selection
 from registry.engine.evaluation import token_loss
 from registry.errors import IncompatibleComponentsError
 from registry.host.registry import Registry
-from registry.storage.results import PPL_NOTE
+from registry.storage.results import PPL_NOTE, perplexity
 from registry.toolkit.progress import progress
 
 
@@ -24,7 +23,7 @@ class ZeroShotRow:
 
     @property
     def perplexity(self) -> float:
-        return math.exp(self.token_loss)
+        return perplexity(self.token_loss)
 
 
 def zero_shot(

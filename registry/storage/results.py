@@ -20,6 +20,14 @@ PPL_NOTE = "PPL = exp(L^x), the token term only: an upper bound for MDLM, not th
 BOUND_NOTE = "the full variational bound: token and latent channels, endpoint and encoder terms (App. C.1)"
 
 
+def perplexity(nats: float) -> float:
+    """``exp(nats)``, infinite where it exceeds a float (a bound of an untrained model can be hundreds of nats)."""
+    try:
+        return math.exp(nats)
+    except OverflowError:
+        return math.inf
+
+
 @dataclass
 class BudgetScore:
     """The metric's named scores at one token-step budget (means over the repeats), their spread, the network calls per
@@ -54,7 +62,7 @@ class EvalResult:
     @property
     def token_perplexity(self) -> float:
         """exp(L^x): validation perplexity from the token term alone (for LADD not the full ELBO bound)."""
-        return math.exp(self.token_loss)
+        return perplexity(self.token_loss)
 
     def curve(self) -> list[tuple[int, float]]:
         """(steps, headline score) pairs."""
