@@ -165,8 +165,8 @@ def test_two_ddp_processes_train_sequential_coladd_as_one_process(
     monkeypatch.setattr(
         DiffusionModel,
         "loss",
-        lambda self, x0, generator=None, shard=None, padding=None: whole(
-            self, x0, generator, shard or Shard(0, 1, seed=0), padding
+        lambda self, x0, generator=None, shard=None, **kept_out: whole(
+            self, x0, generator, shard or Shard(0, 1, seed=0), **kept_out
         ),
     )
     train(compose([*COMMON, *COLADD_SEQ], reg), tmp_path, reg)
