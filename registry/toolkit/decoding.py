@@ -71,8 +71,8 @@ def _margin(logits: Tensor, proposal: Tensor, generator: torch.Generator | None)
 
 
 def _negative_entropy(logits: Tensor, proposal: Tensor, generator: torch.Generator | None) -> Tensor:
-    probs = torch.softmax(logits.double(), dim=-1)
-    return torch.exp((probs * torch.log_softmax(logits.double(), dim=-1)).sum(-1))
+    log_probs = torch.log_softmax(logits.double(), dim=-1)  # one pass over the vocabulary serves both factors
+    return torch.exp((log_probs.exp() * log_probs).sum(-1))
 
 
 #: each remasking order's score of a row's proposal (``REMASKING`` names them for the torch-free options)
