@@ -133,6 +133,10 @@ class Process(ABC):
     #: True when the bound is the exact negative log-likelihood, read in one teacher-forced pass (a causal model):
     #: one draw suffices, and greedy decoding is read off the same pass
     exact_likelihood: bool = False
+    #: True when ``loss`` weights each step as the ELBO does, so that its mean over noise levels is a Monte-Carlo
+    #: estimate of the negative ELBO of the chain (for a model of tokens alone an upper bound on ``-log p``); False
+    #: for another weighting (a constant one), whose loss bounds nothing. ``ladd eval`` says which ``L^x`` is.
+    elbo_weighted: bool = False
 
     @abstractmethod
     def prior(self, shape: tuple[int, ...], device: torch.device, generator: torch.Generator | None = None) -> Tensor:
