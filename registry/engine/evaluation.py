@@ -42,8 +42,8 @@ def token_loss_meaning(model: Any) -> str:
     if token_loss_bounds(model):
         return "a Monte-Carlo estimate of the token chain's negative ELBO, i.e. of an upper bound on -log p"
     return (
-        f"the training loss of process {type(process).__name__}, whose weights are not the ELBO's (it does not declare "
-        "elbo_weighted), not a bound on -log p"
+        f"the training loss of process {type(process).__name__}, weighted otherwise than the ELBO (its "
+        "elbo_weighted is false), not a bound on -log p"
     )
 
 

@@ -36,7 +36,8 @@ def _trained(reg, experiment: str):
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("experiment", "sampler", "length"), [("binsaw/bd3lm_cpu", "blockwise", 64), ("binsaw/ar_cpu", "autoregressive", None)]
+    ("experiment", "sampler", "length"),
+    [("binsaw/bd3lm_cpu", "blockwise", 64), ("binsaw/ar_cpu", "autoregressive", None)],
 )
 def test_cached_and_uncached_sampling_of_a_trained_model_give_the_same_tokens(experiment, sampler, length):
     reg = registry.load()
