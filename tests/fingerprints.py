@@ -102,7 +102,6 @@ _LADD = {
 }
 
 
-
 def _overrides(name: str) -> tuple[str, ...]:
     """A sawtooth case's overrides: 16 positions, and no dead-code restarts for a vector quantiser (Di-LADD).
 
