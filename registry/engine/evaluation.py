@@ -29,7 +29,7 @@ Mask = torch.Tensor | None
 def token_loss_bounds(model: Any) -> bool:
     """Whether held-out ``L^x`` of ``model`` is ``-log p`` or an estimate of an upper bound on it (a model of tokens
     alone whose process declares ELBO weights, ``Process.elbo_weighted``, or an exact likelihood)."""
-    return model.latent is None and bool(getattr(model.process, "elbo_weighted", False))
+    return model.latent is None and bool(model.process.elbo_weighted)
 
 
 def token_loss_meaning(model: Any) -> str:
@@ -37,7 +37,7 @@ def token_loss_meaning(model: Any) -> str:
     process = model.process
     if model.latent is not None:
         return "the token reconstruction term given the latent its encoder read from the tokens, not a bound on -log p"
-    if getattr(process, "exact_likelihood", False):
+    if process.exact_likelihood:
         return "the exact negative log-likelihood"
     if token_loss_bounds(model):
         return "a Monte-Carlo estimate of the token chain's negative ELBO, i.e. of an upper bound on -log p"
@@ -49,7 +49,7 @@ def token_loss_meaning(model: Any) -> str:
 
 def token_perplexity_meaning(model: Any) -> str:
     """What ``exp(L^x)``, the validation perplexity the paper reports, is for ``model``."""
-    if getattr(model.process, "exact_likelihood", False) and model.latent is None:
+    if model.process.exact_likelihood and model.latent is None:
         return "the exact perplexity"
     if token_loss_bounds(model):
         return "an estimate of an upper bound on the perplexity"
@@ -58,7 +58,7 @@ def token_perplexity_meaning(model: Any) -> str:
 
 def bound_meaning(model: Any, draws: int) -> str:
     """What :func:`bound_per_token` gives for ``model`` at ``draws`` Monte-Carlo draws per row."""
-    if getattr(model.process, "exact_likelihood", False) and model.latent is None:
+    if model.process.exact_likelihood and model.latent is None:
         return "the exact negative log-likelihood"
     return f"a Monte-Carlo estimate ({draws} draw{'s' if draws > 1 else ''} per row) of an upper bound on -log p"
 
