@@ -17,8 +17,8 @@ from registry.engine.assembly import build_experiment
 from registry.engine.warm_start import warm_start
 from registry.errors import LaddError
 
-#: the network's table: the test tokenizer's 26 ids and placeholders for the 6 it lacks; ladd's mask is id 32, fed to the
-#: network as its own mask 3
+#: the network's table: the test tokenizer's 26 ids and placeholders for the 6 it lacks; ladd's mask is id 32, fed to
+#: the network as its own mask 3
 K = 32
 
 
@@ -67,7 +67,8 @@ def test_the_folder_carries_its_tokenizer_and_records_its_shards(imported):
     assert tokenizer.convert_ids_to_tokens([25, 26, 31, 32]) == [
         "nine", "<|ladd_unused_26|>", "<|ladd_unused_31|>", "<|mask|>"
     ], "placeholders cover the table's ids the tokenizer lacks; ladd's mask follows the table"
-    assert tokenizer.decode([7, 26, 16], skip_special_tokens=True) == tokenizer.decode([7, 16], skip_special_tokens=True)
+    plain = tokenizer.decode([7, 16], skip_special_tokens=True)
+    assert tokenizer.decode([7, 26, 16], skip_special_tokens=True) == plain, "decoding skips the placeholders"
     files = document["source"]["files"]
     assert len(files) == 3
     for name, digest in files.items():
