@@ -127,6 +127,26 @@ def test_llada_decodes_as_fast_dllms_functions(llada, rule, cache):
     assert torch.equal(ours, expected)
 
 
+@pytest.fixture(scope="module")
+def llada_plain(reg, tmp_path_factory):
+    """A tiny LLaDA checkpoint whose network seldom proposes its own mask: Fast-dLLM's step counts, which index past
+    their end when a block still holds a mask after its steps, run to their end on it."""
+    root = tmp_path_factory.mktemp("llada_plain")
+    tensors = llada_reference.random_tensors(seed=1)
+    llada_reference.write_checkpoint(root / "src", tensors)
+    out = import_with("llada", str(root / "src"), root / "out", [f"dataset.seq_len={PROMPT + GEN}"], reg)
+    return (*load_trained(out, reg), llada_reference.Network(tensors))
+
+
+@pytest.mark.parametrize("cache", ["none", "prefix", "dual"])
+def test_llada_decodes_as_fast_dllms_functions_with_step_counts(llada_plain, cache):
+    experiment, _, net = llada_plain
+    prompt = _prompts(26, 7)
+    with torch.no_grad():
+        expected = fast_dllm_generate(net, prompt, 12, GEN, 4, MASKS["llada"], cache=cache)
+    assert torch.equal(_decode(experiment.model, prompt, 12, block_length=4, cache=cache), expected)
+
+
 def test_fast_dllms_threshold_ignores_the_step_count(llada):
     experiment, _, net = llada
     prompt = _prompts(26, 5)
