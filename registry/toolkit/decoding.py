@@ -166,18 +166,31 @@ def dream_logits(logits: Tensor, temperature: float, top_p: float | None, top_k:
     return scaled
 
 
+def _dream_probability(probs: Tensor, proposal: Tensor) -> Tensor:
+    return probs.gather(-1, proposal[:, None]).squeeze(-1)
+
+
+def _dream_margin(probs: Tensor, proposal: Tensor) -> Tensor:
+    top = probs.topk(min(2, probs.shape[-1]), dim=-1).values
+    return top[:, 0] - (top[:, 1] if top.shape[1] > 1 else 0.0)
+
+
+def _dream_negative_entropy(probs: Tensor, proposal: Tensor) -> Tensor:
+    return (probs * (probs + 1e-10).log()).sum(-1)
+
+
+#: each order's score under Dream's generation (its maskgit_plus, topk_margin and entropy)
+_DREAM_SCORES = {"low_confidence": _dream_probability, "margin": _dream_margin, "entropy": _dream_negative_entropy}
+
+
 def dream_confidence(remasking: str, logits: Tensor, proposal: Tensor) -> Tensor:
     """Float64 confidence ``[N]`` of each row's proposal as Dream's generation scores it, from the distribution of
     :func:`dream_logits`: the proposal's probability, the top-1 minus top-2 probability, or ``sum p log(p + 1e-10)``."""
-    probs = logits.softmax(-1)
-    if remasking == "low_confidence":
-        return probs.gather(-1, proposal[:, None]).squeeze(-1)
-    if remasking == "margin":
-        return _margin(logits, proposal, None)
-    if remasking == "entropy":
-        return (probs * (probs + 1e-10).log()).sum(-1)
-    raise InvalidConfigError(f"remasking={remasking!r} orders no proposals by Dream's confidence; valid: "
-                             f"low_confidence, margin, entropy")
+    score = _DREAM_SCORES.get(remasking)
+    if score is None:
+        raise InvalidConfigError(f"remasking={remasking!r} orders no proposals by Dream's confidence; valid: "
+                                 f"{', '.join(_DREAM_SCORES)}")
+    return score(logits.softmax(-1), proposal)
 
 
 def blocks(free: Tensor, block_length: int | None) -> list[Tensor]:
