@@ -405,6 +405,9 @@ class Backbone(nn.Module, ABC):
 
     #: False when token predictions do not depend on ``tau_x`` (enables the sampler's no-change cache)
     token_time_conditioned: bool = True
+    #: the column of the token logits that holds the network's own mask state, kept in the softmax as the family's
+    #: code keeps it (LLaDA's, Dream's); None: no column gives the mask probability (SUBS, ladd's own networks)
+    mask_column: int | None = None
     #: what each token position attends to; with a block pattern, ``forward`` also takes ``context`` (the clean
     #: tokens ``[B, S]``) in training, and each block of ``x_t`` is denoised given the clean blocks before it
     attention: AttentionPattern = AttentionPattern()
@@ -504,6 +507,9 @@ class DenoiserModel(ABC):
     vocab_size: int
     #: the end-of-document id of the data the model was trained on (text), None when sequences have no documents
     eos_id: int | None = None
+    #: the token backbone's ``Backbone.mask_column``: decoders that propose it leave the position masked, and a
+    #: process's own step draws no token there; None: SUBS
+    mask_column: int | None = None
 
     @property
     def attention(self) -> AttentionPattern:

@@ -300,7 +300,8 @@ class TokenRule(ABC):
 
 
 class ProcessRule(TokenRule):
-    """The token process's own reverse step from ``tau_t`` to ``tau_s`` (MDLM's ancestral step).
+    """The token process's own reverse step from ``tau_t`` to ``tau_s`` (MDLM's ancestral step), which never draws the
+    network's own mask (``DenoiserModel.mask_column``).
 
     ``fast`` with a ``RevealingProcess``: the exact fast path, drawing the revealing positions first and predicting
     there only; otherwise a prediction at every position and the process's ``step``.
@@ -320,6 +321,8 @@ class ProcessRule(TokenRule):
         self, model: DenoiserModel, chain: TokenChain, logits: Tensor, rows: Tensor | None, generator: torch.Generator
     ) -> Tensor:
         process = revealing(model, self.fast)
+        if model.mask_column is not None:  # the process's step draws real tokens: the network's mask gets none (SUBS)
+            logits = logits.index_fill(-1, torch.tensor([model.mask_column], device=logits.device), float("-inf"))
         if rows is not None and process is not None:
             return process.fill(chain.x, rows, logits, generator)
         return reverse_step(model.process, chain.x, logits, self.tau_t, self.tau_s, generator, chain.fixed)
