@@ -28,7 +28,7 @@ from registry.engine.assembly import Experiment, build_experiment
 from registry.engine.batches import check_batch, first_batch, stream_ended
 from registry.engine.loading import load_run
 from registry.engine.memory import check_fits
-from registry.engine.runs import COMPONENTS_FILE, WEIGHTS_FILE, RunFolder
+from registry.engine.runs import COMPONENTS_FILE, WEIGHTS_FILE, RunFolder, recorded_components
 from registry.errors import InvalidConfigError, LaddError
 from registry.host.registry import Registry
 from registry.interfaces import Dataset, batches_from, device_batches, prepare, rank_batches
@@ -120,7 +120,8 @@ def _train_checked(
         folder.check(plain, allow_changes)
     tracking = Tracking(train_cfg.logger, folder, settings, main)
     L.seed_everything(settings.seed, workers=True, verbose=False)
-    experiment = build_experiment(settings, registry)
+    # a resumed run keeps the components it recorded, whatever has been installed since
+    experiment = build_experiment(settings, registry, recorded_components(folder.path))
     # every process, before any joins the others: one prepares the data (tokenises, on first use) while the
     # others wait for it on the file system, so no process group setup times out meanwhile
     prepare(experiment.dataset, ["train"])

@@ -16,7 +16,7 @@ from registry.errors import (
     UnknownComponentError,
 )
 from registry.host.component import Component
-from registry.host.plugins import PluginHost
+from registry.host.plugins import PluginFailure, PluginHost
 from registry.interfaces import Schedule
 
 
@@ -88,6 +88,7 @@ def test_host_records_origin_from_the_distribution_and_builds_with_config_and_co
     assert component.as_dict() == {
         "kind": "schedule",
         "name": "s1",
+        "qualified": "mine:s1",
         "plugin": "mine",
         "distribution": "mine",
         "version": "1.2",
@@ -127,8 +128,8 @@ def test_options_from_python_are_type_checked_and_converted_as_in_a_config():
     assert component.build({"width": "7"}).built == (7, {})
 
 
-def test_name_clash_is_listed_and_is_an_error_only_where_the_name_is_used():
-    first = Component(ComponentSpec("schedule", "linear", _make), Origin("builtin", "ladd", "0.1.0"))
+def test_name_clash_is_listed_and_is_an_error_only_where_the_name_is_used_ladds_own_name_included():
+    first = Component(ComponentSpec("schedule", "linear", _make), Origin("builtin", "ladd", "0.1.0", own=True))
     second = Component(ComponentSpec("schedule", "linear", _make), Origin("other", "other-dist", "2.0"))
     bystander = Component(ComponentSpec("schedule", "cosine", _make), Origin("other", "other-dist", "2.0"))
     registry = Registry([first, second, bystander])
@@ -139,7 +140,30 @@ def test_name_clash_is_listed_and_is_an_error_only_where_the_name_is_used():
         registry.get("schedule", "linear")
     assert str(info.value) == (
         "schedule 'linear' is registered by several plugins: 'builtin' (ladd 0.1.0), 'other' (other-dist 2.0); "
-        "to use one, hide the others with LADD_PLUGINS_BLOCK=other (comma-separated), or uninstall or rename one"
+        "name the one you mean: builtin:linear or other:linear"
+    )
+    assert registry.get("schedule", "builtin:linear") is first and registry.get("schedule", "other:linear") is second
+    assert registry.get("schedule", "linear", plugin="other") is second, "a run's record picks among several"
+
+
+def test_a_qualified_name_selects_one_plugins_component_and_a_missing_plugin_is_one_line():
+    mine = Component(ComponentSpec("schedule", "steep", _make), Origin("mine", "mine-dist", "1.0"))
+    gone = PluginFailure("gone", "ImportError: no module", "gone-dist")
+    registry = Registry([mine], failures=[gone])
+    assert registry.get("schedule", "mine:steep") is mine
+    with pytest.raises(UnknownComponentError) as info:
+        registry.get("schedule", "mine:stee")
+    assert str(info.value) == "plugin 'mine' registers no schedule 'stee'; did you mean 'steep'? its schedule names: steep"
+    with pytest.raises(UnknownComponentError) as info:
+        registry.get("schedule", "gone:steep")
+    assert str(info.value) == (
+        "schedule 'gone:steep' is not available: plugin 'gone' (gone-dist) failed to load: ImportError: no module; "
+        "fix or uninstall it, or hide it with LADD_PLUGINS_BLOCK=gone"
+    )
+    with pytest.raises(UnknownComponentError) as info:
+        registry.get("schedule", "mien:steep")
+    assert str(info.value) == (
+        "schedule 'mien:steep' names plugin 'mien', which is not installed; did you mean 'mine'? loaded plugins: mine"
     )
 
 
