@@ -171,7 +171,8 @@ def _check_options(settings: Settings, registry: Registry) -> None:
     for slot in SLOTS.values():
         node = settings.selection(slot.name)
         if node is not None and "name" in node:
-            registry.get(slot.kind, node["name"]).check_options({k: v for k, v in node.items() if k != "name"})
+            options = {k: v for k, v in node.items() if k != "name"}
+            registry.check_options(registry.get(slot.kind, node["name"]), options)
 
 
 def quoted_folder(arg: str) -> str:

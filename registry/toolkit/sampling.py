@@ -10,6 +10,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from registry.contract import deprecated
 from registry.errors import InvalidConfigError, LaddError
 from registry.interfaces import (
     Denoised,
@@ -130,7 +131,11 @@ def check_fixed_kept(tokens: Tensor, fixed: Tensor | None, model: DenoiserModel)
 def takes_fixed(process: Process) -> bool:
     """Whether ``process.step`` takes the known tokens (``fixed=``), as the process declares (``Process.takes_fixed``,
     True unless its step was written without the keyword)."""
-    return getattr(process, "takes_fixed", True) is not False
+    return getattr(process, "takes_fixed", True) is not False and type(process) not in _WITHOUT_FIXED
+
+
+#: process classes whose step turned out to lack ``fixed`` without declaring it: called without it from then on
+_WITHOUT_FIXED: set[type] = set()
 
 
 def reverse_step(
@@ -143,7 +148,8 @@ def reverse_step(
     fixed: Tensor | None,
 ) -> Tensor:
     """``process.step``, given the known tokens ``fixed`` when there are some; a process declaring ``takes_fixed =
-    False`` is called without them (``check_fixed_kept`` then tells whether it kept them)."""
+    False`` is called without them (``check_fixed_kept`` then tells whether it kept them). A step without the keyword
+    that does not declare it is called without it too, with a deprecation line, until the contract that refuses it."""
     if fixed is None or not takes_fixed(process):
         return process.step(x_t, prediction, tau_t, tau_s, generator)
     try:
@@ -152,11 +158,9 @@ def reverse_step(
         if "unexpected keyword argument 'fixed'" not in str(error):
             raise
         kind = type(process)
-        raise LaddError(
-            f"token process {kind.__name__} ({kind.__module__}) has a step without the `fixed` keyword but does not "
-            f"declare `takes_fixed = False`, which plugin contract 3 asks of such a process instead of reading its "
-            f"signature (docs/contract.md): declare it, or take `fixed` and keep the known tokens"
-        ) from error
+        deprecated("takes_fixed", f"token process {kind.__name__} ({kind.__module__})")
+        _WITHOUT_FIXED.add(kind)
+        return process.step(x_t, prediction, tau_t, tau_s, generator)
 
 
 def revealing(model: DenoiserModel, fast: bool) -> RevealingProcess | None:

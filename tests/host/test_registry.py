@@ -153,7 +153,9 @@ def test_a_qualified_name_selects_one_plugins_component_and_a_missing_plugin_is_
     assert registry.get("schedule", "mine:steep") is mine
     with pytest.raises(UnknownComponentError) as info:
         registry.get("schedule", "mine:stee")
-    assert str(info.value) == "plugin 'mine' registers no schedule 'stee'; did you mean 'steep'? its schedule names: steep"
+    assert str(info.value) == (
+        "plugin 'mine' registers no schedule 'stee'; did you mean 'steep'? its schedule names: steep"
+    )
     with pytest.raises(UnknownComponentError) as info:
         registry.get("schedule", "gone:steep")
     assert str(info.value) == (
