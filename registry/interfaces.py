@@ -708,30 +708,13 @@ class TokenDecoder(Sampler):
     (``registry.interfaces.mask_id(model.vocab_size)``); ``chain.x`` holds the current tokens ``[N, L]`` (the mask id
     where a position is still unknown; ``L`` is ``model.seq_len``, or the block's length when a block sampler runs the
     rules), ``chain.known`` the positions ``fixed`` gives (never to be written). A rule's logits are over the K real
-    ids. ``sample`` is provided: the chain from all masks to tokens under the rules (``decode_tokens``), with
-    ``guidance`` as its classifier-free guidance; a decoder overrides it only to do more.
+    ids. ``registry.toolkit.sampling.RuleDecoder`` is this interface with ``sample`` provided (the chain from all
+    masks to tokens under the rules): a decoder subclasses it and writes ``rules`` alone.
     """
-
-    #: the classifier-free guidance of this decoder's own ``sample`` (a sampler running its rules passes its own)
-    guidance: float = 1.0
 
     @abstractmethod
     def rules(self, model: DenoiserModel, chain: Any, steps: int) -> Iterable[Any]:
         """The token steps' rules, one per reverse step, at most ``steps``."""
-
-    @torch.no_grad()
-    def sample(  # type: ignore[override]  # no latent keyword: a LADD sampler hands its latent to decode_tokens
-        self,
-        model: DenoiserModel,
-        num_samples: int,
-        steps: int,
-        generator: torch.Generator,
-        fixed: Tensor | None = None,
-    ) -> SampleOutput:
-        """The token chain from all masks to tokens under this decoder's rules, keeping ``fixed``."""
-        from .toolkit.sampling import decode_tokens  # the toolkit imports this module
-
-        return decode_tokens(self, model, num_samples, steps, generator, fixed, guidance=self.guidance)
 
 
 @dataclass(frozen=True)

@@ -3,15 +3,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from registry.interfaces import DenoiserModel, Needs, TokenDecoder
-from registry.toolkit.sampling import ProcessRule, TokenChain, process_rules
+from registry.interfaces import DenoiserModel, Needs
+from registry.toolkit.sampling import ProcessRule, RuleDecoder, TokenChain, process_rules
 
 from .config import AncestralConfig
 
 
-class AncestralSampler(TokenDecoder):
+class AncestralSampler(RuleDecoder):
     """MDLM sampling: the token chain alone, the token process's own reverse step at each step of the time grid
-    (``sample`` is ``TokenDecoder``'s: the chain under these rules)."""
+    (``sample`` is ``RuleDecoder``'s: the chain under these rules)."""
 
     needs = Needs(latent=False, blocks=False)  # its predictions take no latent; it denoises every position at once
 

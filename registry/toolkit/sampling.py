@@ -25,6 +25,7 @@ from registry.interfaces import (
 __all__ = [
     "Conditioning",
     "ProcessRule",
+    "RuleDecoder",
     "TokenChain",
     "TokenRule",
     "check_fixed_kept",
@@ -397,6 +398,27 @@ def decode_tokens(
     condition = Conditioning(latent, tau_y, guidance, guidance_seed(generator, guidance))
     run_rules(model, chain, decoder.rules(model, chain, steps), generator, condition)
     return SampleOutput(check_fixed_kept(chain.x, fixed, model), latent, chain.calls)
+
+
+class RuleDecoder(TokenDecoder):
+    """A ``TokenDecoder`` whose ``sample`` is provided: the token chain from all masks to tokens under its ``rules``
+    (:func:`decode_tokens`), keeping ``fixed``, with ``guidance`` as its classifier-free guidance. A decoder writes
+    ``rules`` alone, and overrides ``sample`` only to do more."""
+
+    #: the classifier-free guidance of this decoder's own ``sample`` (a sampler running its rules passes its own)
+    guidance: float = 1.0
+
+    @torch.no_grad()
+    def sample(  # type: ignore[override]  # no latent keyword: a LADD sampler hands its latent to decode_tokens
+        self,
+        model: DenoiserModel,
+        num_samples: int,
+        steps: int,
+        generator: torch.Generator,
+        fixed: Tensor | None = None,
+    ) -> SampleOutput:
+        """The token chain from all masks to tokens under this decoder's rules, keeping ``fixed``."""
+        return decode_tokens(self, model, num_samples, steps, generator, fixed, guidance=self.guidance)
 
 
 def denoise_tokens(

@@ -172,11 +172,12 @@ def test_plugin_check_reports_each_problem_precisely(tmp_path):
     assert out.returncode == 2
     assert "4 problem(s)" in out.stderr
     assert (
-        "backbone 'ghost': factory 'no_such_module_anywhere:Ghost' does not import: ModuleNotFoundError" in out.stderr
+        "backbone 'shoddy_plugin:ghost': factory 'no_such_module_anywhere:Ghost' does not import: ModuleNotFoundError"
+        in out.stderr
     )
-    assert "schedule 'needy': has no config but its factory requires rate" in out.stderr
-    assert "process 'deaf': its factory does not accept the keyword(s) schedule, vocab_size" in out.stderr
-    assert "dataset 'skewed': fails in a tiny model: batch of shape (3, 5), expected (3, 4)" in out.stderr
+    assert "schedule 'shoddy_plugin:needy': has no config but its factory requires rate" in out.stderr
+    assert "process 'shoddy_plugin:deaf': its factory does not accept the keyword(s) schedule, vocab_size" in out.stderr
+    assert "dataset 'shoddy_plugin:skewed': fails in a tiny model: batch of shape (3, 5), expected (3, 4)" in out.stderr
 
 
 def test_pytest_helper_flags_a_broken_plugin(monkeypatch, tmp_path):
@@ -447,12 +448,12 @@ def test_plugin_check_rejects_int32_codes_and_a_head_one_code_short(tmp_path):
     assert out.returncode == 2
     assert "plugin 'flawed_latents' has 2 problem(s)" in out.stderr
     assert (
-        "latent 'int32_codes': fails in a tiny model: encode gives codes of dtype torch.int32; "
+        "latent 'flawed_latents:int32_codes': fails in a tiny model: encode gives codes of dtype torch.int32; "
         "discrete codes must be torch.long (int64)"
     ) in out.stderr
     assert (
-        "latent 'short_head': fails in a tiny model: with process 'masked' and process 'autoregressive', a training "
-        "step of a joint model: "
+        "latent 'flawed_latents:short_head': fails in a tiny model: with process 'masked' and process "
+        "'autoregressive', a training step of a joint model: "
         "IncompatibleComponentsError: the masked process over 2048 values got predictions over 2047"
     ) in out.stderr
 
