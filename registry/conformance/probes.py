@@ -32,7 +32,8 @@ class ProbeEncoder(Encoder):
 class ProbeBackbone(Backbone):
     """Either channel or both: tokens embedded per position, the latent through its own input and output layers.
 
-    Each channel adds its time and the other channel's mean hidden state, so predictions depend on both.
+    Each channel adds its time and the other channel's mean hidden state, so predictions depend on both; with both,
+    a token prediction without the latent is refused, as a two-channel network's would be.
     """
 
     def __init__(self, channels: Channels) -> None:
@@ -44,6 +45,7 @@ class ProbeBackbone(Backbone):
             self.latent_in = channels.latent.input_layer(HIDDEN)
             self.latent_head = channels.latent.output_layer(HIDDEN)
         self.time = nn.Linear(1, HIDDEN)
+        self.two_channels = channels.tokens and channels.latent is not None
 
     def forward(
         self,
@@ -53,6 +55,11 @@ class ProbeBackbone(Backbone):
         tau_y: Tensor | None,
         rows: Tensor | None = None,
     ) -> Denoised:
+        if self.two_channels and tau_x is not None and y_t is None:
+            raise IncompatibleComponentsError(
+                "a model with a latent channel was asked for token predictions without its latent (y_t None): the "
+                "tokens are predicted given the latent the sampler holds"
+            )
         h = None if x_t is None else self.embed(x_t) + self._time(tau_x)
         g = None if y_t is None else self.latent_in(y_t) + self._time(tau_y)
         if h is not None and g is not None:

@@ -16,7 +16,12 @@ from registry.host.model_folders import PluginImporter
 from registry.host.registry import Registry
 from registry.toolkit.options import references
 
-from .exercises import EXERCISES, ExerciseFailure, exercise_command, exercise_importer
+from .exercises import EXERCISES, ExerciseFailure, command_folders, exercise_command, exercise_importer
+
+
+class NotExercised(UserWarning):
+    """A component this machine cannot exercise (a download it lacks, a use no probe can make): a note, not a
+    problem."""
 
 
 def check_plugin(name: str, registry: Registry) -> list[str]:
@@ -40,7 +45,7 @@ def _importer_problems(entry: PluginImporter, registry: Registry) -> list[str]:
         with _seeded():
             exercise_importer(entry, registry)
     except MissingResourceError as error:
-        warnings.warn(f"{label}: not exercised: {error}", stacklevel=2)
+        warnings.warn(f"{label}: not exercised: {error}", NotExercised, stacklevel=2)
     except LaddError as error:
         return [f"{label}: {error}"]
     except ExerciseFailure as error:
@@ -54,13 +59,14 @@ def command_problems(
     """What goes wrong when each of plugin ``plugin``'s commands runs on its example arguments (``examples``: command
     -> arguments) through ``run`` (ladd's command line)."""
     problems = []
-    for name, example in examples.items():
-        label = f"command {name!r} of plugin {plugin!r}"
-        try:
-            with _seeded():
-                exercise_command(name, example, run, registry)
-        except ExerciseFailure as error:
-            problems.append(error.line(label))
+    with command_folders(examples.values(), registry) as folders:
+        for name, example in examples.items():
+            label = f"command {name!r} of plugin {plugin!r}"
+            try:
+                with _seeded():
+                    exercise_command(name, example, run, folders)
+            except ExerciseFailure as error:
+                problems.append(error.line(label))
     return problems
 
 
@@ -86,7 +92,7 @@ def _problems(component: Component, registry: Registry) -> list[str]:
             EXERCISES[component.kind](component, registry)
     except MissingResourceError as error:
         # The defaults name a download (a pretrained model, a corpus): the plugin is fine, this machine lacks it.
-        warnings.warn(f"{label}: not exercised: {error}", stacklevel=2)
+        warnings.warn(f"{label}: not exercised: {error}", NotExercised, stacklevel=2)
     except ComponentError as error:
         return [f"{label}: {error.problem}"]
     except ExerciseFailure as error:

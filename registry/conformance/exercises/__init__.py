@@ -15,7 +15,7 @@ from registry.host.component import Component
 from registry.host.registry import Registry
 
 from .backbones import exercise_backbone
-from .commands import exercise_command
+from .commands import command_folders, exercise_command
 from .common import ExerciseFailure
 from .datasets import exercise_dataset
 from .encoders import exercise_encoder
@@ -26,7 +26,7 @@ from .processes import exercise_process
 from .samplers import exercise_sampler
 from .schedules import exercise_schedule
 
-__all__ = ["EXERCISES", "ExerciseFailure", "exercise_command", "exercise_importer"]
+__all__ = ["EXERCISES", "ExerciseFailure", "command_folders", "exercise_command", "exercise_importer"]
 
 #: Kind -> its exercise: one tiny real use of a component of that kind, run by ``ladd plugins check``.
 EXERCISES: dict[str, Callable[[Component, Registry], None]] = {

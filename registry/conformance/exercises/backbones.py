@@ -52,13 +52,26 @@ def exercise_backbone(component: Component, registry: Registry) -> None:
             continue  # block attention denoises the token channel alone: the model refuses a latent channel
         _backbone_round(backbone, channels)
         _check_declared_parts(backbone, channels)
-        if channels.tokens and channels.latent is None:
+        if channels.tokens and channels.latent is None and (pattern.block is not None or isinstance(
+            backbone, CachingBackbone
+        )):
+            _redraw(backbone)  # a zero-initialised head would give every input the same logits
             if pattern.block is not None:
                 _check_blocks(backbone, pattern)
             if isinstance(backbone, CachingBackbone):
                 _check_cache(backbone, pattern)
         used += 1
     expect(used > 0, "builds for no channel combination (tokens, tokens + latent, latent alone)")
+
+
+def _redraw(backbone: Any) -> None:
+    """Every parameter drawn afresh (seeded, of a scale that keeps activations moderate), so that its outputs depend
+    on its inputs wherever its computation lets them."""
+    draws = generator()
+    with torch.no_grad():
+        for parameter in backbone.parameters():
+            fan_in = parameter.shape[-1] if parameter.dim() > 1 else 1
+            parameter.copy_(torch.randn(parameter.shape, generator=draws) / fan_in**0.5)
 
 
 def _backbone_inputs(channels: Channels) -> tuple[Any, Any, Any, Any]:
@@ -223,8 +236,14 @@ def _changed(tokens: torch.Tensor, first: int, width: int) -> torch.Tensor:
 
 
 def _expect_unchanged(before: Any, after: Any, blind: torch.Tensor, what: str, promise: str) -> None:
-    """The outputs at the positions ``blind`` (bool ``[L]``), which the pattern keeps from ``what``, are unchanged."""
+    """The outputs at the positions ``blind`` (bool ``[L]``), which the pattern keeps from ``what``, are unchanged,
+    and some other output changed (else the perturbation shows nothing)."""
     moved = (before - after).abs().amax(dim=(0, 2)) > TOLERANCE
+    expect(
+        bool((moved & ~blind).any()) or bool(blind.all()),
+        f"changing {what} changes none of its outputs, not even where the pattern lets them be seen",
+        promise,
+    )
     wrong = (moved & blind).nonzero().flatten().tolist()
     expect(
         not wrong,
