@@ -225,7 +225,7 @@ def _same_component(registry: Registry, kind: str, first: Any, second: str) -> b
     none or several (a clash), whether their bare names agree."""
     if first is None:
         return False
-    resolved = []
+    resolved: list[Component | None] = []
     for name in (str(first), second):
         try:
             resolved.append(registry.get(kind, name))

@@ -65,10 +65,11 @@ class Commands:
     def add_parser(self, name: str, **options: Any) -> argparse.ArgumentParser:
         """A parser for the command ``ladd NAME``, whose handler ``parser.set_defaults(run=function)`` sets: the earlier
         way, which works with a deprecation line until the contract that refuses it."""
+        who = f"plugin {self._plugin!r}"
         try:
-            deprecated("command_parser", f"plugin {self._plugin!r}")
-        except LaddError as error:
-            raise PluginLoadError(str(error)) from None
+            deprecated("command_parser", who)
+        except LaddError as error:  # reported as the plugin's: "plugin 'p': ladd_commands() adds its command ..."
+            raise PluginLoadError(str(error).removeprefix(f"{who} ")) from None
         return self._add(name, options)
 
     def _add(self, name: str, options: dict[str, Any]) -> argparse.ArgumentParser:

@@ -1,6 +1,7 @@
 """The component registry: lookup by (kind, name), name clashes reported where a name is used, helpful errors."""
 from __future__ import annotations
 
+import copy
 import importlib
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -45,6 +46,7 @@ class Registry:
         self.notes = list(notes)
         self.importers = dict(importers or {})
         self.command_hooks = list(command_hooks)  # plugins' ladd_commands(commands), run as the parser is built
+        self._pins: dict[tuple[str, str], str] = {}  # (kind, bare name) -> the plugin a record names for it
 
     @classmethod
     def from_host(cls, host: PluginHost) -> Registry:
@@ -75,7 +77,8 @@ class Registry:
             raise UnknownComponentError(
                 f"unknown {kind} {name!r}{did_you_mean(name, table)} valid {kind} names: {valid}{self._not_loaded()}"
             )
-        recorded = [c for c in found if c.origin.plugin == plugin]
+        pinned = plugin or self._pins.get((kind, bare))
+        recorded = [c for c in found if c.origin.plugin == pinned]
         chosen = recorded or found
         if len(chosen) > 1:
             raise ComponentClashError(clash_message(found))
@@ -105,6 +108,19 @@ class Registry:
             f"plugin {plugin!r} registers no {kind} {name!r}{did_you_mean(name, own) or ';'} its {kind} names: "
             f"{valid}{elsewhere}"
         )
+
+    def pinned(self, records: Mapping[str, Any]) -> Registry:
+        """This registry with each bare name a run recorded (``components.json``: slot -> kind, name, plugin and
+        ``nested``) looked up as that run's plugin's, whatever else registers it: what a resumed run composes with."""
+        pinned = copy.copy(self)
+        pinned._pins = {**self._pins}
+        entries = list(records.values())
+        while entries:
+            entry = entries.pop()
+            if isinstance(entry, Mapping) and all(isinstance(entry.get(k), str) for k in ("kind", "name", "plugin")):
+                pinned._pins[entry["kind"], entry["name"]] = entry["plugin"]
+                entries += list((entry.get("nested") or {}).values())
+        return pinned
 
     def option(self, kind: str, name: str) -> Component:
         """The component whose options a config selecting ``name`` takes: the one ``get`` finds, or the first

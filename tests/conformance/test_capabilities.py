@@ -129,3 +129,28 @@ def test_a_check_keeps_the_global_random_state_and_gives_one_verdict(sources):
     state = torch.random.get_rng_state()
     verdicts = [_checked("blocks", *_fixture_specs("ladd_blocks_plugin")) for _ in range(2)]
     assert verdicts[0] == verdicts[1] and torch.equal(torch.random.get_rng_state(), state)
+
+
+def test_a_latent_channel_with_block_attention_is_refused_in_one_line_before_anything_trains():
+    from ladd_plugins.latents.continuous import ContinuousLatent, ContinuousLatentConfig
+    from ladd_plugins.processes.masked import MaskedProcess, MaskedProcessConfig
+    from ladd_plugins.processes.vp import VPGaussianProcess, VPProcessConfig
+    from ladd_plugins.schedules.closed_form import LinearSchedule, ScheduleConfig
+    from registry.config.settings import Objective
+    from registry.conformance.probes import ProbeAttentionBackbone
+    from registry.engine.model import DiffusionModel
+    from registry.errors import IncompatibleComponentsError
+    from registry.interfaces import Channels
+
+    schedule = LinearSchedule(ScheduleConfig())
+    latent = ContinuousLatent(ContinuousLatentConfig(length=1, width=4))
+    with pytest.raises(IncompatibleComponentsError) as refused:
+        DiffusionModel(
+            MaskedProcess(MaskedProcessConfig(), schedule=schedule, vocab_size=5), latent,
+            ProbeAttentionBackbone(Channels(5, 8, None), block=2), 5, 8, Objective(),
+            latent_process=VPGaussianProcess(VPProcessConfig(), schedule=schedule, vocab_size=None),
+        )
+    assert str(refused.value) == (
+        "a backbone of block attention trains every block at its own time, which a latent channel's time cannot "
+        "follow; set latent=null"
+    )
