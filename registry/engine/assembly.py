@@ -104,18 +104,18 @@ def build_experiment(
         name, options = pick
         component = components[slot.name]
         if pairing is not None:  # before building: a process is never built for a state it cannot take
-            _check_pairing(registry, slot.name, name, pairing, _state(component, "diffuses"))
+            _check_pairing(registry, slot.name, component.name, pairing, _state(component, "diffuses"))
         entry = recorded.get(slot.name) if isinstance(recorded, Mapping) else None
         built[slot.name], resolved[slot.name] = registry.instantiate(
             component, options, entry, **slot.context(built)
         )
         if pairing is not None:
-            _check_pairing(registry, slot.name, name, pairing, built[slot.name].diffuses)
+            _check_pairing(registry, slot.name, component.name, pairing, built[slot.name].diffuses)
     _check_needs(components, {s: built[s] for s in components}, built["process"])
     dataset: Dataset = built["dataset"]
     latent: Latent | None = built["latent"]
     objective = settings.objective
-    _check_latent_side(latent, built["encoder"], settings)
+    _check_latent_side(latent, built["encoder"], settings, components.get("latent"))
     if objective.latent_time == "clean" and latent is not None and built["latent_backbone"] is None:
         raise IncompatibleComponentsError(
             "objective.latent_time=clean trains the token denoiser on clean latents only, so the latent "
@@ -258,10 +258,10 @@ def _check_pairing(
         )
 
 
-def _check_latent_side(latent: Latent | None, encoder: Any, settings: Settings) -> None:
-    if latent is None:
+def _check_latent_side(latent: Latent | None, encoder: Any, settings: Settings, chosen: Component | None) -> None:
+    if latent is None or chosen is None:
         return
-    name = settings.selection("latent")["name"]  # type: ignore[index]  # a latent was built: its slot is filled
+    name = chosen.name
     if encoder is None:
         raise IncompatibleComponentsError(f"latent {name!r} needs an encoder: set encoder=NAME")
     if (encoder.length, encoder.width) != (latent.length, latent.width):

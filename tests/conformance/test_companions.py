@@ -52,7 +52,9 @@ def test_a_latent_is_judged_with_ladds_samplers_not_with_another_plugins():
     problems = check_plugin("other", reg)
     assert problems == [
         "sampler 'other:aaa_blind': fails in a tiny model: with process 'autoregressive' and latent 'continuous' and "
-        "process 'vp', the sampled latent must have the null latent's shape (3, 1, 32)"
+        "process 'vp', sampling with sampler 'aaa_blind': IncompatibleComponentsError: a model with a latent channel "
+        "was asked for token predictions without its latent (y_t None): the tokens are predicted given the latent the "
+        "sampler holds"
     ], "the sampler claiming a latent channel is judged on one"
 
 
