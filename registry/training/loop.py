@@ -127,7 +127,7 @@ def _train_checked(
     prepare(experiment.dataset, ["train"])
     base = _start(experiment, settings, folder, registry, main)
     if main and not has_saved_state(folder, len(train_cfg.stages_to_run())):
-        _check_starting_weights(experiment, settings)
+        _check_starting_weights(experiment)
     check_layers(experiment.model, train_cfg.activation_checkpointing, hardware.shards > 1)
     if main:
         # damaged or unfitting saved state, a foreign metrics file, or data that cannot give a first batch:
@@ -170,15 +170,15 @@ def _start(
     return base
 
 
-def _check_starting_weights(experiment: Experiment, settings: Settings) -> None:
+def _check_starting_weights(experiment: Experiment) -> None:
     """Refuse to begin from weights holding NaN or inf (a damaged checkpoint a component loads), naming the component
     and the tensor, rather than meet them as a non-finite loss at step 0."""
     name = first_non_finite(experiment.model.state_dict())
     if name is None:
         return
     slot = name.split(".")[0]  # the model holds each component under its slot's name
-    node = settings.selection(slot)
-    component = f"{slot} {node['name']!r}" if isinstance(node, dict) and "name" in node else slot
+    chosen = experiment.components.get(slot)
+    component = slot if chosen is None else f"{slot} {chosen.name!r}"
     raise LaddError(
         f"{component} holds non-finite values (NaN or inf) in {name} before training: the weights it was built "
         f"from are damaged; replace them (a pretrained model's files), or choose another"

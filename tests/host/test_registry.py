@@ -18,6 +18,7 @@ from registry.errors import (
 from registry.host.component import Component
 from registry.host.plugins import PluginFailure, PluginHost
 from registry.interfaces import Schedule
+from registry.toolkit.options import refers_to
 
 
 @dataclasses.dataclass
@@ -301,3 +302,54 @@ def test_build_from_python_as_documented():
 
     schedule = registry.build("schedule", "polynomial", {"power": 3})
     assert schedule.signal(torch.tensor([0.5])).item() == 0.875
+
+
+@dataclasses.dataclass
+class _Pair:
+    """A component of any kind naming another of its kind (an objective its reward, a launcher its settings)."""
+
+    steep: bool = False
+    inner: str = dataclasses.field(
+        default="base", metadata=refers_to("metric", options="inner_options", inherits=("steep",))
+    )
+    inner_options: dict = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class _Steep:
+    steep: bool = False
+    width: int = 3
+
+
+class _Named:
+    """What a factory receives: its config, the context and the component its option names."""
+
+    primary, lower_is_better = "score", True
+
+    def __init__(self, config, inner=None, **context) -> None:
+        self.config, self.inner, self.context = config, inner, context
+
+    def __call__(self, samples, reference):
+        return {"score": 0.0}
+
+
+def test_an_option_naming_a_component_of_any_kind_is_resolved_checked_built_passed_and_recorded():
+    origin, other = Origin("mine", "mine-dist", "1.0"), Origin("other", "other-dist", "2.0")
+    pair = Component(ComponentSpec("metric", "pair", _Named, _Pair), origin)
+    base = Component(ComponentSpec("metric", "base", _Named, _Steep), origin)
+    twin = Component(ComponentSpec("metric", "base", _Named, _Steep), other)
+    alone = Registry([pair, base])
+    built, resolved = alone.instantiate(pair, {"steep": True, "inner_options": {"width": "5"}}, tokenizer="tok")
+    assert (built.config.inner, built.inner.config.width, built.inner.config.steep) == ("mine:base", 5, True)
+    assert built.inner.context == {"tokenizer": "tok"}, "the named component gets its own kind's context"
+    assert resolved.record()["nested"]["inner"]["qualified"] == "mine:base"
+    with pytest.raises(InvalidConfigError, match=r"^inner_options: metric 'base' has no option 'depth'"):
+        alone.check_options(pair, {"inner_options": {"depth": 1}})
+    with pytest.raises(ComponentError, match="names other components in inner: build it with registry.build"):
+        pair.build({})
+    both = Registry([pair, base, twin])
+    with pytest.raises(ComponentClashError, match="name the one you mean: mine:base or other:base"):
+        both.instantiate(pair)
+    recorded = {"nested": {"inner": {"kind": "metric", "name": "base", "plugin": "other"}}}
+    assert both.instantiate(pair, {}, recorded)[0].inner.config.width == 3
+    assert both.instantiate(pair, {"inner": "other:base"})[1].nested["inner"].component is twin
