@@ -67,7 +67,9 @@ def exercise_instance(sampler: Sampler, label: str, companions: Companions, prom
     try:
         _exercise(sampler, label, companions)
     except ExerciseFailure as failure:
-        raise failure if failure.promise != WORKS else ExerciseFailure(str(failure), promise) from failure
+        if failure.promise != WORKS:
+            raise
+        raise ExerciseFailure(str(failure), promise) from failure
 
 
 def _exercise(sampler: Sampler, label: str, companions: Companions) -> None:
