@@ -63,7 +63,7 @@ def test_name_clash_is_reported_and_is_an_error_only_where_the_name_is_used(plug
     env = {"PYTHONPATH": f"{plugin_path}:{clash}"}
     clash_line = (
         "backbone 'conv' is registered by several plugins: 'clashing_plugin' (clashing_plugin 0.0.1), "
-        "'example' (ladd-example-plugin 0.3.0); to use one, hide the others with LADD_PLUGINS_BLOCK=example"
+        "'example' (ladd-example-plugin 0.3.0); name the one you mean: clashing_plugin:conv or example:conv"
     )
     listed = run_ladd("list-components", env=env)
     assert listed.returncode == 0, listed.stderr
@@ -198,7 +198,7 @@ def test_pytest_helper_flags_a_broken_plugin(monkeypatch, tmp_path):
     monkeypatch.syspath_prepend(broken)
     registry.load(reload=True)
     try:
-        with pytest.raises(AssertionError, match="metric 'hollow': factory .* does not import"):
+        with pytest.raises(AssertionError, match="metric 'hollow_plugin:hollow': factory .* does not import"):
             testing.assert_valid_plugin("hollow_plugin")
         testing.assert_valid_plugin("builtin")
     finally:
@@ -397,7 +397,7 @@ def test_run_folder_of_a_plugin_not_installed_or_blocked_names_the_plugin(fragil
 def test_sweeps_work_with_a_plugin_that_contributes_config_folders(plugin_path, tmp_path, order):
     if order == "readme":  # the README's sweep command, verbatim, then tiny sizes
         arguments = ["-m", "experiment=binsaw/mdlm_cpu", "schedule=linear,cosine,polynomial"]
-        expected = [("dit", "cosine"), ("dit", "linear"), ("dit", "polynomial")]
+        expected = [("builtin:dit", "cosine"), ("builtin:dit", "linear"), ("builtin:dit", "polynomial")]
     else:  # the plugin's own preset, the sweep flag after the overrides
         arguments = ["experiment=example/conv_mdlm", "schedule=linear,exponential", "-m"]
         expected = [("conv", "exponential"), ("conv", "linear")]

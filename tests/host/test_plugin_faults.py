@@ -94,7 +94,7 @@ def test_each_faulty_plugin_is_left_out_named_and_ladd_keeps_working(faulty, tmp
 
     trained = run_ladd("train", *SHORT, f"run_dir={tmp_path / 'run'}", env=env)
     assert trained.returncode == 0, trained.stderr
-    assert yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())["schedule"]["name"] == "linear"
+    assert yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())["schedule"]["name"] == "builtin:linear"
 
 
 def test_the_users_ctrl_c_while_a_plugin_loads_still_ends_ladd(tmp_path):
