@@ -4,7 +4,9 @@ fails in one line naming the component, the promise and how it broke."""
 from __future__ import annotations
 
 import dataclasses
+import shutil
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -24,12 +26,15 @@ PLUGINS = FIXTURES / "plugins"
 
 
 @pytest.fixture(scope="module")
-def sources():
-    """The fixture plugins' packages importable (as their installed copies would be), for the module."""
-    added = [str(PLUGINS / name) for name in ("blocks", "decoders")]
-    sys.path[:0] = added
+def sources(tmp_path_factory):
+    """The fixture plugins' packages importable, for the module: copies of the packages alone, so that no entry point
+    an earlier install left beside them (its egg-info) registers them with ladd."""
+    folder = tmp_path_factory.mktemp("sources")
+    for package in ("blocks/ladd_blocks_plugin", "decoders/ladd_decoders_plugin"):
+        shutil.copytree(PLUGINS / package, folder / Path(package).name)
+    sys.path.insert(0, str(folder))
     yield
-    del sys.path[: len(added)]
+    sys.path.remove(str(folder))
 
 
 def _checked(plugin: str, *specs: ComponentSpec) -> list[str]:
