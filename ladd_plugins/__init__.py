@@ -9,7 +9,7 @@ from registry import ComponentSpec, hookimpl
 
 from . import backbones, datasets, encoders, latents, metrics, processes, samplers, schedules
 
-LADD_CONTRACT = 3  # the plugin contract these components are written for (registry.CONTRACT_VERSION)
+LADD_CONTRACT = 4  # the plugin contract these components are written for (registry.CONTRACT_VERSION)
 
 
 @hookimpl

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from registry.errors import InvalidConfigError
 from registry.ranges import check_choice, check_range
@@ -11,12 +13,16 @@ __all__ = [
     "CACHES",
     "CONFIDENCE_SCHEDULES",
     "LOCAL_PATH",
+    "REFERENCE",
     "REMASKING",
     "WEIGHTINGS",
     "ConfidenceConfig",
+    "Reference",
     "TransformerConfig",
     "check_weighting",
     "local_path_options",
+    "references",
+    "refers_to",
 ]
 
 #: Field metadata of an option naming a place on this machine that the component writes to (a cache folder),
@@ -24,6 +30,45 @@ __all__ = [
 #: folder or an export never sets such an option (it takes its default), so a shared file cannot choose where
 #: ladd writes on the machine that reads it.
 LOCAL_PATH = {"ladd.local_path": True}
+
+#: The field metadata key of an option that names another registered component (:func:`refers_to`).
+REFERENCE = "ladd.reference"
+
+
+@dataclass(frozen=True)
+class Reference:
+    """An option naming another registered component, which ladd resolves, builds and records (:func:`refers_to`)."""
+
+    kind: str  # the kind of the component it names
+    options: str | None = None  # the option (a dict) holding that component's options
+    interface: str | None = None  # a class of registry.interfaces the component must be (None: its kind's)
+    inherits: tuple[str, ...] = ()  # options of the naming component passed on where the named one has them unset
+
+
+def refers_to(
+    kind: str, *, options: str | None = None, interface: str | None = None, inherits: Iterable[str] = (),
+    help: str | None = None,
+) -> dict[str, Any]:
+    """Field metadata of an option naming a registered component of ``kind`` (bare or ``PLUGIN:NAME``).
+
+    ``token_decoder: str = field(default="ancestral", metadata=refers_to("sampler", options="token_decoder_options",
+    interface="TokenDecoder"))``: ladd looks the name up as it looks up a config's components, builds the component
+    from the dict option ``options`` (checked against its config), passes it to the factory as the keyword of the
+    option's name (``factory(config, token_decoder=...)``) and records it beside its owner in ``components.json``.
+    ``inherits``: options of this component given to the named one when it has them and leaves them unset.
+    """
+    metadata: dict[str, Any] = {REFERENCE: Reference(kind, options, interface, tuple(inherits))}
+    if help is not None:
+        metadata["help"] = help
+    return metadata
+
+
+def references(config: type | None) -> dict[str, Reference]:
+    """The options of a config dataclass that name other components (:func:`refers_to`), by option name."""
+    if config is None:
+        return {}
+    return {f.name: f.metadata[REFERENCE] for f in dataclasses.fields(config) if REFERENCE in f.metadata}
+
 
 #: Loss weightings of a process: "elbo", T times the discrete-time ELBO weight of the step; "constant", 1.
 WEIGHTINGS = ("elbo", "constant")

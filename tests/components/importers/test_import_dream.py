@@ -68,8 +68,8 @@ def test_the_tokenizer_encodes_as_dreams_byte_level_bpe_and_carries_the_chat_tem
 def test_the_sampler_is_what_a_plain_diffusion_generate_call_resolves(imported, reg):
     _, out = imported
     options = json.loads((out / "config.json").read_text())["config"]["sampler"]
-    expected = {"name": "confidence", "schedule": "dream", "remasking": "origin", "temperature": 1.0, "top_k": 50,
-                "top_p": None, "eps": 1e-3, "alg_temp": None}
+    expected = {"name": "builtin:confidence", "schedule": "dream", "remasking": "origin", "temperature": 1.0,
+                "top_k": 50, "top_p": None, "eps": 1e-3, "alg_temp": None}
     assert {key: options[key] for key in expected} == expected
 
 

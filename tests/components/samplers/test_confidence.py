@@ -349,7 +349,8 @@ def test_sequential_ladd_decodes_its_latent_with_any_token_decoder():
     assert out.network_calls == 3 + 8 and int((out.tokens == model.vocab_size).sum()) == 0
     held = sampler.sample(model, 3, 8, torch.Generator().manual_seed(0), latent=out.latent)
     assert torch.equal(held.latent, out.latent) and held.network_calls == 8
-    with pytest.raises(InvalidConfigError, match="token_decoder='joint' is no token decoder .* valid: .*confidence"):
+    not_a_decoder = "token_decoder=.joint. is no registry.interfaces.TokenDecoder .* valid: .*confidence"
+    with pytest.raises(InvalidConfigError, match=not_a_decoder):
         registry.build("sampler", "sequential", {"token_decoder": "joint"})
     with pytest.raises(InvalidConfigError, match="token_decoder_options: .*remasking='x'"):
         registry.build(
