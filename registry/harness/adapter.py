@@ -1,9 +1,9 @@
 """``LaddLM``: any ladd model as an lm-eval model, registered under the name ``ladd``.
 
-- ``loglikelihood``: the bound of :mod:`registry.engine.likelihood` on ``-log p(continuation | context)`` (LLaDA's
-  Monte Carlo estimator for a masked model, ``mc_num`` draws; ``likelihood="exact"`` enumerates the masked sets of
-  a short continuation; a causal model's exact likelihood), reported as ``-bound``, a lower bound on the
-  log-likelihood; ``is_greedy`` by the model's greedy decoding of the continuation.
+- ``loglikelihood``: minus the bound of :mod:`registry.engine.likelihood` on ``-log p(continuation | context)``: for a
+  masked model an unbiased Monte Carlo estimate of it (LLaDA's estimator, ``mc_num`` draws), which may exceed the
+  log-likelihood, or the bound itself (``likelihood="exact"`` enumerates the masked sets of a short continuation); a
+  causal model's exact log-likelihood; ``is_greedy`` by the model's greedy decoding of the continuation.
 - ``loglikelihood_rolling``: a document's bound, chunk by chunk (:mod:`.requests`), the estimator of ``ladd eval``.
 - ``generate_until``: the experiment's sampler (any registered one, with its options) with the context as fixed
   tokens, cut at every stop string and at the end-of-document token.
