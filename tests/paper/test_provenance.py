@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from fingerprints import FAST, fingerprint, recorded
+from fingerprints import FAST, computed, fingerprint, recorded
 from provenance import FILE, FORMAT, README, cases, problems, result_folders
 from support import ROOT
 
@@ -105,9 +105,11 @@ def test_a_change_of_behaviour_fails_until_the_results_are_rerun_or_called_stale
     ]
 
 
-def test_a_changed_sampler_fails_the_check_of_results_it_produced(tmp_path, monkeypatch):
-    """The recorded fingerprint of the preset, run again with Dream's margin order scoring like LLaDA's confidence."""
+def test_the_check_fails_on_a_changed_sampler_and_passes_on_the_code_as_it_is(tmp_path, monkeypatch):
+    """The recorded fingerprint of the preset, run again as the code is, then with Dream's margin order scoring like
+    LLaDA's confidence."""
     folder = _folder(tmp_path / "results", fingerprints={CASE: recorded()[CASE]})
+    assert problems(folder, computed) == []
     monkeypatch.setitem(decoding._SCORES, "margin", decoding._low_confidence)
     found = problems(folder, lambda case: fingerprint(case, tmp_path / "run"))
     assert len(found) == 1 and "/decoders/margin_blocks/tokens" in found[0], found
