@@ -19,6 +19,7 @@ from .documents import (
     ADAPTER_JSON,
     ADAPTER_WEIGHTS,
     CONFIG_JSON,
+    check_own_files,
     is_model_folder,
     read_adapter_document,
     read_config,
@@ -87,6 +88,7 @@ def load_model_folder(path: Path, registry: Registry) -> tuple[Experiment, Setti
     document = read_document(path / CONFIG_JSON)
     check_installed(document["components"], registry, f"model {path}")
     settings = checked(without_local_paths(document["config"], registry))
+    check_own_files(path, settings.plain())
     with reading(path):  # files the folder carries (``model:PATH``), e.g. an imported model's tokenizer
         experiment = build_experiment(settings, registry, document["components"])
     load_weights(experiment.model, path / WEIGHTS_FILE)
