@@ -38,6 +38,14 @@ def read_config(path: Path) -> dict[str, Any]:
     return upgraded(cast(dict[str, Any], plain))  # a YAML mapping of option names
 
 
+def check_folder(path: Path, what: str) -> None:
+    """Refuse a ``path`` that does not exist or is no folder, in words that say so (``what``: what it must be)."""
+    if not path.exists():
+        raise LaddError(f"{path} does not exist: give {what}")
+    if not path.is_dir():
+        raise LaddError(f"{path} is a file, not a folder: give {what}")
+
+
 def check_own_files(folder: Path, config: Any) -> None:
     """Every ``model:PATH`` the config names is regular files inside ``folder``: a shared folder whose carried files
     link elsewhere (its tokenizer's chat template to a private file) is refused before anything reads them."""

@@ -17,7 +17,7 @@ from registry.storage.records import read_json
 from registry.storage.weights import read_tensors, write_tensors, write_weights
 
 from .adapters import BASE_KEY
-from .documents import ADAPTER_FORMAT, ADAPTER_JSON, ADAPTER_WEIGHTS, CONFIG_JSON, FORMAT, read_config
+from .documents import ADAPTER_FORMAT, ADAPTER_JSON, ADAPTER_WEIGHTS, CONFIG_JSON, FORMAT, check_folder, read_config
 from .loading import load_run
 from .runs import COMPONENTS_FILE, CONFIG_FILE, RECORD_FILE, WEIGHTS_FILE, recorded_components
 
@@ -57,6 +57,7 @@ def _export_adapter(run_dir: Path, out_dir: Path, registry: Registry, overwrite:
     metadata), the config it was trained with and its components, and a card. The base is not read: the run's
     weights file holds none of it."""
     check_destination(out_dir, overwrite, ADAPTER_FILES, ADAPTER_JSON, ADAPTER_FORMAT, "an exported adapter")
+    check_folder(run_dir, "a finished run (ladd train)")
     if not (run_dir / CONFIG_FILE).is_file() or not (run_dir / WEIGHTS_FILE).is_file():
         raise LaddError(f"{run_dir} is not a finished ladd run (expected {CONFIG_FILE} and {WEIGHTS_FILE} inside)")
     settings = checked(without_local_paths(read_config(run_dir / CONFIG_FILE), registry))

@@ -65,6 +65,8 @@ def source_config(path: Path) -> dict[str, Any]:
     """The config of a model folder or a finished run, checked as far as reading no weights allows (``ladd train``
     checks every job of a sweep so before the first trains)."""
     fix = f"set {SETTING} to a model folder (ladd export, ladd import) or a finished run"
+    if not path.exists():
+        raise LaddError(f"{SETTING}={path} does not exist; {fix}")
     if is_model_folder(path):
         cfg = read_document(path / CONFIG_JSON)["config"]
     elif (path / CONFIG_FILE).is_file():

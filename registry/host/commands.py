@@ -106,16 +106,20 @@ def _run_hook(hook: CommandHook, commands: Commands) -> None:
 
 
 def _guarded(run: Callable[..., Any], label: str) -> Callable[..., Any]:
-    """``run`` whose failures (other than ladd's own one-line errors) are one line naming the command and its plugin.
+    """``run`` whose failures (other than ladd's own one-line errors) are one line naming the command and its plugin,
+    a KeyboardInterrupt it raises itself among them.
 
     Its output stays on stdout, and an exit it asks for (``sys.exit``) or the user's Ctrl-C ends ladd as usual."""
 
     def guarded(args: argparse.Namespace, registry: Any) -> Any:
-        try:
-            return run(args, registry)
-        except (LaddError, OSError, MemoryError):  # reported by ladd as its own are
-            raise
-        except Exception as error:
-            raise LaddError(f"{label} failed: {describe(error)}") from error
+        with PluginCode(own_output=True) as code:
+            try:
+                return run(args, registry)
+            except (LaddError, OSError, MemoryError, SystemExit):  # reported by ladd as its own are
+                raise
+            except (Exception, KeyboardInterrupt) as error:
+                if not code.is_fault(error):
+                    raise
+                raise LaddError(f"{label} failed: {describe(error)}") from error
 
     return guarded

@@ -23,15 +23,16 @@ def describe(error: BaseException) -> str:
 
 
 class PluginCode:
-    """A ``with`` block running plugin code. Its stdout is sent to stderr, and a SIGINT arriving meanwhile is
-    recorded, so that ``is_fault`` can tell the user's Ctrl-C (which must end ladd) from a KeyboardInterrupt
-    the plugin raised itself (which only leaves the plugin out). SIGINT is only seen on the main thread.
+    """A ``with`` block running plugin code. Its stdout is sent to stderr (unless ``own_output``: a plugin's command,
+    whose output it is), and a SIGINT arriving meanwhile is recorded, so that ``is_fault`` can tell the user's Ctrl-C
+    (which must end ladd) from a KeyboardInterrupt the plugin raised itself (which only leaves the plugin out).
+    SIGINT is only seen on the main thread.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, own_output: bool = False) -> None:
         self.interrupted = False
         self._previous: Any = None
-        self._stdout = contextlib.redirect_stdout(sys.stderr)
+        self._stdout = contextlib.nullcontext() if own_output else contextlib.redirect_stdout(sys.stderr)
 
     def __enter__(self) -> PluginCode:
         self._stdout.__enter__()

@@ -150,3 +150,26 @@ def test_names_and_shapes_decide_what_loads(reg):
         ("backbone.spare", "in the source, not in this model"),
     ]
     assert len(report.loaded) == len(tensors) - 2 and report.source == Path("src")
+
+
+def test_a_run_that_has_begun_resumes_after_its_warm_start_source_is_gone(reg, tmp_path):
+    from support import TINY
+
+    from registry.cli.train import TrainCommand
+    from registry.engine.runs import RunFolder
+
+    source = tmp_path / "gone"
+    for name, extra in (("whole", []), ("lora", ["train.lora.rank=2"])):
+        run = tmp_path / name
+        args = ["experiment=binsaw/mdlm_cpu", *TINY, *extra, f"train.init_from={source}", f"run_dir={run}"]
+        with pytest.raises(LaddError, match=f"train.init_from={source} "):
+            TrainCommand.parse(args).prepared(reg)  # a run that begins reads it
+        with RunFolder(run).claim(compose(args, reg).plain()):
+            pass
+        (run / "checkpoints" / "stage1").mkdir(parents=True)
+        (run / "checkpoints" / "stage1" / "last.ckpt").write_bytes(b"")  # killed mid-stage
+        if extra:  # over a frozen base, which its checkpoints never hold, a resume reads the source again
+            with pytest.raises(LaddError, match=f"train.init_from={source} "):
+                TrainCommand.parse(args).prepared(reg)
+        else:
+            assert [job.run_dir for job in TrainCommand.parse(args).prepared(reg)] == [run]

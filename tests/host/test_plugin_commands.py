@@ -1,0 +1,59 @@
+"""A plugin's command (``ladd_commands``) runs under ladd's guard: what it raises itself is one line naming it and its
+plugin, a KeyboardInterrupt it raises without a Ctrl-C among them, while the user's Ctrl-C still ends ladd."""
+from __future__ import annotations
+
+import argparse
+import signal
+
+import pytest
+
+from registry.errors import LaddError
+from registry.host.commands import CommandHook, add_plugin_commands
+from registry.host.component import Origin
+
+
+def _handler(run):
+    def hook(commands):
+        commands.add_parser("act", help="a plugin's command").set_defaults(run=run)
+
+    top = argparse.ArgumentParser()
+    added = add_plugin_commands(top.add_subparsers(dest="command"), [CommandHook(Origin("acting", "acting", "1"), hook)])
+    assert not added.problems
+    args = top.parse_args(["act"])
+    return lambda: args.run(args, None)
+
+
+def _interrupts(args, registry):
+    raise KeyboardInterrupt
+
+
+def _fails(args, registry):
+    raise ValueError("no such thing")
+
+
+@pytest.mark.parametrize("run, message", [
+    (_interrupts, "command 'act' of plugin 'acting' failed: KeyboardInterrupt: it raises it itself (no Ctrl-C was "
+     "pressed), which would end every ladd command"),
+    (_fails, "command 'act' of plugin 'acting' failed: ValueError: no such thing"),
+])
+def test_what_a_plugins_command_raises_itself_is_one_line_naming_it(run, message):
+    with pytest.raises(LaddError) as refused:
+        _handler(run)()
+    assert str(refused.value) == message
+
+
+def test_the_users_ctrl_c_during_a_plugins_command_still_interrupts_it():
+    def pressed(args, registry):
+        signal.raise_signal(signal.SIGINT)  # as the terminal sends it
+        raise AssertionError("never reached: the interrupt ends the command")
+
+    with pytest.raises(KeyboardInterrupt):
+        _handler(pressed)()
+
+
+def test_a_plugins_command_keeps_its_output_on_stdout(capsys):
+    def prints(args, registry):
+        print("a table")
+
+    _handler(prints)()
+    assert capsys.readouterr().out == "a table\n"
