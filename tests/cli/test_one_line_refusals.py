@@ -1,0 +1,73 @@
+"""Mistakes that ended in a traceback, or were taken, now refused in one line naming the bad value: a device this
+machine lacks, a negative count, a task file that does not parse, a folder that does not exist, a stage the
+experiment does not have."""
+from __future__ import annotations
+
+import pytest
+from support import ladd_in_process
+
+from registry.engine.devices import checked_device
+from registry.errors import LaddError
+
+
+@pytest.fixture
+def no_gpu(monkeypatch):
+    """A machine without CUDA, whatever this one has."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+
+
+@pytest.mark.parametrize("given, message", [
+    ("cuda", "--device cuda: this machine has no CUDA device that torch can use; choose cpu"),
+    ("cuda:7", "--device cuda:7: this machine has no CUDA device that torch can use; choose cpu"),
+    ("bogus", "--device 'bogus' is not a device: choose cpu, cuda, cuda:N (N from 0) or mps"),
+])
+def test_ladd_harness_refuses_a_device_this_machine_lacks_in_one_line(given, message, no_gpu, capsys, tmp_path):
+    status, out, err = ladd_in_process(capsys, "harness", tmp_path / "run", "--tasks", "ladd_demo_choice", "--device",
+                                       given, "--out", tmp_path / "out")
+    assert (status, err) == (2, f"ladd: error: {message}\n")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_cuda_index_past_this_machines_devices_is_refused(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    with pytest.raises(LaddError) as refused:
+        checked_device("cuda:7", "--device")
+    assert str(refused.value) == "--device cuda:7: this machine has 2 CUDA device(s) (cuda:0 to cuda:1); choose one of those"
+    assert checked_device("cuda:1", "--device") == torch.device("cuda", 1)
+    assert checked_device("cpu", "--device") == torch.device("cpu")
+
+
+def test_a_negative_few_shot_count_is_refused(capsys, tmp_path):
+    status, _, err = ladd_in_process(capsys, "harness", tmp_path, "--tasks", "ladd_demo_choice", "--num-fewshot", "-1")
+    assert status == 2
+    assert err == "ladd: error: argument --num-fewshot: '-1' is not a whole number >= 0 (see ladd harness --help)\n"
+
+
+def test_an_unknown_task_names_the_task_yaml_that_does_not_parse(tmp_path):
+    pytest.importorskip("lm_eval")
+    from registry.harness.tasks import task_manager
+
+    (tmp_path / "mytask.yaml").write_text("task: mytask\ndataset_path: json\n  bad: [oops\n")
+    with pytest.raises(LaddError) as refused:
+        task_manager(["mytask"], [tmp_path])
+    assert str(refused.value).endswith(
+        f"; {tmp_path / 'mytask.yaml'}:3 does not parse as task YAML (mapping values are not allowed in this context): fix it, "
+        f"or name another task"
+    )
+
+
+@pytest.mark.parametrize("command", [["sample"], ["eval"], ["export", "{tmp}/out"], ["export", "{tmp}/out", "--adapter"],
+                                     ["zero-shot", "shakespeare"],
+                                     ["encode", "--input", "{tmp}/refs.txt", "--out", "{tmp}/latents.safetensors"]])
+def test_a_model_folder_that_does_not_exist_is_said_not_to(command, capsys, tmp_path):
+    missing = tmp_path / "runs" / "mdlm"
+    arguments = [part.format(tmp=tmp_path) for part in command]
+    status, _, err = ladd_in_process(capsys, arguments[0], missing, *arguments[1:])
+    assert status == 2
+    assert err.startswith(f"ladd: error: {missing} does not exist: give a finished run (ladd train)"), err
