@@ -38,7 +38,9 @@ def test_a_cuda_index_past_this_machines_devices_is_refused(monkeypatch):
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     with pytest.raises(LaddError) as refused:
         checked_device("cuda:7", "--device")
-    assert str(refused.value) == "--device cuda:7: this machine has 2 CUDA device(s) (cuda:0 to cuda:1); choose one of those"
+    assert str(refused.value) == (
+        "--device cuda:7: this machine has 2 CUDA device(s) (cuda:0 to cuda:1); choose one of those"
+    )
     assert checked_device("cuda:1", "--device") == torch.device("cuda", 1)
     assert checked_device("cpu", "--device") == torch.device("cpu")
 
@@ -57,14 +59,15 @@ def test_an_unknown_task_names_the_task_yaml_that_does_not_parse(tmp_path):
     with pytest.raises(LaddError) as refused:
         task_manager(["mytask"], [tmp_path])
     assert str(refused.value).endswith(
-        f"; {tmp_path / 'mytask.yaml'}:3 does not parse as task YAML (mapping values are not allowed in this context): fix it, "
-        f"or name another task"
+        f"; {tmp_path / 'mytask.yaml'}:3 does not parse as task YAML (mapping values are not allowed in this context): "
+        f"fix it, or name another task"
     )
 
 
-@pytest.mark.parametrize("command", [["sample"], ["eval"], ["export", "{tmp}/out"], ["export", "{tmp}/out", "--adapter"],
-                                     ["zero-shot", "shakespeare"],
-                                     ["encode", "--input", "{tmp}/refs.txt", "--out", "{tmp}/latents.safetensors"]])
+@pytest.mark.parametrize("command", [
+    ["sample"], ["eval"], ["export", "{tmp}/out"], ["export", "{tmp}/out", "--adapter"], ["zero-shot", "shakespeare"],
+    ["encode", "--input", "{tmp}/refs.txt", "--out", "{tmp}/latents.safetensors"],
+])
 def test_a_model_folder_that_does_not_exist_is_said_not_to(command, capsys, tmp_path):
     missing = tmp_path / "runs" / "mdlm"
     arguments = [part.format(tmp=tmp_path) for part in command]

@@ -11,7 +11,6 @@ import textwrap
 
 import pytest
 from mdlm_reference import write_checkpoint
-from support import import_mdlm
 
 import registry
 from registry.config.composition import compose

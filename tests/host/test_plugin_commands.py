@@ -17,7 +17,8 @@ def _handler(run):
         commands.add_parser("act", help="a plugin's command").set_defaults(run=run)
 
     top = argparse.ArgumentParser()
-    added = add_plugin_commands(top.add_subparsers(dest="command"), [CommandHook(Origin("acting", "acting", "1"), hook)])
+    hooks = [CommandHook(Origin("acting", "acting", "1"), hook)]
+    added = add_plugin_commands(top.add_subparsers(dest="command"), hooks)
     assert not added.problems
     args = top.parse_args(["act"])
     return lambda: args.run(args, None)
