@@ -591,6 +591,9 @@ class Needs:
     #: True: a token backbone of a block attention pattern (decoded block by block); False: one without (decoded all
     #: at once); None: either. Checked on a built backbone, whose options set its pattern
     blocks: bool | None = None
+    #: what asks for the backbone (an option's value, e.g. "its option cache='prefix' keeps the backbone's key-value
+    #: cache"), said when the backbone is not one; empty: the component itself
+    why: str = ""
 
     def unmet(
         self, latent: str | None, process_name: str, process: Any, backbone_name: str = "", backbone: Any = None
@@ -613,7 +616,8 @@ class Needs:
         wanted, kind = self.backbone, backbone if isinstance(backbone, type) else type(backbone)
         if wanted is not None and backbone is not None and not issubclass(kind, wanted):
             interface = f"{wanted.__module__}.{wanted.__qualname__}"
-            return f"a token backbone that is a {interface}, but backbone {backbone_name!r} is not one", (
+            reason = f" ({self.why})" if self.why else ""
+            return f"a token backbone that is a {interface}{reason}, but backbone {backbone_name!r} is not one", (
                 "choose another backbone"
             )
         if self.blocks is not None and backbone is not None and not isinstance(backbone, type):

@@ -252,7 +252,8 @@ def test_an_impossible_lora_rank_is_refused_before_any_adapter_is_allocated(tmp_
     assert "4 modules" in capsys.readouterr().out
     with pytest.raises(InvalidConfigError) as refused:
         train(huge, tmp_path / "run", reg)
-    assert re.fullmatch(r"train\.lora\.rank=1000000000 gives the 4 adapted modules 192,000,000,000 values \(715\.3 GiB "
-                        r"before their gradients and optimiser state\), more than the [\d.]+ GiB cpu has free: choose a "
-                        r"smaller train\.lora\.rank \(ladd train --dry-run prints one step's memory\)", str(refused.value))
+    assert re.fullmatch(
+        r"train\.lora\.rank=1000000000 gives the 4 adapted modules 192,000,000,000 values \(715\.3 GiB before their "
+        r"gradients and optimiser state\), more than the [\d.]+ GiB cpu has free: choose a smaller train\.lora\.rank "
+        r"\(ladd train --dry-run prints one step's memory\)", str(refused.value))
     assert not (tmp_path / "run").exists()
