@@ -6,11 +6,26 @@ import contextlib
 import signal
 import sys
 import threading
+import traceback
 from types import FrameType, TracebackType
 from typing import Any
 
 #: what plugin code may raise that is the plugin's fault; a KeyboardInterrupt is one only when no Ctrl-C came
 FAULTS = (Exception, SystemExit, KeyboardInterrupt)
+
+
+def raised_at(error: BaseException) -> str:
+    """Where ``error`` was raised: the innermost frame's file, line and function."""
+    frames = traceback.extract_tb(error.__traceback__)
+    return f"{frames[-1].filename}:{frames[-1].lineno} ({frames[-1].name})" if frames else "an unknown place"
+
+
+def unasked_interrupt(error: BaseException) -> str:
+    """One line for a KeyboardInterrupt that code raised itself while no Ctrl-C was pressed."""
+    return (
+        f"KeyboardInterrupt raised at {raised_at(error)}, though no Ctrl-C was pressed: the code there (a plugin's, "
+        f"or ladd's) ends the command itself; what ladd had written is intact"
+    )
 
 
 def describe(error: BaseException) -> str:

@@ -74,3 +74,35 @@ def test_a_model_folder_that_does_not_exist_is_said_not_to(command, capsys, tmp_
     status, _, err = ladd_in_process(capsys, arguments[0], missing, *arguments[1:])
     assert status == 2
     assert err.startswith(f"ladd: error: {missing} does not exist: give a finished run (ladd train)"), err
+
+
+def _raises_keyboard_interrupt(*args, **kwargs):
+    raise KeyboardInterrupt
+
+
+def test_a_keyboard_interrupt_that_code_raises_itself_in_a_command_is_one_line(monkeypatch, capsys, tmp_path):
+    import registry.cli.sample
+
+    monkeypatch.setattr(registry.cli.sample, "run", _raises_keyboard_interrupt)
+    status, _, err = ladd_in_process(capsys, "sample", tmp_path)
+    assert status == 2
+    assert err == (
+        f"ladd: error: KeyboardInterrupt raised at {__file__}:{_raises_keyboard_interrupt.__code__.co_firstlineno + 1} "
+        f"(_raises_keyboard_interrupt), though no Ctrl-C was pressed: the code there (a plugin's, or ladd's) ends the "
+        f"command itself; what ladd had written is intact\n"
+    )
+
+
+def test_a_keyboard_interrupt_that_a_component_raises_while_training_is_one_line(monkeypatch, capsys, tmp_path):
+    from support import TINY
+
+    from ladd_plugins.processes.masked import MaskedProcess
+
+    monkeypatch.setattr(MaskedProcess, "corrupt", _raises_keyboard_interrupt)
+    status, _, err = ladd_in_process(capsys, "train", "experiment=binsaw/mdlm_cpu", *TINY, f"run_dir={tmp_path}")
+    assert status == 2
+    lines = err.strip().splitlines()
+    assert lines[-1].startswith("ladd: error: KeyboardInterrupt raised at ")
+    assert "(_raises_keyboard_interrupt)" in lines[-1]
+    assert lines[-1].endswith("run the same command to resume (LADD_DEBUG=1 shows the traceback)")
+    assert not [line for line in lines if "KeyboardInterrupt" in line and not line.startswith("ladd: error: ")]
