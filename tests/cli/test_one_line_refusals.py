@@ -106,3 +106,25 @@ def test_a_keyboard_interrupt_that_a_component_raises_while_training_is_one_line
     assert "(_raises_keyboard_interrupt)" in lines[-1]
     assert lines[-1].endswith("run the same command to resume (LADD_DEBUG=1 shows the traceback)")
     assert not [line for line in lines if "KeyboardInterrupt" in line and not line.startswith("ladd: error: ")]
+
+
+@pytest.mark.parametrize("flag", ["--repeats", "--floor-draws"])
+def test_eval_counts_are_refused_as_the_flags_the_user_typed(flag, capsys, tmp_path):
+    status, _, err = ladd_in_process(capsys, "eval", tmp_path, flag, "-1")
+    assert status == 2
+    assert err == f"ladd: error: argument {flag}: '-1' is not a whole number >= 1 (see ladd eval --help)\n"
+
+
+def test_a_list_of_device_indices_on_a_cpu_is_one_line(no_gpu):
+    from registry.config.composition import compose
+    from registry.errors import InvalidConfigError
+    from registry.host.registry import load
+    from registry.training.strategy import Hardware
+
+    settings = compose(["experiment=binsaw/mdlm_cpu", "train.devices=[3]"], load())
+    with pytest.raises(InvalidConfigError) as refused:
+        Hardware(settings.train)
+    assert str(refused.value) == (
+        "train.accelerator=auto, devices=[3], strategy=auto: `devices` selected with `CPUAccelerator` should be an int "
+        "> 0."
+    )
