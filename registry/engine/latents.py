@@ -58,7 +58,8 @@ def load_latents(path: str | Path, model: DiffusionModel) -> Tensor:
     """The latents of a file ``ladd encode`` wrote with ``model``; any other file is refused in one line."""
     path = Path(path)
     if not path.is_file():
-        raise LaddError(f"no latent file at {path}; {_ENCODE}")
+        what = "is not a regular file (a device, pipe or folder)" if path.exists() else "does not exist"
+        raise LaddError(f"latent file {path} {what}; {_ENCODE}")
     tensors, metadata = read_tensors(path)
     if metadata.get(_FORMAT_KEY) != FORMAT or LATENTS not in tensors:
         raise LaddError(f"{path} is not a latent file written by `ladd encode` (format {FORMAT}); {_ENCODE}")
