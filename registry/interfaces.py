@@ -835,7 +835,8 @@ def context_of(dataset: Dataset, batch: Tensor) -> Tensor | None:
 class Importer(ABC):
     """Turns another library's checkpoint into a ladd model: ``ladd import NAME SOURCE OUT``.
 
-    An importer declares the model and fills its weights; ladd does the rest. In order, ladd calls ``read(source)``
+    An importer declares the model and fills its weights; ladd does the rest. In order, ladd checks that a local
+    source holds only regular files (no link, device or FIFO anywhere under it), calls ``read(source)``
     (the checkpoint checked whole, before anything is built), ``overrides(checkpoint)`` (the model's config), builds
     the model from that config (refusing one too large for this machine's memory, and a user's override of what the
     importer sets), sets every parameter to NaN, calls ``fill(model, checkpoint)``, checks that every parameter was
