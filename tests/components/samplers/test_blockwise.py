@@ -111,7 +111,9 @@ def test_bad_requests_are_refused_in_one_line(model):
                                                 "token_decoder_options": {"cache": "prefix"}})
     reg = registry.load()
     causal = experiment(backbone={"name": "causal"}, process={"name": "autoregressive"}, sampler={"name": "ancestral"})
-    with pytest.raises(IncompatibleComponentsError, match="CachingBackbone, but backbone 'causal' is not one"):
+    cache = (r"CachingBackbone \(its option cache=true keeps the committed blocks' key-value cache; cache=false needs "
+             r"none\), but backbone 'causal' is not one")
+    with pytest.raises(IncompatibleComponentsError, match=cache):
         with_sampler(causal, reg, "blockwise")
     bidirectional = {"attention": "bidirectional", "block_size": None}
     bidirectional_model = experiment(backbone=bidirectional, sampler={"name": "ancestral"})
