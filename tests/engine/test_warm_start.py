@@ -128,7 +128,7 @@ def test_a_source_of_another_vocabulary_or_no_model_is_refused_before_anything_i
     for source, message in (
         (imported, "was trained on another vocabulary (50257 tokens; this experiment's data has 30522)"),
         (tmp_path / "empty", "holds neither config.json nor config.yaml: it is not a ladd model"),
-        (tmp_path / "missing", f"train.init_from={tmp_path / 'missing'} does not exist; set train.init_from to a model"),
+        (tmp_path / "missing", f"train.init_from={tmp_path / 'missing'} does not exist; set train.init_from to"),
         (damaged, f"model.safetensors holds non-finite values (NaN or inf) in {name}: the weights are damaged"),
     ):
         cfg = compose(["experiment=demo/mdlm", *SMALL, "train.stages=[{steps:1}]", f"train.init_from={source}"], reg)
