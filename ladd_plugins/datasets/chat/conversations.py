@@ -7,7 +7,6 @@ read from the shipped pairs, local ``.jsonl`` files, or a Hugging Face dataset. 
 from __future__ import annotations
 
 import glob
-import io
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -93,8 +92,12 @@ def _local_records(files: list[Path], spec: SplitSpec) -> Iterator[tuple[str, An
         )
     lines = []
     for path in files:
-        text = io.StringIO(utf8(path, path.read_bytes()), newline=None)  # lines end as a text file's do
-        lines += [(f"{path}:{number}", line) for number, line in enumerate(text, 1) if line.strip()]
+        with path.open("rb") as handle:
+            offset = 0
+            for number, raw in enumerate(handle, 1):
+                line, offset = utf8(path, raw, offset), offset + len(raw)  # a byte that is not UTF-8: its line named
+                if line.strip():
+                    lines.append((f"{path}:{number}", line))
     for index in spec.select(len(lines)):
         where, line = lines[index]
         try:
