@@ -128,3 +128,12 @@ def test_a_list_of_device_indices_on_a_cpu_is_one_line(no_gpu):
         "train.accelerator=auto, devices=[3], strategy=auto: `devices` selected with `CPUAccelerator` should be an int "
         "> 0."
     )
+
+
+def test_lm_evals_own_device_argument_is_checked_before_the_model_loads(no_gpu, tmp_path):
+    pytest.importorskip("lm_eval")
+    from registry.harness.adapter import LaddLM
+
+    with pytest.raises(LaddError) as refused:
+        LaddLM(pretrained=str(tmp_path / "missing"), device="cuda:0")
+    assert str(refused.value) == "device cuda:0: this machine has no CUDA device that torch can use; choose cpu"
