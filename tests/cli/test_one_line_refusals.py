@@ -51,6 +51,7 @@ def test_a_negative_few_shot_count_is_refused(capsys, tmp_path):
     assert err == "ladd: error: argument --num-fewshot: '-1' is not a whole number >= 0 (see ladd harness --help)\n"
 
 
+@pytest.mark.slow  # an unknown name makes lm-eval index its thousands of own tasks
 def test_an_unknown_task_names_the_task_yaml_that_does_not_parse(tmp_path):
     pytest.importorskip("lm_eval")
     from registry.harness.tasks import task_manager
