@@ -174,3 +174,24 @@ def test_a_run_that_has_begun_resumes_after_its_warm_start_source_is_gone(reg, t
                 TrainCommand.parse(args).prepared(reg)
         else:
             assert [job.run_dir for job in TrainCommand.parse(args).prepared(reg)] == [run]
+
+
+@pytest.mark.slow
+def test_ladd_train_resumes_a_warm_started_run_killed_mid_stage_after_its_source_is_deleted(tmp_path, capsys):
+    from support import TINY
+
+    from registry.cli import main
+
+    source, run = tmp_path / "source", tmp_path / "run"
+    stage = "train.stages.stage1.steps=4"
+    assert main(["train", "experiment=binsaw/mdlm_cpu", *TINY, stage, f"run_dir={source}"]) == 0
+    args = ["train", "experiment=binsaw/mdlm_cpu", *TINY, stage, "train.checkpoint_every=2",
+            f"train.init_from={source}", f"run_dir={run}"]
+    assert main(args) == 0
+    for done in (run / "checkpoints" / "stage1" / "final.safetensors", run / "model.safetensors"):
+        done.unlink()  # as if killed after its step-4 checkpoint, before the stage's end
+    shutil.rmtree(source)  # docs/pretrained.md: a resumed run never reads the source again
+    capsys.readouterr()
+    assert main(args) == 0
+    assert f"train.init_from ({source}) started it and is not read again" in capsys.readouterr().out
+    assert (run / "model.safetensors").is_file()
