@@ -23,11 +23,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--precision", help="the networks' precision: auto, bf16-mixed or 32-true (default: eval.precision)")
     p.add_argument(
         "--repeats",
-        type=int,
+        type=positive,
         help="sample sets per budget, each against its own reference draw (default: eval.repeats)",
     )
     p.add_argument(
-        "--floor-draws", type=int, help="data-vs-data pairs behind the data floor (default: eval.floor_draws)"
+        "--floor-draws", type=positive, help="data-vs-data pairs behind the data floor (default: eval.floor_draws)"
     )
     p.add_argument(
         "--bound-draws", type=whole,

@@ -26,6 +26,7 @@ from lm_eval.api.registry import register_model
 
 from registry.config.settings import INFERENCE_PRECISIONS, HarnessConfig
 from registry.engine.assembly import Experiment
+from registry.engine.devices import checked_device
 from registry.engine.likelihood import MODES, bound, check_bound, greedy_matches
 from registry.engine.sampling import sample
 from registry.errors import LaddError
@@ -92,9 +93,10 @@ class LaddLM(LM):
     ) -> None:
         super().__init__()
         if experiment is None:
+            device = checked_device(str(options["device"]), "device") if options.get("device") else None
             experiment, scoring = _load(pretrained)
-            if options.get("device"):
-                experiment.model.to(options["device"])
+            if device is not None:
+                experiment.model.to(device)
         # lm-eval passes its own batch_size (possibly "auto"), max_batch_size and device: a whole batch size is taken
         # from them, the device only for a model loaded here
         given = {key: value for key, value in options.items() if key in HarnessSettings.__dataclass_fields__}
