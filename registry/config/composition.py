@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -24,6 +25,11 @@ from .settings import Settings, StageConfig, checked, named_stages, schema, unkn
 
 PRIMARY_CONFIG = "train"
 STAGES_KEY = "train.stages"
+RUN_DIR = "run_dir"
+SWEEP_DIR = "hydra.sweep.dir"
+SEARCHPATH = "hydra.searchpath"
+#: the keys naming folders, taken as written
+FOLDER_KEYS = (RUN_DIR, SWEEP_DIR)
 
 
 def _option_node(component: Component) -> DictConfig:
@@ -312,3 +318,17 @@ def composition_error(error: Exception) -> InvalidConfigError:
 def to_plain(cfg: DictConfig) -> dict[str, Any]:
     """Resolved plain-dict copy of a config."""
     return cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True))  # a DictConfig's keys are strings
+
+
+def quoted_folder(arg: str) -> str:
+    """``run_dir=DIR`` or ``hydra.sweep.dir=DIR`` with DIR quoted for Hydra's grammar (``~`` expanded); other
+    arguments, and folders the user quoted, as given."""
+    key, sep, value = arg.partition("=")
+    if not sep or key not in FOLDER_KEYS or value[:1] in ("'", '"'):
+        return arg
+    if value.strip() in ("", "null"):  # Hydra's null, or nothing: no folder (quoted, 'null' is a folder's name)
+        default = ", or leave it out for runs/TIME" if key == RUN_DIR else ""
+        raise InvalidConfigError(f"{arg!r} names no folder: give {key}=DIR{default}")
+    # in Hydra's quoted strings a quote is escaped with a backslash, and so are the backslashes before one
+    escaped = re.sub(r"(\\*)('|$)", lambda m: m[1] * 2 + ("\\'" if m[2] else ""), str(Path(value).expanduser()))
+    return f"{key}='{escaped}'"

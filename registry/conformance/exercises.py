@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, cast
@@ -38,6 +39,7 @@ from registry.interfaces import (
 )
 from registry.toolkit.sampling import reverse_step, takes_fixed
 
+from .jobs import MarkingJob
 from .probes import ProbeBackbone, ProbeEncoder
 
 VOCAB, SEQ, BATCH = 5, 8, 3
@@ -706,6 +708,34 @@ def _ruled_out_or_finite(logits: torch.Tensor) -> bool:
 
 
 #: Kind -> its exercise: one tiny real use of a component of that kind, run by ``ladd plugins check``.
+#: how long a check waits for a queueing launcher's two jobs to end
+_QUEUED_SECONDS = 600.0
+
+
+def exercise_launcher(component: Component, registry: Registry) -> None:
+    """Two jobs launched: each is named by an id as it is handed over and runs exactly once (a launcher that queues
+    them is followed with ``alive`` until both have left its queue). The folder is a temporary one, which a cluster's
+    nodes must see (``TMPDIR``)."""
+    launcher = component.build({})
+    with tempfile.TemporaryDirectory() as scratch:
+        marks = [Path(scratch) / f"job{index}" for index in range(2)]
+        ids: dict[int, str] = {}
+        with _during("launching two jobs"):
+            launcher.launch([MarkingJob(mark) for mark in marks], Path(scratch) / "launcher", ids.__setitem__)
+        _expect(
+            sorted(ids) == [0, 1] and all(isinstance(i, str) and i for i in ids.values()),
+            f"launch must call started(position, job_id) once for each job, with a non-empty id; it gave {ids}",
+        )
+        deadline = time.monotonic() + _QUEUED_SECONDS
+        while not launcher.waits and time.monotonic() < deadline:
+            with _during("asking which jobs are alive"):
+                if not launcher.alive(list(ids.values()), Path(scratch) / "launcher"):
+                    break
+            time.sleep(1.0)
+        ran = [mark.read_text() if mark.is_file() else "" for mark in marks]
+        _expect(ran == ["ran\n", "ran\n"], f"each job must run exactly once; their marks hold {ran}")
+
+
 EXERCISES: dict[str, Callable[[Component, Registry], None]] = {
     "process": exercise_process,
     "latent": exercise_latent,
@@ -715,4 +745,5 @@ EXERCISES: dict[str, Callable[[Component, Registry], None]] = {
     "sampler": exercise_sampler,
     "dataset": exercise_dataset,
     "metric": exercise_metric,
+    "launcher": exercise_launcher,
 }

@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
+import warnings
 from typing import Any
 
 import lightning as L
@@ -96,9 +98,13 @@ def _not_a_tip(record: logging.LogRecord) -> bool:
 
 
 def quiet_lightning_notices() -> None:
-    """Keep Lightning's device notices but not its tip to install a cloud logger nor its note of a SIGTERM."""
+    """Keep Lightning's device notices but not its tip to install a cloud logger, its note of a SIGTERM, nor, outside
+    a Slurm job, its advice to start with srun."""
     # the tip comes with every Trainer; a stop is told in one line by ladd, whichever signal asked for it
     notices = logging.getLogger(LIGHTNING_NOTICES)
     if _not_a_tip not in notices.filters:
         notices.addFilter(_not_a_tip)
     logging.getLogger(SIGNAL_NOTICES).setLevel(logging.WARNING)
+    if "SLURM_JOB_ID" not in os.environ:
+        # Lightning warns wherever Slurm's srun is installed, a login node too; its hint only means something in a job
+        warnings.filterwarnings("ignore", message="The `srun` command is available on your system but is not used")
