@@ -28,6 +28,8 @@ STAGES_KEY = "train.stages"
 RUN_DIR = "run_dir"
 SWEEP_DIR = "hydra.sweep.dir"
 SEARCHPATH = "hydra.searchpath"
+#: the key of a sweep's launcher: set on the command line only, never in a config
+LAUNCHER = "launcher"
 #: the keys naming folders, taken as written
 FOLDER_KEYS = (RUN_DIR, SWEEP_DIR)
 
@@ -310,6 +312,12 @@ def composition_error(error: Exception) -> InvalidConfigError:
         return InvalidConfigError(
             f"{where}: a list where the configs it builds on have a mapping; {STAGES_KEY} is a mapping of named "
             f"stages: write `stages: {{stage1: {{steps: ...}}, stage2: {{...}}}}` instead of a list"
+        )
+    if f"Key '{LAUNCHER}' not in" in reason:
+        return InvalidConfigError(
+            f"{message.split(':')[0]}: sets {LAUNCHER!r}, which no preset may set: a sweep's launcher and its settings "
+            f"come from the command line (ladd train -m ... {LAUNCHER}=NAME {LAUNCHER}.OPTION=VALUE) or a file of "
+            f"yours ({LAUNCHER}=FILE.yaml)"
         )
     detail = "" if reason == message else f": {reason}"
     return InvalidConfigError(f"{message}{detail}")

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from registry.config.composition import LAUNCHER
 from registry.config.safety import check_config
 from registry.errors import InvalidConfigError, LaddError
 from registry.host.registry import Registry
@@ -20,7 +21,7 @@ from registry.storage.records import check_yaml
 if TYPE_CHECKING:  # annotations only: the interfaces import torch
     from registry.interfaces import Launcher
 
-KEY = "launcher"
+KEY = LAUNCHER
 DEFAULT = "serial"
 FILE_SUFFIXES = (".yaml", ".yml")
 

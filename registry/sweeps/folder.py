@@ -216,6 +216,6 @@ def _difference(old: Manifest, new: Manifest) -> str:
     if sorted(old.metrics) != sorted(new.metrics):
         return f"its extra metrics are {old.metrics or 'none'}, not {new.metrics or 'none'}"
     if len(old.jobs) != len(new.jobs):
-        return f"{len(old.jobs)} jobs, not {len(new.jobs)}"
+        return f"{len(old.jobs)} job{'s' if len(old.jobs) != 1 else ''}, not {len(new.jobs)}"
     job = next(o for o, n in zip(old.jobs, new.jobs, strict=True) if o.overrides != n.overrides)
     return f"its job {job.index} is {' '.join(job.overrides)}"
