@@ -123,6 +123,12 @@ def _assert_trained_alike(runs, name, one):
     """The two-process run logs the one-process losses and ends with its weights."""
     process, two, log = runs[name]
     assert process.wait(timeout=300) == 0, log.read_text()[-4000:]
+    return assert_trained_alike(two, one)
+
+
+def assert_trained_alike(two, one):
+    """The run in ``two`` (several processes) logged the losses of the one-process run in ``one`` and ended with its
+    weights, up to float32 rounding of the all-reduce; its weights."""
     rows_one, rows_two = _rows(one), _rows(two)
     assert [(r["stage"], r["step"]) for r in rows_two] == [(r["stage"], r["step"]) for r in rows_one], (
         "rank 0 alone writes"
