@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A single-node Slurm on this machine for the slurm test tier, from Debian's packages (slurm-wlm, munge).
 #
-#   tests/slurm/cluster.sh install   apt-get install slurm-wlm munge (root)
+#   tests/slurm/cluster.sh install   apt-get update and install slurm-wlm munge (root)
 #   tests/slurm/cluster.sh start     munged, slurmctld -D and slurmd -D in the background; waits for the node to be idle
 #   tests/slurm/cluster.sh stop      ends the three daemons this script started (by their recorded PIDs)
 #   tests/slurm/cluster.sh env       prints the SLURM_CONF line that points Slurm's commands at this cluster
@@ -31,6 +31,7 @@ running() {  # the recorded PIDs that are still alive
 
 install() {
   [ "$(id -u)" = 0 ] || die "installing needs root (apt-get)"
+  apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge >/dev/null
 }
 
