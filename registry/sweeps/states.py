@@ -32,7 +32,7 @@ class JobState:
         """finished, running, queued, stopped (by a signal, resumable), interrupted (ended without recording how:
         killed without warning; resumable), failed or not started."""
         record = self.record
-        if record is not None and record.state == FINISHED and not self.alive:
+        if record is not None and record.state == FINISHED:
             return FINISHED
         if self.alive:
             return RUNNING if record is not None and record.state == RUNNING else QUEUED

@@ -186,8 +186,8 @@ def test_two_srun_tasks_train_as_one_process_lightning_reading_slurms_variables(
     assert one.returncode == 0, one.stderr
     two = subprocess.run(
         [
-            "srun", "--nodes=1", "--ntasks-per-node=2", "--cpus-per-task=1", "--job-name=ladd-ddp", sys.executable, "-m", "registry.cli",
-            "train", *COMMON, *MDLM, "train.devices=2", f"run_dir={tmp_path / 'two'}",
+            "srun", "--nodes=1", "--ntasks-per-node=2", "--cpus-per-task=1", "--job-name=ladd-ddp", sys.executable,
+            "-m", "registry.cli", "train", *COMMON, *MDLM, "train.devices=2", f"run_dir={tmp_path / 'two'}",
         ],
         capture_output=True, text=True, timeout=WAIT_SECONDS, env={**os.environ, **ONE_THREAD},
     )

@@ -121,3 +121,32 @@ def test_a_signal_stops_the_local_sweeps_jobs_at_a_checkpoint_and_the_sweep_resu
     for index in (0, 1):
         assert_same_run(tmp_path / "reference" / str(index), sweep / str(index))
         assert folder.record(index).starts == 2
+
+
+def test_jobs_that_outlive_a_killed_ladd_are_not_started_twice(tmp_path):
+    sweep = tmp_path / "sweep"
+    args = [
+        "train", "-m", *TINY, *SMALL_EVAL, "train.stages=[{steps:40}]", "seed=0,1", "launcher=local",
+        "launcher.workers=2", f"hydra.sweep.dir={sweep}",
+    ]
+    process = subprocess.Popen([sys.executable, "-m", "registry.cli", *args], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    metrics = [sweep / str(index) / "metrics.csv" for index in (0, 1)]
+    deadline = time.monotonic() + 300
+    while not all(m.is_file() for m in metrics) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    process.kill()  # ladd alone, without warning: its jobs' processes go on
+    process.wait()
+    again = run_ladd(*args)
+    assert again.returncode == 2, again.stderr
+    assert "2 jobs still queued or running from an earlier launch: left to it" in again.stdout
+    assert "with launcher 'local'" not in again.stdout, "no job launched again"
+    folder = SweepFolder(sweep)
+    deadline = time.monotonic() + 600
+    while not all(folder.record(i) and folder.record(i).state == "finished" for i in (0, 1)):
+        assert time.monotonic() < deadline, "the jobs did not finish"
+        time.sleep(0.5)
+    assert [folder.record(index).starts for index in (0, 1)] == [1, 1], "each job started once"
+    done = run_ladd(*args)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"sweep {sweep}: 2 jobs: 2 finished"
