@@ -98,7 +98,7 @@ class TrainCommand:
     searchpath: list[str] = field(default_factory=list)
     launcher: LauncherChoice = field(default_factory=LauncherChoice)
     metrics: list[str] = field(default_factory=list)
-    retries: int = RETRIES
+    retries: int | None = None  # None: the default, RETRIES
 
     @classmethod
     def parse(cls, args: list[str]) -> TrainCommand:
@@ -127,9 +127,11 @@ class TrainCommand:
                 command._add(quoted_folder(arg))
         if command.multirun and command.sweep_dir is not None and command._given_run_dir() is not None:
             raise InvalidConfigError(f"a sweep goes to one folder: give {RUN_DIR}=DIR or {SWEEP_DIR}=DIR, not both")
-        sweep_only = [
-            name for name, given in ((LAUNCHER, command.launcher.given), (METRIC_FLAG, command.metrics)) if given
-        ]
+        given = (
+            (LAUNCHER, command.launcher.given), (METRIC_FLAG, bool(command.metrics)),
+            (RETRIES_FLAG, command.retries is not None),
+        )
+        sweep_only = [name for name, chosen in given if chosen]
         if sweep_only and not command.multirun:
             raise InvalidConfigError(f"{sweep_only[0]} sets how a sweep's jobs run: give -m (a sweep of one is fine)")
         return command
@@ -294,4 +296,5 @@ def _sweep(command: TrainCommand, jobs: list[Job], launcher: Launcher, registry:
             tuple(planned_job.swept), tuple(command.metrics), tuple(command.searchpath), command.allow_changes,
         )
 
-    launch_sweep(folder, planned, command.launcher, launcher, registry, job_of, command.retries)
+    retries = RETRIES if command.retries is None else command.retries
+    launch_sweep(folder, planned, command.launcher, launcher, registry, job_of, retries)

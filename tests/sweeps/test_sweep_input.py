@@ -64,6 +64,10 @@ def test_launcher_settings_outside_a_sweep_are_refused(capsys, tmp_path):
     assert line == "launcher sets how a sweep's jobs run: give -m (a sweep of one is fine)"
     line = refused(capsys, "train", *TINY, "--metric", "entropy", f"run_dir={tmp_path / 'run'}")
     assert line == "--metric sets how a sweep's jobs run: give -m (a sweep of one is fine)"
+    line = refused(capsys, "train", *TINY, "--retries=0", f"run_dir={tmp_path / 'run'}")
+    assert line == "--retries sets how a sweep's jobs run: give -m (a sweep of one is fine)"
+    line = refused(capsys, "train", "-m", *TINY, "--retries", "-1", f"run_dir={tmp_path / 'run'}")
+    assert line == "--retries='-1' is not valid: it must be a whole number >= 0"
     assert not (tmp_path / "run").exists()
 
 
