@@ -46,18 +46,17 @@ class PlannedJob:
     """One job as the manifest keeps it: what it trains and, once launched, where and how it last ended."""
 
     index: int
-    overrides: list[str]  # the job's overrides, its run folder left out (it is DIR/index)
+    overrides: list[str]  # the job's overrides, its run folder left out (it is run_dir)
     swept: list[str]  # the overrides in which it differs from the other jobs
+    run_dir: str = ""  # its run folder, inside the sweep's folder: the index
     launcher: str | None = None  # the launcher that last started it
     job_id: str | None = None  # its id with that launcher
-    state: str = "new"  # as last seen by the launching process
+    state: str = "not started"  # as last seen by the launching process
     exit_status: int | None = None
     tries: int = 0
 
-    @property
-    def run_dir(self) -> str:
-        """Its run folder, inside the sweep's folder."""
-        return str(self.index)
+    def __post_init__(self) -> None:
+        self.run_dir = str(self.index)
 
 
 @dataclass

@@ -92,6 +92,11 @@ def test_a_two_by_two_sweep_over_two_seeds_runs_as_one_job_array_and_reports_one
     (array,) = {job_id.split("_")[0] for job_id in ids}
     assert ids == [f"{array}_{task}" for task in range(8)], "one job array, a task per job"
     assert "ArrayTaskThrottle=2" in _slurm("scontrol", "show", "job", ids[0])
+    queued = _queued()
+    twice = run_ladd("train", "-m", *args, "launcher=slurm")  # while they run: nothing is submitted again
+    assert twice.returncode == 0, twice.stderr
+    assert "still queued or running from an earlier launch: left to it" in twice.stdout
+    assert "queued 8" not in twice.stdout and _queued() <= queued
     _wait_for_the_sweep(sweep)
 
     status = run_ladd("sweep", "status", str(sweep))
