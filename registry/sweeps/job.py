@@ -68,13 +68,12 @@ class SweepJob:
                 print(f"ladd: {stop}", file=sys.stderr, flush=True)
                 return self._end(folder, record, main, STOPPED, stop.exit_status, str(stop))
             except Exception as error:
-                message = describe_failure(error)
+                message, status = describe_failure(error), FAILED_STATUS
                 if message is None:  # a fault in the code: its traceback goes to the job's log
                     traceback.print_exc()
-                    message = f"{type(error).__name__}: {error}".splitlines()[0]
+                    message, status = f"{type(error).__name__}: {error}".splitlines()[0], FAULT_STATUS
                 print(f"ladd: error: {message}", file=sys.stderr, flush=True)
                 record.failures += 1
-                status = FAILED_STATUS if describe_failure(error) is not None else FAULT_STATUS
                 return self._end(folder, record, main, FAILED, status, message)
         return self._end(folder, record, main, FINISHED, 0, None)
 

@@ -37,7 +37,7 @@ def launch_sweep(
     retries: int = RETRIES,
 ) -> None:
     """Launch what the sweep ``planned`` still needs in ``folder`` (the folder's own sweep, or a new one); raises
-    ``LaddError`` when a job that waiting for it could have finished did not, or a job was given up."""
+    ``LaddError`` when a launcher that waits leaves jobs unfinished, or when a job was given up."""
     with folder.locked():
         manifest = folder.claim(planned)
         states = job_states(folder, manifest, registry)
