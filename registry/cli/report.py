@@ -30,14 +30,13 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
     """Read the results and publish them, never into a run, model or sweep folder that holds one of them."""
     out = Path(args.out)
     if len(args.results) == 1 and (Path(args.results[0]) / MANIFEST).is_file():
-        from registry.paper.sweep_table import MISSING
         from registry.sweeps.report import report
 
         sweep = Path(args.results[0])
         check_outside(out, [sweep], "--out")
         paths = report(SweepFolder(sweep), out)
-        print((out / "sweep.md").read_text(encoding="utf-8").split("\n\n")[0])
-        print(f"({MISSING}: not finished) wrote " + ", ".join(str(p) for p in paths))
+        print((out / "sweep.md").read_text(encoding="utf-8"), end="")
+        print("wrote " + ", ".join(str(p) for p in paths))
         return
     folders = {Path(path).parent for path in args.results if is_ladd_folder(Path(path).parent)}
     check_outside(out, folders, "--out")
