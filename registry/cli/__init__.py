@@ -36,6 +36,7 @@ from . import (
     zero_shot,
 )
 from .arguments import Parser
+from .context import run_command
 
 DEBUG_ENV = "LADD_DEBUG"
 #: the commands in the order `ladd --help` lists them
@@ -55,7 +56,7 @@ def parser(registry: Registry | None = None) -> argparse.ArgumentParser:
     added = add_plugin_commands(sub, [] if registry is None else registry.command_hooks, strict=switch(STRICT_ENV))
     for problem in added.problems.values():
         print(f"ladd: warning: {problem}", file=sys.stderr)
-    top.set_defaults(plugin_commands=added)
+    top.set_defaults(plugin_commands=added, command_line=top)
     return top
 
 
@@ -76,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         with stops:
             registry = load()
             args = parser(registry).parse_args(argv)
-            args.run(args, registry)
+            run_command(args, registry)
         return 0
     except Stopped as stop:
         if not stop.quiet:

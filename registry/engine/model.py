@@ -110,6 +110,7 @@ class DiffusionModel(nn.Module, DenoiserModel):
         self.vocab_size = vocab_size
         self.seq_len = seq_len
         self.eos_id = eos_id
+        self.mask_column = getattr(backbone, "mask_column", None)  # the token backbone's declaration
         self.objective = objective
         self.lambda_latent = 1.0  # the weight of L^y: the full objective until a training stage sets its own
         self.encoder_frozen = False

@@ -1,9 +1,9 @@
 """Every component kind and every config slot in one table, which the registry, the config schema,
 assembly and ``ladd plugins check`` read.
 
-A new kind is one ``KindSpec`` (plus its interface in ``registry/interfaces.py`` and its exercise in
-``registry/conformance/exercises.py``'s table); a new slot is one ``Slot``. This module imports no torch:
-listing components reads it, and the interface is named, then looked up where it is used.
+A new kind is one ``KindSpec`` (plus its interface in ``registry/interfaces.py`` and its exercise, a module of
+``registry/conformance/exercises/`` and a line in that package's table); a new slot is one ``Slot``. This module
+imports no torch: listing components reads it, and the interface is named, then looked up where it is used.
 """
 from __future__ import annotations
 

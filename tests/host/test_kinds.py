@@ -34,9 +34,9 @@ def test_each_slot_builds_with_exactly_its_kinds_context(reg, monkeypatch):
     seen: dict[str, set[str]] = {}
     original = Component.build
 
-    def recording(self, options=None, **context):
+    def recording(self, options=None, nested=None, **context):
         seen.setdefault(self.kind, set()).update(context)
-        return original(self, options, **context)
+        return original(self, options, nested, **context)
 
     monkeypatch.setattr(Component, "build", recording)
     build_experiment(compose(["experiment=binsaw/coladd_seq_cpu", *TINY], reg).plain(), reg)
