@@ -183,11 +183,13 @@ def test_plain_ddp_does_not_search_for_unused_parameters(reg):
     import lightning as L
     from lightning.pytorch.strategies import DDPStrategy
 
+    from registry.training.console import without_srun_advice
     from registry.training.strategy import Hardware
 
     for strategy in ("auto", "ddp"):
         train_cfg = compose([*COMMON, "train.devices=2", f"train.strategy={strategy}"], reg).train
-        trainer = L.Trainer(**Hardware(train_cfg).trainer_arguments(), logger=False, enable_checkpointing=False)
+        with without_srun_advice():  # built as ladd builds its Trainers
+            trainer = L.Trainer(**Hardware(train_cfg).trainer_arguments(), logger=False, enable_checkpointing=False)
         assert isinstance(trainer.strategy, DDPStrategy)
         assert trainer.strategy._ddp_kwargs.get("find_unused_parameters", False) is False, strategy
 
