@@ -1,6 +1,7 @@
 """Sweeps that train: each job trains then evaluates (the experiment's metric and every --metric), an invalid
 combination fails alone, a sweep run again continues; the local launcher runs its workers' jobs at once, each with its
-share of the cores, and a signal to ladd stops every job at a checkpoint, from which the sweep resumes bitwise."""
+share of the cores, and a signal to ladd stops every job at a checkpoint, from which the sweep resumes bitwise; a
+second ladd on a sweep being launched is refused and starts nothing."""
 from __future__ import annotations
 
 import json
@@ -150,3 +151,28 @@ def test_jobs_that_outlive_a_killed_ladd_are_not_started_twice(tmp_path):
     done = run_ladd(*args)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"sweep {sweep}: 2 jobs: 2 finished"
+
+
+def test_a_second_ladd_on_a_sweep_being_launched_is_refused_in_one_line_and_starts_nothing(tmp_path):
+    sweep = tmp_path / "sweep"
+    args = ["train", "-m", *TINY, "train.stages=[{steps:100000}]", "seed=0,1", f"hydra.sweep.dir={sweep}"]
+    first = subprocess.Popen([sys.executable, "-m", "registry.cli", *args], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env={**os.environ, **ONE_THREAD})
+    metrics = sweep / "0" / "metrics.csv"
+    deadline = time.monotonic() + 300
+    while first.poll() is None and not metrics.is_file():  # the serial launcher is training the first job
+        assert time.monotonic() < deadline, "the first job did not start"
+        time.sleep(0.05)
+    second = run_ladd(*args, env=ONE_THREAD)
+    assert first.poll() is None, "the first ladd still launches the sweep"
+    assert second.returncode == 2, second.stderr
+    assert _lines(second.stderr) == [
+        f"ladd: error: {sweep} is being launched by another `ladd train -m` (it holds sweep.lock); wait for it to end, "
+        f"or give this sweep another hydra.sweep.dir"
+    ]
+    first.send_signal(signal.SIGTERM)
+    _, stderr = first.communicate(timeout=300)
+    assert first.returncode == 143, stderr
+    folder = SweepFolder(sweep)
+    assert (folder.record(0).state, folder.record(0).starts) == ("stopped", 1), "the first job started once"
+    assert folder.record(1) is None, "the second job never started"
