@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from registry import ComponentSpec, hookimpl
 
-from . import backbones, datasets, encoders, latents, metrics, processes, samplers, schedules
+from . import backbones, datasets, encoders, latents, launchers, metrics, processes, samplers, schedules
 
 LADD_CONTRACT = 4  # the plugin contract these components are written for (registry.CONTRACT_VERSION)
 
@@ -23,6 +23,7 @@ def ladd_components() -> list[ComponentSpec]:
         *samplers.SPECS,
         *datasets.SPECS,
         *metrics.SPECS,
+        *launchers.SPECS,
     ]
 
 

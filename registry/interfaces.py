@@ -7,7 +7,7 @@ state is the extra id ``K`` (see :func:`mask_id`).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from itertools import islice
 from pathlib import Path
@@ -41,6 +41,7 @@ __all__ = [
     "PreparedData",
     "Metric",
     "Importer",
+    "Launcher",
     "Needs",
     "needs_of",
     "declares_needs",
@@ -919,4 +920,40 @@ class Importer(ABC):
         """The token of each row of the network's token table (ids ``0 .. K-1``), as the checkpoint records it (its
         vocabulary file): ``ladd plugins check`` holds the imported model's tokenizer against it, id by id. None (the
         default): the tokenizer is held to the table's size alone."""
+        return None
+
+
+class Launcher(ABC):
+    """Runs the jobs of a sweep (``ladd train -m ... launcher=NAME``): in this process, in processes of this machine, or
+    through a scheduler. Built as ``factory(config)``; its options come from the command line or a user's file, never
+    from a preset.
+
+    A job is a picklable callable of no arguments that returns its exit status: 0 when it finished, 128 + N when
+    signal N stopped it (its run resumes where it stopped when the job runs again), another number when it failed. A
+    job writes only its own files, so jobs may run in any order and at once; running one again continues it.
+    """
+
+    #: True when :meth:`launch` returns only once every job has ended; False when it returns once the jobs are queued
+    #: with a scheduler that runs them later (:meth:`alive` then says which are still queued or running)
+    waits: bool = True
+
+    @abstractmethod
+    def launch(self, jobs: Sequence[Callable[[], int]], folder: Path, started: Callable[[int, str], None]) -> None:
+        """Run or queue every job of ``jobs``, calling ``started(position, job_id)`` as each one is handed over (the
+        id names it to :meth:`alive`). ``folder`` is the launcher's own, for scripts and logs.
+
+        A launcher that waits stops starting jobs once one returns 128 + N (a signal asked the sweep to stop). When an
+        exception reaches it while it waits (ladd stopping on a signal), it passes the signal on to the jobs it runs,
+        so that each stops at a checkpoint, waits for them and lets the exception through. A launcher that queues
+        raises ``LaddError`` with the scheduler's own message when the scheduler refuses the jobs, having queued none.
+        """
+
+    def alive(self, job_ids: Sequence[str], folder: Path) -> set[str]:
+        """Those of ``job_ids`` (from an earlier :meth:`launch` with the same ``folder``) still queued or running. The
+        default, for a launcher whose jobs end with its :meth:`launch`: none."""
+        return set()
+
+    def log(self, job_id: str, folder: Path) -> Path | None:
+        """The file holding what job ``job_id`` wrote to its standard error, when the launcher keeps one (None: it
+        does not)."""
         return None

@@ -6,13 +6,11 @@ imports the machinery it drives when it runs.
 from __future__ import annotations
 
 import argparse
-import errno
-import re
 import sys
 import traceback
 from contextlib import nullcontext
 
-from registry.errors import LaddError
+from registry.errors import LaddError, describe_failure
 from registry.host.commands import add_plugin_commands
 from registry.host.plugin_code import PluginCode, unasked_interrupt
 from registry.host.plugins import STRICT_ENV
@@ -34,6 +32,7 @@ from . import (
     prepare,
     report,
     sample,
+    sweep,
     train,
     zero_shot,
 )
@@ -41,10 +40,9 @@ from .arguments import Parser
 from .context import run_command
 
 DEBUG_ENV = "LADD_DEBUG"
-_DISK_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
 #: the commands in the order `ladd --help` lists them
 COMMANDS = (
-    components, plugins, prepare, train, sample, encode, export, importer, evaluate, zero_shot, harness, report,
+    components, plugins, prepare, train, sweep, sample, encode, export, importer, evaluate, zero_shot, harness, report,
     compare, flops, frontier,
 )
 
@@ -95,35 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     except LaddError as error:
         _show_error(error)
         return 2
-    except OSError as error:  # a full disk, a read-only folder, a file that vanished
-        _show_error(error, _describe_os_error(error))
-        return 2
-    except (MemoryError, RuntimeError) as error:  # torch reports a failed allocation as a RuntimeError
-        if not _out_of_memory(error):
+    except (OSError, MemoryError, RuntimeError) as error:  # a full disk, a vanished file; torch's failed allocation
+        message = describe_failure(error)
+        if message is None:
             raise
-        _show_error(error, _describe_out_of_memory(error))
+        _show_error(error, message)
         return 2
-
-
-def _out_of_memory(error: BaseException) -> bool:
-    text = str(error).lower()
-    return isinstance(error, MemoryError) or "out of memory" in text or "allocate memory" in text
-
-
-def _describe_out_of_memory(error: BaseException) -> str:
-    asked = re.search(r"tried to allocate ([0-9.]+ ?[KMGT]iB|[0-9]+ bytes)", str(error), re.IGNORECASE)
-    size = asked and (f"{int(asked[1].split()[0]) / 2**30:.1f} GiB" if asked[1].endswith("bytes") else asked[1])
-    detail = f" (an allocation of {size} failed)" if size else ""
-    return (
-        f"out of memory{detail}; what ladd had written is intact (files are written whole, a run resumes from its last "
-        f"checkpoint): reduce the batch size or the sequence length, or free memory, and run the command again"
-    )
-
-
-def _describe_os_error(error: OSError) -> str:
-    where = f" ({error.filename})" if error.filename else ""
-    if error.errno in _DISK_FULL:  # ladd writes every file whole, so what existed is still there
-        return f"{error.strerror}{where}: the disk is full or a size limit applies; free space and run it again"
-    return f"{error.strerror or error}{where}"
-
-

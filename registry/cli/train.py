@@ -13,32 +13,47 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hydra.errors import HydraException
 
-from registry.config.composition import check_selections, compose, composition_error, parse_override
+from registry.config.composition import (
+    RUN_DIR,
+    SEARCHPATH,
+    SWEEP_DIR,
+    check_selections,
+    compose,
+    composition_error,
+    parse_override,
+    quoted_folder,
+)
 from registry.config.settings import TIME_FORMAT, Settings
 from registry.engine.runs import ALLOW_CHANGES_FLAG, RunFolder
 from registry.errors import InvalidConfigError, LaddError
 from registry.host.kinds import SLOTS
 from registry.host.registry import Registry
-from registry.training.stopping import check, stopping_on_signals
+from registry.sweeps.choice import KEY as LAUNCHER
+from registry.sweeps.choice import LauncherChoice
+from registry.sweeps.launching import RETRIES
 
 from .notices import print_problems
+
+if TYPE_CHECKING:  # annotations only: the interfaces import torch
+    from registry.interfaces import Launcher
 
 NAME = "train"
 SWEEP_FLAGS = ("-m", "--multirun")
 DRY_RUN_FLAG = "--dry-run"
 HELP_FLAGS = ("-h", "--help")
-SWEEP_DIR = "hydra.sweep.dir"
-SEARCHPATH = "hydra.searchpath"
-RUN_DIR = "run_dir"
+METRIC_FLAG = "--metric"
+RETRIES_FLAG = "--retries"
 USAGE = (
     f"usage: ladd train [-m] [{ALLOW_CHANGES_FLAG}] [{DRY_RUN_FLAG}] [experiment=NAME] [KEY=VALUE ...]\n"
+    f"       ladd train -m [launcher=NAME|FILE.yaml] [launcher.OPTION=VALUE ...] [{METRIC_FLAG} NAME ...] "
+    f"[{RETRIES_FLAG} N] KEY=V1,V2 ...\n"
     "  KEY=VALUE        Hydra overrides: components by registry name (backbone=mmdit), options (train.lr=3e-4);\n"
     "                   any component may replace a preset's (its options for the one it replaces are left out)\n"
     "  train.stages.NAME.KEY=VALUE  one stage's setting (stage1, stage2, ...); train.stages=[{steps:N},...] replaces "
@@ -49,10 +64,16 @@ USAGE = (
     "                   estimate on this machine, without reading weights, training or writing anything\n"
     f"  {SWEEP_DIR}=DIR  folder of a sweep's runs (DIR/0, DIR/1, ...; default multirun/TIME)\n"
     f"  {SEARCHPATH}=[file://DIR,...]  more folders of presets\n"
+    f"  {LAUNCHER}=NAME  what runs a sweep's jobs: serial (the default: one after another in this process), local\n"
+    "                   (launcher.workers at once on this machine), slurm (a job array: launcher.partition, ...);\n"
+    f"                   `ladd show launcher NAME` lists its options; {LAUNCHER}=FILE.yaml reads `name:` and options\n"
+    "                   from a file of yours. Each job trains, then evaluates with the experiment's budgets and\n"
+    "                   metric. The same command again continues the sweep; `ladd sweep status DIR` shows each job\n"
+    f"  {METRIC_FLAG} NAME    in a sweep, also evaluate each job with this metric (repeatable)\n"
+    f"  {RETRIES_FLAG} N      in a sweep, launch a failed job again at most N more times (default {RETRIES})\n"
     "  run_dir=DIR      the run folder (default runs/TIME), as written (~ expanded); training again with it resumes\n"
     "                   the run; in a sweep, the folder of its runs (DIR/0, DIR/1, ...)"
 )
-FOLDER_KEYS = (RUN_DIR, SWEEP_DIR)
 
 
 @dataclass
@@ -75,25 +96,56 @@ class TrainCommand:
     dry_run: bool = False
     sweep_dir: str | None = None
     searchpath: list[str] = field(default_factory=list)
+    launcher: LauncherChoice = field(default_factory=LauncherChoice)
+    metrics: list[str] = field(default_factory=list)
+    retries: int | None = None  # None: the default, RETRIES
 
     @classmethod
     def parse(cls, args: list[str]) -> TrainCommand:
-        """Split flags and Hydra's own keys from the experiment overrides; anything else of Hydra's is refused."""
+        """Split flags, the launcher's settings and Hydra's own keys from the experiment overrides; anything else of
+        Hydra's is refused."""
         command = cls()
-        for arg in args:
+        rest = list(args)
+        while rest:
+            arg = rest.pop(0)
+            flag, equals, value = arg.partition("=")
             if arg in SWEEP_FLAGS:
                 command.multirun = True
             elif arg == ALLOW_CHANGES_FLAG:
                 command.allow_changes = True
             elif arg == DRY_RUN_FLAG:
                 command.dry_run = True
+            elif flag in (METRIC_FLAG, RETRIES_FLAG):
+                if not equals:
+                    if not rest:
+                        raise InvalidConfigError(f"{flag} needs a value (see ladd train --help)")
+                    value = rest.pop(0)
+                command._flag(flag, value)
             elif arg.startswith("-"):
                 raise InvalidConfigError(f"ladd train does not take {arg!r} (see ladd train --help)")
             else:
                 command._add(quoted_folder(arg))
         if command.multirun and command.sweep_dir is not None and command._given_run_dir() is not None:
             raise InvalidConfigError(f"a sweep goes to one folder: give {RUN_DIR}=DIR or {SWEEP_DIR}=DIR, not both")
+        given = (
+            (LAUNCHER, command.launcher.given), (METRIC_FLAG, bool(command.metrics)),
+            (RETRIES_FLAG, command.retries is not None),
+        )
+        sweep_only = [name for name, chosen in given if chosen]
+        if sweep_only and not command.multirun:
+            raise InvalidConfigError(f"{sweep_only[0]} sets how a sweep's jobs run: give -m (a sweep of one is fine)")
         return command
+
+    def _flag(self, flag: str, value: str) -> None:
+        if flag == METRIC_FLAG:
+            self.metrics.append(value)
+            return
+        try:
+            self.retries = int(value)
+        except ValueError:
+            self.retries = -1
+        if self.retries < 0:
+            raise InvalidConfigError(f"{RETRIES_FLAG}={value!r} is not valid: it must be a whole number >= 0")
 
     def _add(self, arg: str) -> None:
         override = parse_override(arg)
@@ -103,6 +155,10 @@ class TrainCommand:
         elif key == SEARCHPATH:
             value = override.value()
             self.searchpath += [str(v) for v in value] if isinstance(value, list) else [str(value)]
+        elif key == LAUNCHER or key.startswith(f"{LAUNCHER}."):
+            if override.is_sweep_override():
+                raise InvalidConfigError(f"{arg!r}: a launcher setting takes one value, the same for every job")
+            self.launcher.add(key, override.value())
         elif key == "hydra" or key.startswith("hydra."):
             raise InvalidConfigError(
                 f"{arg!r}: ladd runs none of Hydra's runtime (logging, callbacks, launchers, output folders); "
@@ -192,20 +248,6 @@ def _check_options(settings: Settings, registry: Registry) -> None:
             registry.check_options(registry.get(slot.kind, node["name"]), options)
 
 
-def quoted_folder(arg: str) -> str:
-    """``run_dir=DIR`` or ``hydra.sweep.dir=DIR`` with DIR quoted for Hydra's grammar (``~`` expanded); other
-    arguments, and folders the user quoted, as given."""
-    key, sep, value = arg.partition("=")
-    if not sep or key not in FOLDER_KEYS or value[:1] in ("'", '"'):
-        return arg
-    if value.strip() in ("", "null"):  # Hydra's null, or nothing: no folder (quoted, 'null' is a folder's name)
-        default = ", or leave it out for runs/TIME" if key == RUN_DIR else ""
-        raise InvalidConfigError(f"{arg!r} names no folder: give {key}=DIR{default}")
-    # in Hydra's quoted strings a quote is escaped with a backslash, and so are the backslashes before one
-    escaped = re.sub(r"(\\*)('|$)", lambda m: m[1] * 2 + ("\\'" if m[2] else ""), str(Path(value).expanduser()))
-    return f"{key}='{escaped}'"
-
-
 def _without_run_dir(job: list[str]) -> list[str]:
     return [o for o in job if parse_override(o).key_or_group != RUN_DIR]
 
@@ -223,7 +265,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, registry: Registry) -> None:
-    """Train every job the arguments ask for (one, or a sweep's), each checked before the first trains."""
+    """Train every job the arguments ask for: one run, or a sweep's jobs through its launcher, each checked before the
+    first trains."""
     if any(arg in HELP_FLAGS for arg in args.arguments):
         print(USAGE)
         return
@@ -231,6 +274,10 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
     command = TrainCommand.parse(args.arguments)
     registry = command.resumed_with(registry)
     check_selections(command.overrides, registry)  # every value of a sweep, before its first run trains
+    for metric in command.metrics:
+        registry.get("metric", metric)
+    # before anything is written: an unknown launcher or option, a scheduler missing on this machine
+    launcher = command.launcher.build(registry) if command.multirun and not command.dry_run else None
     jobs = command.prepared(registry)
     if command.dry_run:
         from registry.training.dry_run import dry_run  # Lightning: only once every job is checked
@@ -238,15 +285,35 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
         for job in jobs:
             dry_run(job.settings, registry)
         return
-    from registry.training.loop import train  # Lightning: only once every job is checked
+    if launcher is not None:
+        _sweep(command, jobs, launcher, registry)
+        return
+    from registry.training.loop import train  # Lightning: only once the run is checked
 
-    with stopping_on_signals():
-        for number, job in enumerate(jobs):
-            check()  # a signal that came as the last job's last stage ended
-            if command.multirun:
-                swept = " ".join(job.swept) or "(nothing swept)"
-                print(f"job {number} of {len(jobs)}: {swept} -> {job.run_dir}", flush=True)
-            # Lightning's DDP launcher starts the other ranks by running this process's command line again.
-            sys.argv = [sys.argv[0], NAME, *command.relaunch(job.overrides, job.run_dir)]
-            train(job.settings, job.run_dir, registry, command.allow_changes)
-            print(f"trained {job.settings.method}: {job.run_dir}")
+    job = jobs[0]
+    # Lightning's DDP launcher starts the other ranks by running this process's command line again.
+    sys.argv = [sys.argv[0], NAME, *command.relaunch(job.overrides, job.run_dir)]
+    train(job.settings, job.run_dir, registry, command.allow_changes)
+    print(f"trained {job.settings.method}: {job.run_dir}")
+
+
+def _sweep(command: TrainCommand, jobs: list[Job], launcher: Launcher, registry: Registry) -> None:
+    """Launch the sweep's jobs (or continue the sweep its folder holds): each trains, then evaluates."""
+    from registry.sweeps.folder import Manifest, PlannedJob, SweepFolder
+    from registry.sweeps.job import SweepJob
+    from registry.sweeps.launching import launch_sweep
+
+    assert command.sweep_dir is not None  # set as the jobs were composed
+    folder = SweepFolder(command.sweep_dir)
+    planned = Manifest(
+        [PlannedJob(n, _without_run_dir(job.overrides), job.swept) for n, job in enumerate(jobs)], list(command.metrics)
+    )
+
+    def job_of(planned_job: PlannedJob) -> SweepJob:
+        return SweepJob(
+            str(folder.path.absolute()), planned_job.index, len(jobs), tuple(planned_job.overrides),
+            tuple(planned_job.swept), tuple(command.metrics), tuple(command.searchpath), command.allow_changes,
+        )
+
+    retries = RETRIES if command.retries is None else command.retries
+    launch_sweep(folder, planned, command.launcher, launcher, registry, job_of, retries)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -24,6 +25,13 @@ from .settings import Settings, StageConfig, checked, named_stages, schema, unkn
 
 PRIMARY_CONFIG = "train"
 STAGES_KEY = "train.stages"
+RUN_DIR = "run_dir"
+SWEEP_DIR = "hydra.sweep.dir"
+SEARCHPATH = "hydra.searchpath"
+#: the key of a sweep's launcher: set on the command line only, never in a config
+LAUNCHER = "launcher"
+#: the keys naming folders, taken as written
+FOLDER_KEYS = (RUN_DIR, SWEEP_DIR)
 
 
 def _option_node(component: Component, name: str | None = None) -> DictConfig:
@@ -357,6 +365,12 @@ def composition_error(error: Exception) -> InvalidConfigError:
             f"{where}: a list where the configs it builds on have a mapping; {STAGES_KEY} is a mapping of named "
             f"stages: write `stages: {{stage1: {{steps: ...}}, stage2: {{...}}}}` instead of a list"
         )
+    if f"Key '{LAUNCHER}' not in" in reason:
+        return InvalidConfigError(
+            f"{message.split(':')[0]}: sets {LAUNCHER!r}, which no preset may set: a sweep's launcher and its settings "
+            f"come from the command line (ladd train -m ... {LAUNCHER}=NAME {LAUNCHER}.OPTION=VALUE) or a file of "
+            f"yours ({LAUNCHER}=FILE.yaml)"
+        )
     detail = "" if reason == message else f": {reason}"
     return InvalidConfigError(f"{message}{detail}")
 
@@ -364,3 +378,17 @@ def composition_error(error: Exception) -> InvalidConfigError:
 def to_plain(cfg: DictConfig) -> dict[str, Any]:
     """Resolved plain-dict copy of a config."""
     return cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True))  # a DictConfig's keys are strings
+
+
+def quoted_folder(arg: str) -> str:
+    """``run_dir=DIR`` or ``hydra.sweep.dir=DIR`` with DIR quoted for Hydra's grammar (``~`` expanded); other
+    arguments, and folders the user quoted, as given."""
+    key, sep, value = arg.partition("=")
+    if not sep or key not in FOLDER_KEYS or value[:1] in ("'", '"'):
+        return arg
+    if value.strip() in ("", "null"):  # Hydra's null, or nothing: no folder (quoted, 'null' is a folder's name)
+        default = ", or leave it out for runs/TIME" if key == RUN_DIR else ""
+        raise InvalidConfigError(f"{arg!r} names no folder: give {key}=DIR{default}")
+    # in Hydra's quoted strings a quote is escaped with a backslash, and so are the backslashes before one
+    escaped = re.sub(r"(\\*)('|$)", lambda m: m[1] * 2 + ("\\'" if m[2] else ""), str(Path(value).expanduser()))
+    return f"{key}='{escaped}'"

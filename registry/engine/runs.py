@@ -10,7 +10,6 @@ when the process ends, however it ends.
 from __future__ import annotations
 
 import datetime
-import fcntl
 import json
 import os
 from collections.abc import Iterator, Mapping
@@ -22,7 +21,7 @@ from omegaconf import OmegaConf
 
 from registry.config.settings import operational_options, upgraded
 from registry.errors import LaddError
-from registry.storage.files import check_outside, is_partial, remove_partials, write_text
+from registry.storage.files import check_outside, exclusive, is_partial, remove_partials, write_text
 from registry.storage.records import checked_components, read_json
 
 RECORD_FILE = "run.json"
@@ -176,7 +175,10 @@ class RunFolder:
         config."""
         self.check(cfg, allow_changes)
         self.path.mkdir(parents=True, exist_ok=True)
-        with _exclusive(self.path / LOCK_FILE):
+        with exclusive(self.path / LOCK_FILE, RunFolderError(
+            f"{self.path} is being trained by another process (it holds {LOCK_FILE}); wait for it to finish, or train "
+            f"into another run_dir"
+        )):
             changes = self.check(cfg, allow_changes)
             remove_partials(self.path)  # left by a process killed while writing; this one holds the lock
             record: dict[str, Any] = self.record() if (self.path / RECORD_FILE).exists() else {"format": FORMAT}
@@ -203,20 +205,3 @@ def recorded_components(run_dir: str | Path) -> dict[str, dict[str, Any]] | None
     fix = f"the run folder is damaged; restore {COMPONENTS_FILE} from a copy"
     components = read_json(path, "a component record", fix)
     return checked_components(components, f"run {run_dir}", path)
-
-
-@contextmanager
-def _exclusive(path: Path) -> Iterator[None]:
-    """Hold an exclusive lock on ``path`` (opened without following links) or refuse at once."""
-    descriptor = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o666)
-    try:
-        try:
-            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise RunFolderError(
-                f"{path.parent} is being trained by another process (it holds {path.name}); wait for it to finish, "
-                f"or train into another run_dir"
-            ) from None
-        yield
-    finally:
-        os.close(descriptor)

@@ -23,6 +23,9 @@ class KindSpec:
     name: str
     interface: str  # a class of registry.interfaces
     context: tuple[str, ...] = ()  # keyword arguments ladd passes to every factory of this kind
+    #: whether an experiment's config selects components of this kind through its slots (False: a command chooses
+    #: one, as ``ladd train -m`` chooses its launcher, and no run records it)
+    experiment: bool = True
 
     def interface_class(self) -> type:
         """The interface every component of this kind implements."""
@@ -118,6 +121,7 @@ KIND_SPECS: dict[str, KindSpec] = {
         KindSpec("sampler", "Sampler"),
         KindSpec("dataset", "Dataset"),
         KindSpec("metric", "Metric", ("tokenizer",)),
+        KindSpec("launcher", "Launcher", experiment=False),
     )
 }
 KINDS: tuple[str, ...] = tuple(KIND_SPECS)

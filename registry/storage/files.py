@@ -11,6 +11,7 @@ so only files ladd created, and only those of writers no longer running, are eve
 """
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import secrets
@@ -262,3 +263,18 @@ def write_with(path: str | Path, writer: Callable[[Path], object]) -> Path:
     with replacing(path) as partial:
         writer(partial)
     return Path(path)
+
+
+@contextmanager
+def exclusive(path: Path, refusal: LaddError) -> Iterator[None]:
+    """Hold an exclusive lock on ``path`` (opened without following links; the system releases it when the process
+    ends, however it ends), or raise ``refusal`` at once when another process holds it."""
+    descriptor = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o666)
+    try:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise refusal from None
+        yield
+    finally:
+        os.close(descriptor)

@@ -2,8 +2,12 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import lightning as L
@@ -13,6 +17,8 @@ from lightning.pytorch.callbacks import ProgressBar, TQDMProgressBar
 LIGHTNING_NOTICES = "lightning.pytorch.utilities.rank_zero"
 #: Lightning's logger for the signals it receives ("Received SIGTERM")
 SIGNAL_NOTICES = "lightning.pytorch.trainer.connectors.signal_connector"
+#: the start of Lightning's warning, wherever Slurm's ``srun`` is on the PATH, that a process was not started by it
+SRUN_ADVICE = "The `srun` command is available on your system but is not used"
 
 
 class StepProgressBar(TQDMProgressBar):
@@ -104,3 +110,14 @@ def quiet_lightning_notices() -> None:
     if _not_a_tip not in notices.filters:
         notices.addFilter(_not_a_tip)
     logging.getLogger(SIGNAL_NOTICES).setLevel(logging.WARNING)
+
+
+@contextmanager
+def without_srun_advice() -> Iterator[None]:
+    """Inside, outside a Slurm job, Lightning's advice to start the process with ``srun`` is not shown."""
+    # Lightning gives it wherever srun is installed (a login node, a workstation with Slurm's client), each time a
+    # Trainer is built or fitted; it only means something inside a job (SLURM_JOB_ID), where it is kept.
+    with warnings.catch_warnings():
+        if "SLURM_JOB_ID" not in os.environ:
+            warnings.filterwarnings("ignore", message=SRUN_ADVICE)
+        yield

@@ -37,7 +37,7 @@ from registry.interfaces import Dataset, batches_from, device_batches, prepare, 
 from registry.storage.files import write_text
 from registry.storage.weights import first_non_finite
 
-from .console import progress_bar, quiet_lightning_notices
+from .console import progress_bar, quiet_lightning_notices, without_srun_advice
 from .ema import EMAWeights
 from .metrics_file import METRICS_FILE, MetricsFile, read_metrics
 from .module import LaddModule
@@ -226,28 +226,30 @@ def _train_stages(
         L.seed_everything(settings.seed + index, workers=True, verbose=False)
         stream = _Stream(experiment.dataset, train_cfg.batch_size, settings.seed + index, hardware.device)
         interrupts = _Interrupts()
-        trainer = L.Trainer(
-            **hardware.trainer_arguments(),
-            max_steps=settings.stage_steps(stage),
-            max_time=None if stage.max_minutes is None else timedelta(minutes=stage.max_minutes),
-            callbacks=[
-                EMAWeights(train_cfg.ema_decay),
-                stage_checkpoint(stage_dir, train_cfg.checkpoint_every),
-                ResumeState(stream, index, experiment.origins(), registry, base),
-                MetricsFile(folder.path / METRICS_FILE, index, train_cfg.log_every),
-                *([progress_bar(index, train_cfg.log_every)] if train_cfg.progress else []),
-                StopOnSignal(last),  # last but the checkpoint: a step's state is whole there
-                interrupts,
-            ],
-            logger=tracking.stage_logger(index, sum(settings.stage_steps(before) for before in stages[: index - 1])),
-            default_root_dir=stage_dir,  # where Lightning would look for checkpoints of its own: none are there
-            log_every_n_steps=train_cfg.log_every,
-            enable_progress_bar=train_cfg.progress,
-            enable_model_summary=False,
-        )
+        steps_before = sum(settings.stage_steps(before) for before in stages[: index - 1])
+        with without_srun_advice():
+            trainer = L.Trainer(
+                **hardware.trainer_arguments(),
+                max_steps=settings.stage_steps(stage),
+                max_time=None if stage.max_minutes is None else timedelta(minutes=stage.max_minutes),
+                callbacks=[
+                    EMAWeights(train_cfg.ema_decay),
+                    stage_checkpoint(stage_dir, train_cfg.checkpoint_every),
+                    ResumeState(stream, index, experiment.origins(), registry, base),
+                    MetricsFile(folder.path / METRICS_FILE, index, train_cfg.log_every),
+                    *([progress_bar(index, train_cfg.log_every)] if train_cfg.progress else []),
+                    StopOnSignal(last),  # last but the checkpoint: a step's state is whole there
+                    interrupts,
+                ],
+                logger=tracking.stage_logger(index, steps_before),
+                default_root_dir=stage_dir,  # where Lightning would look for checkpoints of its own: none are there
+                log_every_n_steps=train_cfg.log_every,
+                enable_progress_bar=train_cfg.progress,
+                enable_model_summary=False,
+            )
         # A private generator keeps the loader's seed draw off the global RNG, which resuming restores.
         loader = DataLoader(stream, batch_size=None, generator=torch.Generator())
-        with warnings.catch_warnings(), deferred():
+        with warnings.catch_warnings(), without_srun_advice(), deferred():
             # Lightning warns about modules left in eval mode: that is the frozen encoder, on purpose.
             warnings.filterwarnings("ignore", message=r"Found \d+ module\(s\) in eval mode")
             # Lightning's own use of a torch API that torch deprecates; nothing a user can act on.

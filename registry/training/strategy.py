@@ -31,6 +31,7 @@ from registry.errors import IncompatibleComponentsError, InvalidConfigError, fir
 from registry.interfaces import Backbone
 from registry.storage.files import replacing
 
+from .console import without_srun_advice
 from .sharding import ShardedStrategy
 
 #: bytes of an activation under each precision (the mixed and half ones: 2)
@@ -64,9 +65,10 @@ class Hardware:
         }
         # Under SLURM ladd stops on the requeue signal itself (`stopping`), writing its own checkpoint where a
         # rerun looks for it: Lightning neither requeues nor writes or resumes its hpc_ckpt files.
-        self.cluster: list[Any] = [SLURMEnvironment(auto_requeue=False)] if SLURMEnvironment.detect() else []
+        with without_srun_advice():
+            self.cluster: list[Any] = [SLURMEnvironment(auto_requeue=False)] if SLURMEnvironment.detect() else []
         try:
-            with quiet_lightning():
+            with quiet_lightning(), without_srun_advice():
                 probe = L.Trainer(
                     **self.arguments,
                     strategy=self.name,

@@ -113,7 +113,9 @@ def test_shared_top_level_modules_exist():
 #: The core's wings from the lowest layer to the highest: a module imports only its own layer and those below.
 #: The plugin contract (the modules at the top of registry/) is the lowest; ``registry/__init__.py`` and
 #: ``registry/testing.py`` are its public face and may name the machinery.
-WINGS = ("contract", "host", "storage", "config", "engine", "training", "conformance", "paper", "harness", "cli")
+WINGS = (
+    "contract", "host", "storage", "config", "engine", "training", "conformance", "paper", "sweeps", "harness", "cli",
+)
 FACES = ("registry", "registry.testing")
 
 

@@ -26,7 +26,8 @@ def test_every_kind_names_its_interface_and_has_an_exercise_and_every_slot_a_kin
         assert callable(EXERCISES[spec.name])
         ComponentSpec(spec.name, "probe", "module:attr")  # a kind of the table is a kind a plugin may declare
     assert tuple(KIND_SPECS) == KINDS == registry.KINDS
-    assert {slot.kind for slot in SLOTS.values()} == set(KINDS)
+    assert {slot.kind for slot in SLOTS.values()} == {kind for kind in KINDS if KIND_SPECS[kind].experiment}
+    assert not KIND_SPECS["launcher"].experiment, "a kind a command chooses has no slot"
 
 
 def test_each_slot_builds_with_exactly_its_kinds_context(reg, monkeypatch):
@@ -39,8 +40,9 @@ def test_each_slot_builds_with_exactly_its_kinds_context(reg, monkeypatch):
 
     monkeypatch.setattr(Component, "build", recording)
     build_experiment(compose(["experiment=binsaw/coladd_seq_cpu", *TINY], reg).plain(), reg)
-    assert set(seen) == set(KINDS)
-    assert all(seen[kind] == set(KIND_SPECS[kind].context) for kind in KINDS), seen
+    experiment_kinds = {kind for kind in KINDS if KIND_SPECS[kind].experiment}
+    assert set(seen) == experiment_kinds
+    assert all(seen[kind] == set(KIND_SPECS[kind].context) for kind in experiment_kinds), seen
 
 
 def test_a_new_slot_is_one_entry_of_the_table(reg, monkeypatch):

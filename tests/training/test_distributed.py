@@ -123,6 +123,12 @@ def _assert_trained_alike(runs, name, one):
     """The two-process run logs the one-process losses and ends with its weights."""
     process, two, log = runs[name]
     assert process.wait(timeout=300) == 0, log.read_text()[-4000:]
+    return assert_trained_alike(two, one)
+
+
+def assert_trained_alike(two, one):
+    """The run in ``two`` (several processes) logged the losses of the one-process run in ``one`` and ended with its
+    weights, up to float32 rounding of the all-reduce; its weights."""
     rows_one, rows_two = _rows(one), _rows(two)
     assert [(r["stage"], r["step"]) for r in rows_two] == [(r["stage"], r["step"]) for r in rows_one], (
         "rank 0 alone writes"
@@ -177,11 +183,13 @@ def test_plain_ddp_does_not_search_for_unused_parameters(reg):
     import lightning as L
     from lightning.pytorch.strategies import DDPStrategy
 
+    from registry.training.console import without_srun_advice
     from registry.training.strategy import Hardware
 
     for strategy in ("auto", "ddp"):
         train_cfg = compose([*COMMON, "train.devices=2", f"train.strategy={strategy}"], reg).train
-        trainer = L.Trainer(**Hardware(train_cfg).trainer_arguments(), logger=False, enable_checkpointing=False)
+        with without_srun_advice():  # built as ladd builds its Trainers
+            trainer = L.Trainer(**Hardware(train_cfg).trainer_arguments(), logger=False, enable_checkpointing=False)
         assert isinstance(trainer.strategy, DDPStrategy)
         assert trainer.strategy._ddp_kwargs.get("find_unused_parameters", False) is False, strategy
 

@@ -21,6 +21,7 @@ from .datasets import exercise_dataset
 from .encoders import exercise_encoder
 from .importers import exercise_importer
 from .latents import exercise_latent
+from .launchers import exercise_launcher
 from .metrics import exercise_metric
 from .processes import exercise_process
 from .samplers import exercise_sampler
@@ -38,4 +39,5 @@ EXERCISES: dict[str, Callable[[Component, Registry], None]] = {
     "sampler": exercise_sampler,
     "dataset": exercise_dataset,
     "metric": exercise_metric,
+    "launcher": exercise_launcher,
 }
