@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from registry import ComponentSpec, hookimpl
 
-from . import backbones, datasets, encoders, latents, metrics, processes, samplers, schedules
+from . import backbones, datasets, encoders, latents, metrics, objectives, processes, rewards, samplers, schedules
 
 LADD_CONTRACT = 3  # the plugin contract these components are written for (registry.CONTRACT_VERSION)
 
@@ -23,6 +23,8 @@ def ladd_components() -> list[ComponentSpec]:
         *samplers.SPECS,
         *datasets.SPECS,
         *metrics.SPECS,
+        *rewards.SPECS,
+        *objectives.SPECS,
     ]
 
 

@@ -32,6 +32,7 @@ from . import (
     plugins,
     prepare,
     report,
+    reward,
     sample,
     train,
     zero_shot,
@@ -42,8 +43,8 @@ DEBUG_ENV = "LADD_DEBUG"
 _DISK_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
 #: the commands in the order `ladd --help` lists them
 COMMANDS = (
-    components, plugins, prepare, train, sample, encode, export, importer, evaluate, zero_shot, harness, report,
-    compare, flops, frontier,
+    components, plugins, prepare, train, sample, encode, export, importer, evaluate, reward, zero_shot, harness,
+    report, compare, flops, frontier,
 )
 
 

@@ -27,6 +27,7 @@ from registry.interfaces import (
     TOKEN_STATES,
     Channels,
     Latent,
+    ObjectiveStep,
     Process,
     RevealingProcess,
     Sampler,
@@ -705,6 +706,65 @@ def _ruled_out_or_finite(logits: torch.Tensor) -> bool:
     return bool((torch.isfinite(logits) | torch.isneginf(logits)).all() and torch.isfinite(logits.amax(-1)).all())
 
 
+#: completions of arithmetic questions and the data's answers: what a reward is asked to score
+_PROMPTS = ("What is 2 plus 3?", "What is 9 minus 4?", "What is 7 plus 1?")
+_COMPLETIONS = (" 2 plus 3 is 5.", " 9 minus 4 is 6.", "")
+_ANSWERS = (" 2 plus 3 is 5.", " 9 minus 4 is 5.", " 7 plus 1 is 8.")
+
+
+def exercise_reward(component: Component, registry: Registry) -> None:
+    """Three completions scored (a right answer, a wrong one, an empty one): one finite number each."""
+    datasets = _built(Companions(registry, component), "dataset")
+    try:
+        reward = component.build(dataset=datasets[0][1])
+    except IncompatibleComponentsError as error:
+        raise MissingResourceError(f"needs a dataset that ladd's tiny check cannot supply ({error})") from None
+    with _during("scoring three completions"):
+        scores = list(reward(list(_PROMPTS), list(_COMPLETIONS), list(_ANSWERS)))
+    _expect(
+        len(scores) == 3 and all(isinstance(s, (int, float)) and not isinstance(s, bool) for s in scores)
+        and all(torch.isfinite(torch.tensor(float(s))) for s in scores),
+        f"a reward gives one finite number per completion, got {scores}",
+    )
+
+
+#: a tiny instruction-tuning experiment: the shipped arithmetic pairs, one id per character, a two-layer network
+_OBJECTIVE_SETUP = (
+    "experiment=demo/arith_sft", "reward=exact_match", "backbone.hidden=16", "backbone.layers=1",
+    "backbone.heads=2", "backbone.mlp_hidden=32", "train.batch_size=2",
+)
+
+
+def exercise_objective(component: Component, registry: Registry) -> None:
+    """One step of a tiny instruction-tuning experiment whose loss slot holds the objective (with ladd's exact_match
+    reward): a finite scalar loss that reaches the parameters, only the declared terms, the checkpointed state taken
+    back, and the trainable set it declares (``reach``) a scalar too."""
+    from registry.config.composition import compose
+    from registry.engine.assembly import build_experiment
+
+    try:
+        experiment = build_experiment(compose([*_OBJECTIVE_SETUP, f"loss={component.name}"], registry), registry)
+    except IncompatibleComponentsError as error:
+        raise MissingResourceError(f"needs an experiment ladd's tiny check cannot supply ({error})") from None
+    objective, model, dataset = experiment.objective, experiment.model.train(), experiment.dataset
+    batch = next(dataset.batches(2, 0))
+    step = ObjectiveStep(1, 0, 7, None, None, context_of(dataset, batch))
+    with _during("one step's loss"):
+        terms = objective.loss(model, batch, step)
+    loss = terms.get("loss") if isinstance(terms, dict) else None
+    _expect(
+        isinstance(loss, torch.Tensor) and loss.dim() == 0 and bool(torch.isfinite(loss)) and loss.requires_grad,
+        f"loss() must return a finite scalar 'loss' with a gradient, got {loss!r}",
+    )
+    extra = sorted(set(terms) - {"loss"} - set(objective.terms))
+    _expect(not extra, f"loss() returns terms {extra} that the objective does not declare (Objective.terms)")
+    with _during("taking back the checkpointed state"):
+        objective.load_state_dict(objective.state_dict())
+    with _during("reach"):
+        reached = objective.reach(model)
+    _expect(isinstance(reached, torch.Tensor) and reached.dim() == 0, "reach() must return a scalar")
+
+
 #: Kind -> its exercise: one tiny real use of a component of that kind, run by ``ladd plugins check``.
 EXERCISES: dict[str, Callable[[Component, Registry], None]] = {
     "process": exercise_process,
@@ -715,4 +775,6 @@ EXERCISES: dict[str, Callable[[Component, Registry], None]] = {
     "sampler": exercise_sampler,
     "dataset": exercise_dataset,
     "metric": exercise_metric,
+    "reward": exercise_reward,
+    "objective": exercise_objective,
 }

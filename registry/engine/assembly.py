@@ -12,10 +12,11 @@ from registry.errors import IncompatibleComponentsError, LaddError, UnknownCompo
 from registry.host.component import Component
 from registry.host.kinds import SLOTS
 from registry.host.registry import Registry
-from registry.interfaces import Dataset, Latent, Metric, Sampler, declares_needs, needs_of
+from registry.interfaces import Dataset, Latent, Metric, Objective, Sampler, declares_needs, needs_of
 from registry.storage.records import checked_components, install_hint
 
 from .model import DiffusionModel
+from .objectives import objective_of
 
 
 @dataclass
@@ -27,6 +28,8 @@ class Experiment:
     sampler: Sampler
     metric: Metric
     components: dict[str, Component] = field(default_factory=dict)
+    #: what a training step minimises: the ``loss`` slot's objective, else the model's own bound
+    objective: Objective = field(default_factory=lambda: objective_of(None))
 
     def origins(self) -> dict[str, dict[str, Any]]:
         """Slot -> component description with its origin, as recorded in run folders."""
@@ -125,7 +128,9 @@ def build_experiment(
         dataset.eos_id,
     )
     metric: Metric = built["metric"]
-    return Experiment(model, dataset, sampler, metric, components)
+    _check_reward(built, chosen)
+    _check_frozen_base(built["loss"], chosen, settings)
+    return Experiment(model, dataset, sampler, metric, components, objective_of(built["loss"]))
 
 
 def with_sampler(
@@ -256,6 +261,29 @@ def _check_latent_side(latent: Latent | None, encoder: Any, settings: Settings) 
             f"{name!r} has a null latent that no loss can target; leave it false (rows dropped by "
             f"objective.p_cfg then stay out of the latent loss) or set objective.p_cfg=0"
         )
+
+
+def _check_reward(built: Mapping[str, Any], chosen: Mapping[str, Any]) -> None:
+    """Refuse a reward that nothing scores with: the ``loss`` slot's objective must declare ``takes_reward``."""
+    reward, objective = chosen["reward"], built["loss"]
+    if reward is None or getattr(objective, "takes_reward", False):
+        return
+    trained = "the model's own bound (loss is empty)" if objective is None else f"loss {chosen['loss'][0]!r}"
+    raise IncompatibleComponentsError(
+        f"reward {reward[0]!r} is set but {trained} scores with no reward; choose an objective that takes one "
+        f"(loss=NAME) or set reward=null"
+    )
+
+
+def _check_frozen_base(objective: Objective | None, chosen: Mapping[str, Any], settings: Settings) -> None:
+    """Refuse an objective that reads the frozen base (a reference policy) in a run without one."""
+    if objective is None or not objective.needs_frozen_base or settings.train.lora.rank > 0:
+        return
+    raise IncompatibleComponentsError(
+        f"loss {chosen['loss'][0]!r} takes the frozen base under LoRA adapters as its reference, but train.lora.rank=0 "
+        f"trains no adapters: set train.lora.rank (e.g. 16), or turn its reference off (its options: ladd show "
+        f"objective {chosen['loss'][0]})"
+    )
 
 
 def recorded_plugin(recorded: Mapping[str, Any] | None, slot: str) -> str | None:

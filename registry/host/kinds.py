@@ -92,6 +92,15 @@ def _tokenizer(built: Built) -> dict[str, Any]:
     return {"tokenizer": built["dataset"].tokenizer}
 
 
+def _dataset(built: Built) -> dict[str, Any]:
+    return {"dataset": built["dataset"]}
+
+
+def _objective(built: Built) -> dict[str, Any]:
+    # the one place an objective gets its reward: the reward slot's component
+    return {"dataset": built["dataset"], "sampler": built["sampler"], "reward": built["reward"]}
+
+
 @dataclass(frozen=True)
 class Slot:
     """A config key that selects one component of ``kind``, built with ``context`` from the slots before it."""
@@ -118,6 +127,8 @@ KIND_SPECS: dict[str, KindSpec] = {
         KindSpec("sampler", "Sampler"),
         KindSpec("dataset", "Dataset"),
         KindSpec("metric", "Metric", ("tokenizer",)),
+        KindSpec("reward", "Reward", ("dataset",)),
+        KindSpec("objective", "Objective", ("dataset", "sampler", "reward")),
     )
 }
 KINDS: tuple[str, ...] = tuple(KIND_SPECS)
@@ -144,5 +155,8 @@ SLOTS: dict[str, Slot] = {
         Slot("latent_backbone", "backbone", optional=True, context=_latent_backbone, needs_latent=True),
         Slot("sampler", "sampler"),
         Slot("metric", "metric", context=_tokenizer),
+        Slot("reward", "reward", optional=True, context=_dataset),
+        # empty: the model's own bound (the diffusion objective; LLaDA's SFT loss on instruction data)
+        Slot("loss", "objective", optional=True, context=_objective),
     )
 }

@@ -39,6 +39,7 @@ def test_each_slot_builds_with_exactly_its_kinds_context(reg, monkeypatch):
 
     monkeypatch.setattr(Component, "build", recording)
     build_experiment(compose(["experiment=binsaw/coladd_seq_cpu", *TINY], reg).plain(), reg)
+    build_experiment(compose(["experiment=demo/arith_grpo"], reg).plain(), reg)  # a reward and an objective
     assert set(seen) == set(KINDS)
     assert all(seen[kind] == set(KIND_SPECS[kind].context) for kind in KINDS), seen
 

@@ -30,7 +30,7 @@ class ChatDatasetConfig:
     subset: str | None = None  # the Hugging Face configuration
     revision: str | None = None  # Hugging Face sources: a commit, tag or branch
     split_map: dict[str, str] = field(default_factory=dict)  # overrides the default fractions of 'train', key by key
-    tokenizer: str = "gpt2-bpe"  # as the text dataset's: gpt2-bpe, text8, a Hugging Face name or a folder
+    tokenizer: str = "gpt2-bpe"  # as the text dataset's: gpt2-bpe, text8, chars, a Hugging Face name or a folder
     chat_template: str = "auto"  # auto, tokenizer (required) or none: see CHAT_TEMPLATES
     seq_len: int = 64  # S: ids per row, prompt included
     overflow: str = "drop"  # a response past seq_len: drop the pair, or truncate the response

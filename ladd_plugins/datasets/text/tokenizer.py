@@ -19,6 +19,9 @@ from ... import hub
 GPT2_BPE = "gpt2-bpe"
 TEXT8 = "text8"
 TEXT8_ALPHABET = "abcdefghijklmnopqrstuvwxyz "
+#: lower-cased letters, digits, the space and common punctuation, one id each: small networks on short text (a CPU)
+CHARS = "chars"
+CHARS_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789 .,;:?!'\"()+-*/=<>"
 MASK_CANDIDATES = ("<|mask|>", "<|ladd_mask|>")
 EOS_TOKEN = "<|endoftext|>"
 _PIECE_CHARS = 1 << 20  # longer documents are encoded in pieces of about this many characters
@@ -30,6 +33,8 @@ def load_tokenizer(spec: str) -> Any:
         tokenizer = gpt2_bpe()
     elif spec == TEXT8:
         tokenizer = characters(TEXT8_ALPHABET)
+    elif spec == CHARS:
+        tokenizer = characters(CHARS_ALPHABET)
     else:
         tokenizer = from_pretrained(spec)
     return prepare(tokenizer)
