@@ -578,6 +578,10 @@ class TrainableModel(DenoiserModel):
     training: bool
 
     @abstractmethod
+    def train(self, mode: bool = True) -> Any:
+        """Training mode (dropout, the latent's own updates) or, with ``mode=False``, evaluation mode; the model."""
+
+    @abstractmethod
     def loss(
         self,
         x0: Tensor,

@@ -19,6 +19,9 @@ class RolloutOptions:
     steps: int = 64  # the sampler's token steps per rollout (diffusion_steps)
     # mu: optimisation steps on one batch of rollouts, each with a fresh prompt mask (num_iterations)
     iterations: int = 1
+    # prompts whose groups one sampler call draws (d1's generation_batch_size / group); with 1 a prompt's completions
+    # depend on its seed alone (any number of processes draws the same), more is faster
+    rollout_batch: int = 1
     p_mask_prompt: float = 0.15  # each prompt id masked with this probability in the log-probability passes
     scale_rewards: bool = False  # divide each group's centred rewards by its standard deviation (d1's code: no)
     # with a latent channel (LADD): the latent's log-probability enters the policy, so the plan is credited
@@ -30,6 +33,7 @@ class RolloutOptions:
         check_range("group", self.group, 2)
         check_range("steps", self.steps, 1)
         check_range("iterations", self.iterations, 1)
+        check_range("rollout_batch", self.rollout_batch, 1)
         check_range("p_mask_prompt", self.p_mask_prompt, 0, 1, high_open=True)
         check_range("record_every", self.record_every, 0)
         check_range("record_groups", self.record_groups, 1)

@@ -253,9 +253,11 @@ class PolicyObjective(Objective):
             [prompts.texts[i] for i in mine.tolist()], [prompts.references[i] for i in mine.tolist()],
         )
         credit = latent_credit(model, config.latent_in_policy)
+        calls = mine[:: config.rollout_batch].tolist()  # a call's seed: of its first prompt
         with sampling(model):
             drawn = draw_rollouts(
-                self.sampler, model, own, config.group, config.steps, [row_seed(step.seed, ROLLOUT, p) for p in mine]
+                self.sampler, model, own, config.group, config.steps, [row_seed(step.seed, ROLLOUT, p) for p in calls],
+                config.rollout_batch,
             )
         if credit and drawn.latent is None:
             raise IncompatibleComponentsError(

@@ -105,15 +105,18 @@ class Rollouts:
 
 @torch.no_grad()
 def draw_rollouts(
-    sampler: Sampler, model: DenoiserModel, prompts: Prompts, group: int, steps: int, seeds: Sequence[int]
+    sampler: Sampler, model: DenoiserModel, prompts: Prompts, group: int, steps: int, seeds: Sequence[int],
+    per_call: int = 1,
 ) -> Rollouts:
-    """``group`` completions of each prompt, each prompt's drawn by one sampler call from a generator of its own seed
-    (``seeds[p]``): a prompt's completions do not depend on the other prompts, nor on the number of processes."""
+    """``group`` completions of each prompt, ``per_call`` prompts' in one sampler call, the ``i``-th call drawn from a
+    generator seeded ``seeds[i]``. With one prompt a call, a prompt's completions depend on its seed alone, not on
+    the other prompts (nor on how prompts are shared among processes); more a call is faster."""
     tokens, latents = [], []
-    for index, seed in enumerate(seeds):
+    for call, seed in enumerate(seeds):
         generator = torch.Generator(device=model.device).manual_seed(seed)
-        fixed = prompts.canvas[index : index + 1].expand(group, -1).to(model.device)
-        out = sampler.sample(model, group, steps, generator, fixed=fixed)
+        canvas = prompts.canvas[call * per_call : (call + 1) * per_call]
+        fixed = canvas.repeat_interleave(group, dim=0).to(model.device)
+        out = sampler.sample(model, fixed.shape[0], steps, generator, fixed=fixed)
         tokens.append(out.tokens)
         if out.latent is not None:
             latents.append(out.latent)

@@ -107,7 +107,10 @@ def test_estimator_and_loss_equal_d1s_formulas_on_a_fixed_draw(reg):
 
     # rewards (of the completion's text) and advantages (minus the group mean)
     answers = dataset.tokenizer.batch_decode(
-        [[t for t, keep in zip(r, k) if keep and t != eos] for r, k in zip(tokens.tolist(), rollouts.completion.tolist())]
+        [
+            [t for t, keep in zip(row, kept, strict=True) if keep and t != eos]
+            for row, kept in zip(tokens.tolist(), rollouts.completion.tolist(), strict=True)
+        ]
     )
     rewards = torch.tensor([_reward(answer) for answer in answers], dtype=torch.float64)
     assert torch.equal(rollouts.rewards, rewards) and not bool(rollouts.flat.all()), "a draw with something to learn"
@@ -162,7 +165,8 @@ def test_gradient_is_d1s(reg):
     uniform = _uniform(rows, rollouts.tokens.shape[1], int(rollouts.seeds[0]))
     logps = d1_per_token_logps(model, rollouts.tokens, rollouts.context, uniform, P_MASK)
     reference = rollouts.reference[0]
-    loss, _, _ = d1_loss(logps, logps.detach(), reference, rollouts.advantages, rollouts.completion.int(), EPSILON, BETA)
+    completion = rollouts.completion.int()
+    loss, _, _ = d1_loss(logps, logps.detach(), reference, rollouts.advantages, completion, EPSILON, BETA)
     theirs = torch.autograd.grad(loss, params)
     assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(ours, theirs, strict=True))
     assert any(float(g.abs().sum()) > 0 for g in ours)
