@@ -20,10 +20,11 @@ class ChatDatasetConfig:
 
     ``source``: the shipped ``arithmetic`` or ``increments`` pairs, a local ``.jsonl`` file, folder or glob, or a
     Hugging Face dataset (its id, or ``hf:PATH`` for anything ``datasets.load_dataset`` reads). A row holds
-    ``messages`` (a list of ``{role, content}`` turns, needing a chat template) or ``prompt`` and ``response`` (field
-    names are options). Every assistant turn becomes one row of ``seq_len`` ids: the turns before it (the prompt, never noised
-    and never scored) then the turn, padded with EOS, which counts as response (the model learns to stop).
-    ``split_map`` maps ladd's splits to source splits with row slices in Hugging Face's syntax (as the text dataset).
+    ``messages`` (a list of ``{role, content}`` turns, needing a chat template) or ``prompt`` and ``response``
+    (field names are options). Every assistant turn becomes one row of ``seq_len`` ids: the turns before it (the
+    prompt, never noised and never scored) then the turn, padded with EOS, which counts as response (the model
+    learns to stop). ``split_map`` maps ladd's splits to source splits with row slices in Hugging Face's syntax (as
+    the text dataset).
     """
 
     # arithmetic or increments (shipped), local .jsonl files, a Hugging Face dataset id, or hf:PATH
