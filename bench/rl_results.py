@@ -1,0 +1,100 @@
+"""Trains the CPU RL demo and scores every model on held-out questions: ``results/rl/reward.csv``.
+
+    python bench/rl_results.py [--work DIR] [--seeds 1,2,3] [--out results/rl]
+
+In ``DIR`` (default ``rl_work``): the SFT model (``demo/arith_sft``), diffu-GRPO from it (``demo/arith_grpo``) once per
+seed, the Di-LADD model on top of the SFT one (``demo/arith_diladd_sft``) and diffu-GRPO of it per seed with the plan
+in the policy and token-only (``loss.latent_in_policy=false``): the same model, the same budget. Two lanes run side
+by side (the MDLM runs; the Di-LADD runs). Every model is then scored by ``ladd reward`` on the same 100 held-out
+questions, 4 completions each, with its own sampler. Runs already finished are kept (ladd resumes or skips them).
+Writes ``reward.csv`` (method, seed, held-out reward and its standard error, what it was trained from), and
+``provenance.json`` (the commit, every command with its wall-clock seconds, the machine).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PROMPTS, GROUP, STEPS, EVAL_SEED = 100, 4, 24, 0
+SFT, LADD_SFT = "runs/arith_sft", "runs/arith_diladd_sft"
+
+
+def _run(command: list[str], work: Path, log: list[dict]) -> None:
+    started = time.monotonic()
+    done = subprocess.run(command, cwd=work, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True)
+    log.append({"command": " ".join(command), "seconds": round(time.monotonic() - started, 1), "rc": done.returncode})
+    if done.returncode:
+        sys.exit(f"{' '.join(command)} failed ({done.returncode}): {done.stderr.strip().splitlines()[-1:]}")
+
+
+def _ladd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "registry.cli", *args]
+
+
+def _train(preset: str, run: str, *overrides: str) -> list[str]:
+    return _ladd("train", f"experiment={preset}", f"run_dir={run}", "train.progress=false", *overrides)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--work", default="rl_work")
+    parser.add_argument("--seeds", default="1,2,3")
+    parser.add_argument("--out", default=str(ROOT / "results" / "rl"))
+    args = parser.parse_args()
+    work, out, seeds = Path(args.work).resolve(), Path(args.out), [int(s) for s in args.seeds.split(",")]
+    work.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
+    log: list[dict] = []
+    _run(_train("demo/arith_sft", SFT), work, log)
+    # method -> (run, seed, trained from)
+    runs = {("sft", 0): (SFT, "random initialisation"), ("diladd_sft", 0): (LADD_SFT, SFT)}
+    mdlm = [(_train("demo/arith_grpo", f"runs/arith_grpo_s{s}", f"seed={s}"), ("grpo", s), SFT) for s in seeds]
+    ladd = [(_train("demo/arith_diladd_sft", LADD_SFT), None, None)]
+    for s in seeds:
+        ladd.append((_train("demo/arith_diladd_grpo", f"runs/arith_diladd_grpo_s{s}", f"seed={s}"),
+                     ("diladd_grpo_latent", s), LADD_SFT))
+        ladd.append((_train("demo/arith_diladd_grpo", f"runs/arith_diladd_grpo_tokens_s{s}", f"seed={s}",
+                            "loss.latent_in_policy=false"), ("diladd_grpo_tokens", s), LADD_SFT))
+
+    def lane(jobs: list) -> None:
+        for command, key, source in jobs:
+            _run(command, work, log)
+            if key is not None:
+                runs[key] = (command[command.index("train") + 2].removeprefix("run_dir="), source)
+
+    with ThreadPoolExecutor(2) as pool:
+        for finished in [pool.submit(lane, mdlm), pool.submit(lane, ladd)]:
+            finished.result()
+    rows = []
+    for (method, seed), (run, source) in sorted(runs.items()):
+        scored = work / f"reward_{method}_{seed}.json"
+        _run(_ladd("reward", run, "--reward", "exact_match", "--prompts", str(PROMPTS), "--group", str(GROUP),
+                   "--steps", str(STEPS), "--seed", str(EVAL_SEED), "--out", str(scored)), work, log)
+        result = json.loads(scored.read_text())
+        rows.append({"method": method, "seed": seed, "held_out_reward": f"{result['mean']:.4f}",
+                     "stderr": f"{result['stderr']:.4f}", "run": run, "trained_from": source})
+    with (out / "reward.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    provenance = {
+        "commit": commit, "machine": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version(),
+        "evaluation": {"split": "test", "prompts": PROMPTS, "group": GROUP, "steps": STEPS, "seed": EVAL_SEED},
+        "commands": log,
+    }
+    (out / "provenance.json").write_text(json.dumps(provenance, indent=2) + "\n")
+    print(f"{len(rows)} models scored: {out / 'reward.csv'}")
+
+
+if __name__ == "__main__":
+    main()
