@@ -22,14 +22,15 @@ from .policy import PolicyObjective, RolloutBatch, code_logps, masked_prompt, to
 
 def one_pass_logps(model: TrainableModel, batch: RolloutBatch, rows: Tensor, seed: int, p_mask_prompt: float) -> Tensor:
     """d1's estimate ``[n, A]`` for ``rows``: the completion fully masked, the prompt masked at ``p_mask_prompt`` (the
-    masks drawn from ``seed``), one pass; the plan's codes (``batch.latent``) from the fully masked latent."""
+    masks drawn from ``seed``), one pass, given the clean plan of a LADD model; the plan's codes, when credited, from
+    the fully masked latent."""
     tokens, context = batch.tokens[rows], batch.context[rows]
     masked = masked_prompt(context, ~context, rows, seed, p_mask_prompt)
     inputs = torch.where(masked, torch.full_like(tokens, mask_id(model.vocab_size)), tokens)
     ones = torch.ones(tokens.shape[0], device=tokens.device)
     latent = None if batch.latent is None else batch.latent[rows]
     logps = token_logps(model, tokens, inputs, batch.completion[rows], ones, latent)
-    if latent is None:
+    if latent is None or not batch.credited:
         return logps
     return torch.cat([logps, code_logps(model, inputs, latent, model.latent_prior(tokens.shape[0]), ones)], dim=1)
 

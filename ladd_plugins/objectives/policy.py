@@ -7,10 +7,10 @@ uninterrupted one drew; the batch is kept in the checkpoint for the steps that r
 draws the rollouts of its own prompts and all of them are gathered, so every process holds (and a checkpoint keeps)
 the whole batch, and the loss is normalised over the whole batch as one process normalises it.
 
-The policy of a LADD model draws a latent plan and then tokens given it: with ``latent_in_policy`` each code of the
-plan is one more action, whose log-probability is the latent denoiser's in one pass from the fully masked latent
-(given the prompt, where the network that denoises the latent reads it), and the tokens' log-probabilities are taken
-given the clean plan, as the sequential sampler draws them.
+The policy of a LADD model draws a latent plan and then tokens given it. The tokens' log-probabilities are taken given
+the clean plan the sampler drew, as the sequential sampler draws them; with ``latent_in_policy`` each code of the plan
+is one more action too, whose log-probability is the latent denoiser's in one pass from the fully masked latent (given
+the prompt, where the network that denoises the latent reads it).
 """
 from __future__ import annotations
 
@@ -62,9 +62,10 @@ class RolloutBatch:
     advantages: Tensor  # [N] float32
     flat: Tensor  # [P] bool: groups whose rewards are all equal
     seeds: Tensor  # [iterations] int64: the seeds of the iterations' masks
-    latent: Tensor | None = None  # [N, M]: the plan each was drawn with, when it is part of the policy
+    latent: Tensor | None = None  # [N, M]: the plan each was drawn with (a LADD model), the tokens scored given it
     old: Tensor | None = None  # [iterations, N, A]: the log-probabilities when made (iterations > 1)
     reference: Tensor | None = None  # [iterations, N, A]: the frozen base's
+    credited: bool = False  # whether the plan's codes are actions of the policy (``latent_in_policy``)
 
     def state(self) -> dict[str, Any]:
         """As a checkpoint keeps it."""
@@ -75,9 +76,9 @@ class RolloutBatch:
         return cls(**state)
 
     def actions(self, rows: Tensor) -> Tensor:
-        """Bool ``[n, A]`` of ``rows``: the completion's positions, then every code of the plan when it is one."""
+        """Bool ``[n, A]`` of ``rows``: the completion's positions, then every code of the plan when it is credited."""
         completion = self.completion[rows]
-        if self.latent is None:
+        if self.latent is None or not self.credited:
             return completion
         return torch.cat([completion, torch.ones_like(self.latent[rows], dtype=torch.bool)], dim=1)
 
@@ -213,13 +214,11 @@ class PolicyObjective(Objective):
         context = torch.zeros(1, seq_len, dtype=torch.bool, device=device)
         context[:, : max(1, seq_len // 2)] = True
         credit = latent_credit(model, self.config.latent_in_policy)
-        latent = None
-        if credit:
-            latent = torch.zeros_like(model.latent_prior(1))
+        latent = None if model.latent is None else torch.zeros_like(model.latent_prior(1))
         probe = RolloutBatch(
             0, 0, torch.zeros(1, seq_len, dtype=torch.long, device=device), context, ~context,
             torch.zeros(1, dtype=torch.float64), torch.ones(1), torch.zeros(1, dtype=torch.bool),
-            torch.zeros(self.config.iterations, dtype=torch.long), latent,
+            torch.zeros(self.config.iterations, dtype=torch.long), latent, credited=credit,
         )
         return self.estimate(model, probe, torch.zeros(1, dtype=torch.long, device=device), 0).sum()
 
@@ -259,9 +258,9 @@ class PolicyObjective(Objective):
                 self.sampler, model, own, config.group, config.steps, [row_seed(step.seed, ROLLOUT, p) for p in calls],
                 config.rollout_batch,
             )
-        if credit and drawn.latent is None:
+        if model.latent is not None and drawn.latent is None:
             raise IncompatibleComponentsError(
-                f"the plan is part of the policy (loss.latent_in_policy=true) but sampler "
+                f"a LADD model's tokens are scored given the plan they were drawn with, but sampler "
                 f"{type(self.sampler).__name__} returns no latent with its samples: choose a LADD sampler (sequential, "
                 f"joint)"
             )
@@ -283,7 +282,7 @@ class PolicyObjective(Objective):
         rollouts = RolloutBatch(
             step.stage, step.step, tokens, context, gather(drawn.completion), rewards,
             advantages.float().to(tokens.device), flat, seeds,
-            gather(drawn.latent) if credit and drawn.latent is not None else None,
+            None if drawn.latent is None else gather(drawn.latent), credited=credit,
         )
         rows = self._own_rows(rollouts, step).to(tokens.device)
         if self.needs_old and config.iterations > 1:

@@ -63,7 +63,7 @@ def bound_draws(
         tau = hidden.sum(dim=1).float() / completion.sum(dim=1).clamp(min=1).float()
         parts = [token_logps(model, tokens, inputs, hidden, tau, latent)]
         masked, fraction = [hidden], [tau.unsqueeze(1).expand_as(hidden)]
-        if latent is not None:
+        if latent is not None and batch.credited:
             codes = torch.ones_like(latent, dtype=torch.bool)
             hidden_y = hidden_actions(codes, rows, row_seed(seed, draw, 2), config)
             noisy = torch.where(hidden_y, model.latent_prior(latent.shape[0]), latent)
