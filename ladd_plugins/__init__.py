@@ -9,7 +9,7 @@ from registry import ComponentSpec, hookimpl
 
 from . import backbones, datasets, encoders, latents, metrics, objectives, processes, rewards, samplers, schedules
 
-LADD_CONTRACT = 3  # the plugin contract these components are written for (registry.CONTRACT_VERSION)
+LADD_CONTRACT = 4  # the plugin contract these components are written for (registry.CONTRACT_VERSION)
 
 
 @hookimpl
@@ -38,9 +38,11 @@ def ladd_model_folders() -> dict[str, str]:
 def ladd_importers() -> dict[str, str]:
     # `ladd import mdlm SRC OUT`: MDLM's published checkpoint layout (kuleshov-group/mdlm-owt); `ladd import bd3lm`:
     # BD3-LM's (kuleshov-group/bd3lm-owt-block_size{4,8,16}), MDLM's layout trained with block-causal attention;
-    # `ladd import llada`: LLaDA's (GSAI-ML/LLaDA-8B-Base, -Instruct)
+    # `ladd import llada`: LLaDA's (GSAI-ML/LLaDA-8B-Base, -Instruct); `ladd import dream`: Dream's
+    # (Dream-org/Dream-v0-Base-7B, -Instruct-7B)
     return {
         "mdlm": "ladd_plugins.importers.mdlm:MDLMImporter",
         "bd3lm": "ladd_plugins.importers.bd3lm:BD3LMImporter",
         "llada": "ladd_plugins.importers.llada:LLaDAImporter",
+        "dream": "ladd_plugins.importers.dream:DreamImporter",
     }

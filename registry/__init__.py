@@ -54,10 +54,24 @@ def from_pretrained(
     return _from_pretrained(path, registry, adapter)
 
 
+def load_trained(path: str | Path, registry: Registry | None = None) -> Experiment:
+    """Load a finished run folder (``ladd train``) or a model folder (``ladd export``, ``ladd import``), rebuilt with
+    its weights in eval mode on the CPU, as ``ladd sample`` and ``ladd eval`` read them: the loader for a plugin's
+    commands.
+
+    Returns the ``Experiment`` ``from_pretrained`` returns; a folder whose components come from a plugin that is not
+    installed is refused in one line naming it.
+    """
+    from registry.engine.loading import load_trained as _load_trained
+
+    return _load_trained(path, registry or load())[0]
+
+
 __all__ = [
     "CONTRACT_VERSION",
     "build",
     "from_pretrained",
+    "load_trained",
     "KINDS",
     "Component",
     "ComponentSpec",

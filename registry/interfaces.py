@@ -413,8 +413,12 @@ class Backbone(nn.Module, ABC):
 
     #: False when token predictions do not depend on ``tau_x`` (enables the sampler's no-change cache)
     token_time_conditioned: bool = True
+    #: the column of the token logits that holds the network's own mask state, kept in the softmax as the family's
+    #: code keeps it (LLaDA's, Dream's); None: no column gives the mask probability (SUBS, ladd's own networks)
+    mask_column: int | None = None
     #: what each token position attends to; with a block pattern, ``forward`` also takes ``context`` (the clean
-    #: tokens ``[B, S]``) in training, and each block of ``x_t`` is denoised given the clean blocks before it
+    #: tokens ``[B, S]``) in training, and each block of ``x_t`` is denoised given the clean blocks before it (see
+    #: ``forward``); such a backbone denoises the token channel alone (no latent channel)
     attention: AttentionPattern = AttentionPattern()
 
     @abstractmethod
@@ -430,8 +434,17 @@ class Backbone(nn.Module, ABC):
 
         ``rows`` (bool ``[B, S]``) asks for token logits at those positions only, as ``[N, K]`` in row-major
         order (``registry.toolkit.tokens.at_rows``), ideally with the output head applied there alone. None:
-        logits ``[B, S, K]`` at every position. A backbone without a token channel ignores it. A backbone of a block
-        ``attention`` pattern takes ``x_t`` of any length ``[B, N]`` when sampling, and ``context=x0`` in training.
+        logits ``[B, S, K]`` at every position. A backbone without a token channel ignores it.
+
+        A backbone of a block ``attention`` pattern has the signature ``forward(x_t, tau_x, y_t, tau_y, rows=None,
+        context=None)`` (a ``CachingBackbone``: ``..., rows=None, cache=None, window=None, context=None``). Training
+        calls it with ``context=x0``, the clean tokens ``[B, S]``, and ``tau_x`` a time per position ``[B, S]`` (one
+        per block): the prediction at each position of block ``b`` may read the noisy positions of block ``b`` and
+        the clean positions of the blocks before it that the pattern lets it see, nothing else. Sampling calls it
+        without ``context``, with ``x_t`` of any length ``[B, N]``, each position seeing what the pattern lets it
+        see. It denoises the token channel alone: a latent channel with block attention is refused when the
+        experiment assembles (``y_t`` is then always None). ``ladd plugins check`` perturbs later blocks to hold it
+        to this.
         """
 
     def transformer_shape(self) -> TransformerShape | None:
@@ -512,6 +525,9 @@ class DenoiserModel(ABC):
     vocab_size: int
     #: the end-of-document id of the data the model was trained on (text), None when sequences have no documents
     eos_id: int | None = None
+    #: the token backbone's ``Backbone.mask_column``: decoders that propose it leave the position masked, and a
+    #: process's own step draws no token there; None: SUBS
+    mask_column: int | None = None
 
     @property
     def attention(self) -> AttentionPattern:
@@ -731,7 +747,14 @@ class TokenDecoder(Sampler):
     (``registry.toolkit.sampling.TokenRule``), at most ``steps`` of them, each made after the step before it ran
     (``chain`` is the ``registry.toolkit.sampling.TokenChain`` they move). ``registry.toolkit.sampling.decode_tokens``
     runs them alone (a token-only model, or given a clean latent at latent time 0: sequential LADD); a joint sampler
-    runs them beside its latent steps, one rule per step of its time grid.
+    runs them beside its latent steps, one rule per step of its time grid, and a block sampler on each block.
+
+    The tokens: ``model.vocab_size`` is K, the real token ids are ``0 .. K-1`` and the mask id is K
+    (``registry.interfaces.mask_id(model.vocab_size)``); ``chain.x`` holds the current tokens ``[N, L]`` (the mask id
+    where a position is still unknown; ``L`` is ``model.seq_len``, or the block's length when a block sampler runs the
+    rules), ``chain.known`` the positions ``fixed`` gives (never to be written). A rule's logits are over the K real
+    ids. ``registry.toolkit.sampling.RuleDecoder`` is this interface with ``sample`` provided (the chain from all
+    masks to tokens under the rules): a decoder subclasses it and writes ``rules`` alone.
     """
 
     @abstractmethod
@@ -887,8 +910,9 @@ class ObjectiveStep:
 
 class Objective(ABC):
     """What a training step minimises, given the model and the step's global batch (the ``loss`` slot; empty: the
-    model's own bound). Built as ``factory(config, dataset=..., sampler=..., reward=...)``: the experiment's data, its
-    sampler (an RL objective's rollouts) and the ``reward`` slot's component (None when empty).
+    model's own bound). Built as ``factory(config, dataset=..., sampler=...)``: the experiment's data and its sampler
+    (an RL objective's rollouts); a reward it scores with is an option naming one (``refers_to("reward")``), built by
+    ladd and passed as that option's keyword.
 
     The training loop (stages, EMA, LoRA, resume, several processes, loggers) is the same for every objective: it
     calls :meth:`loss` once per optimisation step and steps the optimiser on its ``loss``.
@@ -897,8 +921,6 @@ class Objective(ABC):
     #: the terms :meth:`loss` returns besides ``loss``, in order: the columns of ``metrics.csv`` and what every logger
     #: gets (``train/NAME``). A term may be left out of every step of a stage (its column stays empty there)
     terms: tuple[str, ...] = ()
-    #: True for an objective that scores with the ``reward`` slot's component; a reward set for any other is refused
-    takes_reward: bool = False
     #: True when the loss reads the model's frozen base (``TrainableModel.frozen_base``: a reference policy); such an
     #: objective is refused before anything trains unless the run trains LoRA adapters over a base
     needs_frozen_base: bool = False
@@ -995,5 +1017,19 @@ class Importer(ABC):
 
     def example(self, folder: Path) -> str | None:
         """A tiny checkpoint of this format written into ``folder``, whose source (``folder`` itself, typically) ``ladd
-        plugins check`` imports; None (the default) when the importer offers none, and is then not exercised."""
+        plugins check`` imports, loads and samples; None (the default) when the importer offers none, and is then not
+        exercised."""
+        return None
+
+    def reference(self, checkpoint: Any, tokens: Tensor, tau: Tensor) -> Tensor | None:
+        """The token logits ``[B, S, K]`` the checkpoint's own network gives for ``tokens`` ``[B, S]`` (real ids, the
+        mask id where unknown) at times ``tau`` ``[B]``, computed from the checkpoint as its own library computes them,
+        not through ladd's model: ``ladd plugins check`` holds the imported example's logits against them. None (the
+        default): not compared."""
+        return None
+
+    def vocabulary(self, checkpoint: Any) -> list[str] | None:
+        """The token of each row of the network's token table (ids ``0 .. K-1``), as the checkpoint records it (its
+        vocabulary file): ``ladd plugins check`` holds the imported model's tokenizer against it, id by id. None (the
+        default): the tokenizer is held to the table's size alone."""
         return None

@@ -100,6 +100,9 @@ class LLaDAConfig:
     shift_logits: bool = False
     vocab_rows: int | None = None  # ids the embedding and head hold; None: the data's K tokens plus ladd's mask
     mask_id: int | None = None  # the network's own mask id (LLaDA: 126336); None: ladd's mask K
+    # keep the network's own mask in the output, as LLaDA's and Dream's code do: it takes part in every softmax and a
+    # decoder proposing it leaves the position masked; false: it gets no probability (SUBS)
+    mask_logit: bool = False
     cond_dim: int = 128  # with a latent channel: width of the latent stream's time conditioning
     latent_mlp_ratio: float = 4.0  # with a latent channel: MLP width of the latent stream's blocks, times hidden
 
@@ -125,6 +128,12 @@ class LLaDAConfig:
             raise InvalidConfigError(
                 f"backbone.vocab_rows={self.vocab_rows} and backbone.mask_id={self.mask_id}: give both (a published "
                 f"network's table and its mask) or neither (ladd's own)"
+            )
+        if self.mask_logit and self.mask_id is None:
+            raise InvalidConfigError(
+                "backbone.mask_logit=true keeps a published network's own mask in its output, but backbone.mask_id is "
+                "null (ladd's own network has no mask column); set backbone.mask_id and backbone.vocab_rows, or "
+                "mask_logit=false"
             )
         if self.vocab_rows is not None and self.mask_id is not None and self.mask_id >= self.vocab_rows:
             raise InvalidConfigError(

@@ -5,7 +5,9 @@ rotary embeddings (rotate-half, base ``rope_theta``) and no biases, a SwiGLU fee
 ``down(silu(gate(x)) * up(x))``; then a final RMSNorm and an output head untied from the embedding. The network is
 not told the time (``token_time_conditioned = False``). A published table holds more ids than the data's tokens
 and a mask id of its own inside it (LLaDA: 126,336 of 126,464): ladd's mask K is fed as that id, the logits are
-those of the K real tokens, and the network's own mask, where it is one of them, gets no probability (SUBS).
+those of the K real tokens, and the network's own mask, where it is one of them, gets no probability (SUBS), or, with
+``mask_logit`` (an imported LLaDA or Dream, whose tokenizer covers the whole table), keeps its logit as their code
+keeps it: the backbone declares that column (``mask_column``).
 Options give the variants of Dream-7B (Qwen2's layout): grouped-query attention, biases on q, k and v, and logits
 shifted by one position (``shift_logits``: a network adapted from a causal LM predicts position i at i - 1).
 
@@ -142,7 +144,14 @@ class LLaDA(CachingBackbone):
                 f"backbone.vocab_rows={rows} holds fewer ids than the data's {channels.vocab_size} tokens (and the "
                 f"mask): the data's tokenizer is not the network's"
             )
+        if config.mask_logit and (own_mask >= channels.vocab_size or rows > channels.vocab_size):
+            raise IncompatibleComponentsError(
+                f"backbone.mask_logit=true scores over the network's whole output, but its table holds {rows} ids and "
+                f"the data's tokenizer {channels.vocab_size}: use the tokenizer ladd import carries, which covers the "
+                f"table, or mask_logit=false"
+            )
         self.vocab_size, self.mask, self.own_mask = channels.vocab_size, channels.vocab_size, own_mask
+        self.mask_column = own_mask if config.mask_logit else None
         self.head_dim, self.theta, self.shift = config.hidden // config.heads, config.rope_theta, config.shift_logits
         self.embed = nn.Embedding(rows, config.hidden)
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.layers))
@@ -204,14 +213,15 @@ class LLaDA(CachingBackbone):
         return Denoised(tokens=self._logits(x, rows, lead < start), latent=latent)
 
     def _logits(self, x: Tensor, rows: Tensor | None, led: bool = False) -> Tensor:
-        """Logits of the K real tokens (``[B, W, K]``, or ``[N, K]`` at ``rows``); the network's own mask gets none.
+        """Logits of the K real tokens (``[B, W, K]``, or ``[N, K]`` at ``rows``); the network's own mask gets none
+        unless the backbone keeps its column.
 
         ``led``: ``x`` starts one position before the positions predicted (a shifted head's window)."""
         if self.shift:  # position i read at i - 1 (position 0 at itself)
             x = x[:, :-1] if led else torch.cat([x[:, :1], x[:, :-1]], dim=1)
         features = self.norm(x if rows is None else x[rows])
         logits = F.linear(features, self.head.weight[: self.vocab_size])
-        if self.own_mask < self.vocab_size:
+        if self.own_mask < self.vocab_size and self.mask_column is None:
             logits[..., self.own_mask] = float("-inf")
         return logits
 

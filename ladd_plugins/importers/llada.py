@@ -1,56 +1,32 @@
 """``ladd import llada SRC OUT``: a LLaDA checkpoint (GSAI-ML/LLaDA-8B-Base, -Instruct) as a ladd model folder.
 
 SRC is a folder in the published layout (``config.json``, bf16 safetensors shards with their index, the tokenizer's
-files), or a hub id where the hub is reachable. Only the JSON config, the safetensors tensors and the tokenizer's
-data are read: nothing in the source runs. Every check (the config, every tensor's name and shape against it, the
-tokenizer) passes before anything is built; the network's table is then checked against the tokenizer as ladd
-builds the model. The model folder carries the tokenizer (``tokenizer/``, named ``model:tokenizer`` in its config)
-and records each shard's SHA-256; its weights are float32 (an 8B network: 32 GB).
+files), or a hub id where the hub is reachable; what every such import does is :mod:`.published`'s. The model
+folder's preset ``llada/llada_8b`` scores lm-eval requests as LLaDA's evaluator does (``harness``) with LLaDA's
+continuous-time bound; its weights are float32 (an 8B network: 32 GB).
 """
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
-import weakref
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors.torch import save_file
-from torch import nn
 
 from registry.errors import LaddError
-from registry.interfaces import Importer
-from registry.toolkit.checkpoints import POSITIVE, Rule, read_config
+from registry.toolkit.checkpoints import POSITIVE, Rule
 
 from .. import hub
-from .llada_table import LLaDAShape, backbone_options, check_layout, copies, read_shape, source_shapes
-from .shards import INDEX, Shards, checkpoint_folder
+from .llada_table import LLaDAShape, copies, read_shape, source_shapes
+from .published import CONFIG, PublishedImporter
+from .shards import INDEX
 
-CONFIG = "config.json"
-PRESET = "llada/llada_8b"
-TOKENIZER = "tokenizer"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
-#: what a hub download fetches: the config, the weights and the tokenizer's data, never Python files
-PATTERNS = [CONFIG, INDEX, "*.safetensors", "tokenizer*", "special_tokens_map.json", "*.jinja"]
-#: what ladd reads of LLaDA's config.json before its sizes are checked against each other (read_shape)
-RULES = {
-    "model_type": Rule(lambda v: v == "llada", "'llada'"),
-    **dict.fromkeys(("d_model", "n_layers", "n_heads", "mlp_hidden_size"), POSITIVE),
-}
 
 
-def read_checkpoint_shape(folder: Path) -> LLaDAShape:
-    """The sizes in the folder's ``config.json``."""
-    if not (folder / CONFIG).is_file():
-        raise LaddError(f"{folder} is not a LLaDA checkpoint: it has no {CONFIG}")
-    config = read_config(folder / CONFIG, "a LLaDA checkpoint's config", RULES, "give the folder of a LLaDA checkpoint")
-    return read_shape(config, str(folder / CONFIG))
-
-
-def save_tokenizer(folder: Path, out: Path) -> list[Path]:
-    """The checkpoint's tokenizer, loaded without its code and saved to ``out``; the files written."""
+def load_tokenizer(folder: Path) -> Any:
+    """The checkpoint's tokenizer, loaded without its code."""
     from transformers import AutoTokenizer
     from transformers.utils import logging
 
@@ -59,81 +35,33 @@ def save_tokenizer(folder: Path, out: Path) -> list[Path]:
     level = logging.get_verbosity()
     logging.set_verbosity_error()  # transformers notes that the folder's config.json is no tokenizer's
     try:  # damaged files come back as one line naming the cause
-        tokenizer = hub.from_pretrained(AutoTokenizer, "LLaDA tokenizer", str(folder), "SRC (a folder with it)")
+        return hub.from_pretrained(AutoTokenizer, "LLaDA tokenizer", str(folder), "SRC (a folder with it)")
     finally:
         logging.set_verbosity(level)
-    return [Path(name) for name in tokenizer.save_pretrained(out) if Path(name).is_file()]
 
 
-def fill(backbone: nn.Module, shape: LLaDAShape, shards: Shards) -> None:
-    """Every parameter of ladd's ``llada`` from the checkpoint, by the table; a network it does not cover is refused."""
-    plan = copies(shape)
-    params = dict(backbone.named_parameters())
-    uncovered = sorted(set(params) ^ set(plan))
-    if uncovered:
-        where = "is not in the table" if uncovered[0] in params else "is not in this network"
-        raise LaddError(f"backbone.{uncovered[0]} {where}: the import fills ladd's llada as LLaDA's network")
-    for name, param in params.items():
-        param.copy_(shards.tensor(plan[name]))
-
-
-def model_overrides(shape: LLaDAShape) -> list[str]:
-    """The config of the imported model: LLaDA-8B's preset with the checkpoint's sizes and the carried tokenizer."""
-    values = {key: "null" if value is None else str(value).lower() if isinstance(value, bool) else value
-              for key, value in backbone_options(shape).items()}
-    backbone = [f"backbone.{key}={value}" for key, value in values.items()]
-    return [f"experiment={PRESET}", f"dataset.tokenizer=model:{TOKENIZER}", *backbone]
-
-
-@dataclass
-class Checkpoint:
-    """A LLaDA checkpoint, checked: what names it, its sizes, its weights, and its tokenizer saved aside."""
-
-    origin: dict[str, str]
-    shape: LLaDAShape
-    shards: Shards
-    tokenizer: list[Path]
-    scratch: Path = field(repr=False)  # holds the saved tokenizer; removed with the checkpoint
-
-
-class LLaDAImporter(Importer):
+class LLaDAImporter(PublishedImporter):
     """LLaDA-8B's published checkpoints as ladd's ``llada``, with their tokenizer."""
 
-    def read(self, source: str) -> Checkpoint:
-        folder, origin = checkpoint_folder(source, "LLaDA", PATTERNS)
-        shape = read_checkpoint_shape(folder)
-        shards = Shards(folder)
-        check_layout(shards.shapes(), shape, str(folder))
-        scratch = Path(tempfile.mkdtemp(prefix="ladd-llada-tokenizer-"))
-        try:
-            tokenizer = save_tokenizer(folder, scratch / TOKENIZER)
-        except BaseException:
-            shutil.rmtree(scratch, True)
-            raise
-        checkpoint = Checkpoint(origin, shape, shards, tokenizer, scratch)
-        weakref.finalize(checkpoint, shutil.rmtree, scratch, True)  # quietly, when the checkpoint is let go
-        return checkpoint
+    what = "LLaDA"
+    preset = "llada/llada_8b"
+    patterns = [CONFIG, INDEX, "*.safetensors", "tokenizer*", "special_tokens_map.json", "*.jinja"]
+    rules = {
+        "model_type": Rule(lambda v: v == "llada", "'llada'"),
+        **dict.fromkeys(("d_model", "n_layers", "n_heads", "mlp_hidden_size"), POSITIVE),
+    }
 
-    def overrides(self, checkpoint: Checkpoint) -> list[str]:
-        return model_overrides(checkpoint.shape)
+    def shape_of(self, config: dict[str, Any], where: str) -> LLaDAShape:
+        return read_shape(config, where)
 
-    def carried(self, checkpoint: Checkpoint) -> dict[str, Path]:
-        return {f"{TOKENIZER}/{path.name}": path for path in checkpoint.tokenizer}
+    def source_shapes(self, shape: LLaDAShape) -> dict[str, tuple[int, ...]]:
+        return source_shapes(shape)
 
-    def fill(self, model: nn.Module, checkpoint: Checkpoint) -> None:
-        length = getattr(model, "seq_len", 0)
-        if length > checkpoint.shape.length:
-            raise LaddError(
-                f"dataset.seq_len={length} is longer than the {checkpoint.shape.length} positions the network was "
-                f"trained on (max_sequence_length); choose at most {checkpoint.shape.length}"
-            )
-        fill(model.get_submodule("backbone"), checkpoint.shape, checkpoint.shards)
+    def copies(self, shape: LLaDAShape) -> dict[str, str]:
+        return copies(shape)
 
-    def record(self, checkpoint: Checkpoint) -> dict[str, str]:
-        return checkpoint.origin
-
-    def files(self, checkpoint: Checkpoint) -> list[Path]:
-        return checkpoint.shards.paths()
+    def load_tokenizer(self, folder: Path) -> Any:
+        return load_tokenizer(folder)
 
     def example(self, folder: Path) -> str:
         """Two blocks 32 wide over a tiny word tokenizer with a chat template and its own mask, in two shards, as long

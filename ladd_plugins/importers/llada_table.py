@@ -43,23 +43,26 @@ class LLaDAShape:
     rope_theta: float
     norm_eps: float
     qkv_bias: bool
+    shift_logits: bool = False  # position i read at i - 1 (Dream's network, adapted from a causal LM)
 
     @property
     def head_dim(self) -> int:
         return self.hidden // self.heads
 
 
-def _whole(config: Mapping[str, Any], key: str, where: str, default: Any = None) -> int:
+def whole(config: Mapping[str, Any], key: str, where: str, default: Any = None, family: str = "LLaDA") -> int:
+    """``config[key]`` (or ``default``), refused unless a whole number >= 1."""
     value = config.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise LaddError(f"{where}: {key} is {value!r}; a LLaDA config gives it as a whole number >= 1")
+        raise LaddError(f"{where}: {key} is {value!r}; a {family} config gives it as a whole number >= 1")
     return value
 
 
-def _positive(config: Mapping[str, Any], key: str, where: str, default: float) -> float:
+def positive(config: Mapping[str, Any], key: str, where: str, default: float, family: str = "LLaDA") -> float:
+    """``config[key]`` (or ``default``), refused unless a number > 0."""
     value = config.get(key, default)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise LaddError(f"{where}: {key} is {value!r}; a LLaDA config gives it as a number > 0")
+        raise LaddError(f"{where}: {key} is {value!r}; a {family} config gives it as a number > 0")
     return float(value)
 
 
@@ -74,13 +77,13 @@ def read_shape(config: Any, where: str) -> LLaDAShape:
                 f"{where}: {key} is {config[key]!r}; ladd's llada network has LLaDA-8B's {value!r} and cannot "
                 f"represent another"
             )
-    sizes = {key: _whole(config, key, where) for key in _REQUIRED if key != "mask_token_id"}
-    rows = _whole(config, "embedding_size", where, config.get("vocab_size"))
+    sizes = {key: whole(config, key, where) for key in _REQUIRED if key != "mask_token_id"}
+    rows = whole(config, "embedding_size", where, config.get("vocab_size"))
     mask_id = config.get("mask_token_id")
     if isinstance(mask_id, bool) or not isinstance(mask_id, int) or not 0 <= mask_id < rows:
         raise LaddError(f"{where}: mask_token_id is {mask_id!r}; it must be an id of the table's {rows} rows")
     heads = sizes["n_heads"]
-    kv_heads = _whole(config, "n_kv_heads", where, heads)
+    kv_heads = whole(config, "n_kv_heads", where, heads)
     if sizes["d_model"] % heads or (sizes["d_model"] // heads) % 2 or heads % kv_heads:
         raise LaddError(
             f"{where}: d_model {sizes['d_model']} does not split into {heads} heads of even width sharing "
@@ -92,9 +95,9 @@ def read_shape(config: Any, where: str) -> LLaDAShape:
     return LLaDAShape(
         hidden=sizes["d_model"], layers=sizes["n_layers"], heads=heads, kv_heads=kv_heads,
         mlp_hidden=sizes["mlp_hidden_size"], rows=rows, mask_id=mask_id,
-        length=_whole(config, "max_sequence_length", where, 4096),
-        rope_theta=_positive(config, "rope_theta", where, 10_000.0),
-        norm_eps=_positive(config, "rms_norm_eps", where, 1e-5), qkv_bias=qkv_bias,
+        length=whole(config, "max_sequence_length", where, 4096),
+        rope_theta=positive(config, "rope_theta", where, 10_000.0),
+        norm_eps=positive(config, "rms_norm_eps", where, 1e-5), qkv_bias=qkv_bias,
     )
 
 
@@ -141,28 +144,12 @@ def source_shapes(shape: LLaDAShape) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def check_layout(found: Mapping[str, tuple[int, ...]], shape: LLaDAShape, where: str) -> None:
-    """Refuse, naming the first, a tensor missing, of another shape than the config gives, or extra."""
-    expected = source_shapes(shape)
-    for name, size in expected.items():
-        held = found.get(name)
-        if held is None:
-            raise LaddError(f"{where} lacks the tensor {name} of a LLaDA checkpoint; it is not one, or it is damaged")
-        if tuple(held) != size:
-            raise LaddError(
-                f"{where}: {name} has shape {list(held)} but config.json's sizes give {list(size)}; the config and "
-                f"the weights disagree"
-            )
-    extra = sorted(set(found) - set(expected))
-    if extra:
-        raise LaddError(f"{where} holds {extra[0]}, which LLaDA's network does not have; it is not a LLaDA checkpoint")
-
-
 def backbone_options(shape: LLaDAShape) -> dict[str, Any]:
-    """The ``llada`` options that make ladd's backbone this checkpoint's network."""
+    """The ``llada`` options that make ladd's backbone this checkpoint's network, its own mask kept in its output as
+    the family's code keeps it."""
     return {
         "hidden": shape.hidden, "layers": shape.layers, "heads": shape.heads,
         "kv_heads": None if shape.kv_heads == shape.heads else shape.kv_heads, "mlp_hidden": shape.mlp_hidden,
         "rope_theta": shape.rope_theta, "norm_eps": shape.norm_eps, "qkv_bias": shape.qkv_bias,
-        "vocab_rows": shape.rows, "mask_id": shape.mask_id,
+        "shift_logits": shape.shift_logits, "vocab_rows": shape.rows, "mask_id": shape.mask_id, "mask_logit": True,
     }

@@ -1,5 +1,6 @@
 """Training objectives besides the model's own bound: reinforcement learning from verifiable rewards (d1's
-diffu-GRPO and SPG), over rollouts of the experiment's sampler scored by the reward slot's component."""
+diffu-GRPO and SPG), over rollouts of the experiment's sampler scored by the reward each names (its option
+``reward``)."""
 from __future__ import annotations
 
 from registry import ComponentSpec

@@ -1,10 +1,15 @@
 """Options of the RL objectives (torch-free, for fast listing)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from registry.errors import InvalidConfigError
 from registry.ranges import check_choice, check_range
+from registry.toolkit.options import refers_to
+
+#: the registered reward that scores the rollouts, with its options
+REWARD = refers_to("reward", options="reward_options")
 
 #: what SPG maximises for a completion of negative advantage (SPG's ``logp_estimation``): its evidence upper bound,
 #: the lower bound as for positive ones, or a mixture of both
@@ -15,6 +20,8 @@ NEGATIVE_BOUNDS = ("eubo", "elbo", "mix")
 class RolloutOptions:
     """Rollouts and their use, shared by the RL objectives (names as d1's and TRL's options where they have one)."""
 
+    reward: str = field(default="exact_match", metadata=REWARD)  # the reward scoring each completion
+    reward_options: dict[str, Any] = field(default_factory=dict)  # its options
     group: int = 6  # G: completions drawn per prompt (num_generations)
     steps: int = 64  # the sampler's token steps per rollout (diffusion_steps)
     # mu: optimisation steps on one batch of rollouts, each with a fresh prompt mask (num_iterations)

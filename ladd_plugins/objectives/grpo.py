@@ -48,12 +48,12 @@ def clipped_terms(
 
 
 class DiffuGRPO(PolicyObjective):
-    """d1's diffu-GRPO over the experiment's sampler and the reward slot's reward (module docstring)."""
+    """d1's diffu-GRPO over the experiment's sampler and the reward its option names (module docstring)."""
 
     terms = ("policy", "kl", "clip", *PolicyObjective.ROLLOUT_TERMS)
     needs_old = True
 
-    def __init__(self, config: GRPOConfig, dataset: Dataset, sampler: Sampler, reward: Reward | None = None) -> None:
+    def __init__(self, config: GRPOConfig, dataset: Dataset, sampler: Sampler, reward: Reward) -> None:
         super().__init__(config, dataset, sampler, reward)
         self.grpo = config
         self.needs_frozen_base = config.beta > 0

@@ -153,16 +153,10 @@ class PolicyObjective(Objective):
     and the loss itself (:meth:`surrogate`).
     """
 
-    takes_reward = True
     #: the statistics of the rollouts every step reports, after the subclass's own terms
     ROLLOUT_TERMS = ("reward", "reward_std", "flat", "length")
 
-    def __init__(self, config: RolloutOptions, dataset: Dataset, sampler: Sampler, reward: Reward | None) -> None:
-        if reward is None:
-            raise IncompatibleComponentsError(
-                f"{type(self).__name__} scores its rollouts with a reward, and the reward slot is empty: set "
-                f"reward=NAME (ladd list-components --kind reward)"
-            )
+    def __init__(self, config: RolloutOptions, dataset: Dataset, sampler: Sampler, reward: Reward) -> None:
         if dataset.tokenizer is None:
             raise IncompatibleComponentsError(
                 f"{type(self).__name__} scores rollouts as text, but dataset {type(dataset).__name__} has no "

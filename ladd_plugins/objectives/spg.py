@@ -94,11 +94,11 @@ def upper_bound(logps: Tensor, masked: Tensor, fractions: Tensor, beta: float) -
 
 
 class SPG(PolicyObjective):
-    """SPG over the experiment's sampler and the reward slot's reward (module docstring)."""
+    """SPG over the experiment's sampler and the reward its option names (module docstring)."""
 
     terms = ("policy", *PolicyObjective.ROLLOUT_TERMS)
 
-    def __init__(self, config: SPGConfig, dataset: Dataset, sampler: Sampler, reward: Reward | None = None) -> None:
+    def __init__(self, config: SPGConfig, dataset: Dataset, sampler: Sampler, reward: Reward) -> None:
         super().__init__(config, dataset, sampler, reward)
         self.spg = config
 

@@ -23,6 +23,9 @@ class MaskedProcess(MaskingProcess):
     draw masks ``l``, stratified over ``1..L``, at a grid time drawn given ``l``; the masked cross-entropies are
     weighted by ``L W_l``, where ``W_l`` is the chance that the reverse chain reveals a given position while exactly
     ``l`` are masked (``1/l`` as ``T`` grows: LLaDA's ``L/l``). A draw's mean is the chain's bound exactly.
+    ``bound=continuous`` takes the limit: ``W_l = 1/l`` (LLaDA's evaluator), or, with the masked share kept in
+    ``[f, 1]`` (``bound_floor``: Dream's evaluator draws it uniformly there), ``W_l = P(Bin(L, f) < l) / (l (1 - f))``;
+    a draw's time is then the one at which the chain's masked share is the share drawn given ``l``.
 
     Training takes a time per sequence (``[B]``) or per position (``[B, S]``: a block-causal backbone's blocks).
     """
@@ -126,11 +129,49 @@ class MaskedProcess(MaskingProcess):
         binomial = torch.lgamma(free + 1) - torch.lgamma(count + 1) - torch.lgamma(free - count + 1)
         return reveal.log() + binomial + torch.xlogy(count, masked) + torch.xlogy(free - count, 1.0 - masked)
 
+    def count_weight(self, free: Tensor, count: Tensor) -> Tensor:
+        """``W_l`` (float64) of a draw masking ``l = count`` of ``L = free`` positions: the chain's (its reveal chance
+        while ``l`` are masked) or the continuous-time limit's."""
+        if self.config.bound == "chain":
+            return self._log_count_law(free, count).logsumexp(dim=1).exp()
+        floor = self.config.bound_floor
+        kept = _binomial_below(free, count, torch.full_like(free, floor, dtype=torch.float64)) if floor else 1.0
+        return kept / (count.double().clamp(min=1) * (1.0 - floor))
+
     def subset_weight(self, free: int, count: int) -> float:
         """The bound's weight of one set of ``count`` masked positions among ``free``: ``W_l / C(L, l)``."""
-        law = self._log_count_law(torch.tensor([free]), torch.tensor([count]))
-        return math.exp(float(law.logsumexp(dim=1)) - math.lgamma(free + 1) + math.lgamma(count + 1)
-                        + math.lgamma(free - count + 1))
+        weight = float(self.count_weight(torch.tensor([free]), torch.tensor([count]))[0])
+        return weight * math.exp(math.lgamma(count + 1) + math.lgamma(free - count + 1) - math.lgamma(free + 1))
+
+    def _share_time(self, share: Tensor) -> Tensor:
+        """The time at which the chain started all-masked holds each position masked with chance ``share``
+        (bisection on the schedule: ``(1 - gbar(t)) / (1 - gbar(1))`` grows with t)."""
+        top = (1.0 - self._gbar(torch.ones(()))).clamp(min=torch.finfo(torch.float64).tiny)
+        low, high = torch.zeros_like(share), torch.ones_like(share)
+        for _ in range(52):  # float64 resolution of a time in [0, 1]
+            middle = (low + high) / 2
+            short = (1.0 - self._gbar(middle)) / top < share
+            low, high = torch.where(short, middle, low), torch.where(short, high, middle)
+        return high
+
+    def _continuous_times(self, free: Tensor, count: Tensor, generator: torch.Generator) -> Tensor:
+        """A time per draw given ``l = count`` masked of ``L = free``: the masked share drawn from its law given ``l``
+        (Beta(l, L - l + 1) on ``[bound_floor, 1]``) by inverting its distribution function, then its time."""
+        floor = self.config.bound_floor
+        pick = torch.rand(free.shape[0], generator=generator, dtype=torch.float64)
+        free, count = free.clamp(min=1), count.clamp(min=1)
+
+        def below(share: Tensor) -> Tensor:  # P(share' < share): a Beta's distribution function, by the binomial
+            return 1.0 - _binomial_below(free, count, share)
+
+        start = below(torch.full_like(pick, floor))
+        goal = start + pick * (1.0 - start)
+        low, high = torch.full_like(pick, floor), torch.ones_like(pick)
+        for _ in range(52):
+            middle = (low + high) / 2
+            short = below(middle) < goal
+            low, high = torch.where(short, middle, low), torch.where(short, high, middle)
+        return self._share_time(high)
 
     def bound_draw(self, x0: Tensor, scored: Tensor | None, u: Tensor, generator: torch.Generator) -> BoundDraw:
         """Mask ``l = floor(u L) + 1`` of a row's ``L`` scored positions, chosen uniformly, at a grid time drawn from
@@ -141,19 +182,27 @@ class MaskedProcess(MaskingProcess):
         keys = torch.rand(x0.shape, generator=generator, dtype=torch.float64).masked_fill(~scored, 2.0)
         ranks = keys.argsort(dim=1).argsort(dim=1)
         masked = scored & (ranks < count[:, None])
-        law = self._log_count_law(free, count)
-        total = law.logsumexp(dim=1)
-        cumulative = (law - total[:, None]).exp().cumsum(dim=1)
-        pick = torch.rand(x0.shape[0], generator=generator, dtype=torch.float64)
-        step = torch.searchsorted(cumulative, pick[:, None]).squeeze(1).clamp(max=self.horizon - 1) + 1
-        weight = torch.where(free > 0, free * total.exp(), 0.0)
-        return BoundDraw(x0.masked_fill(masked, self.mask), step.double() / self.horizon, weight, masked)
+        weight = torch.where(free > 0, free * self.count_weight(free, count), 0.0)
+        if self.config.bound == "continuous":
+            tau = self._continuous_times(free, count, generator)
+        else:
+            law = self._log_count_law(free, count)
+            cumulative = (law - law.logsumexp(dim=1)[:, None]).exp().cumsum(dim=1)
+            pick = torch.rand(x0.shape[0], generator=generator, dtype=torch.float64)
+            step = torch.searchsorted(cumulative, pick[:, None]).squeeze(1).clamp(max=self.horizon - 1) + 1
+            tau = step.double() / self.horizon
+        return BoundDraw(x0.masked_fill(masked, self.mask), tau, weight, masked)
 
     def bound_state(self, x0: Tensor, scored: Tensor | None, tau: Tensor, generator: torch.Generator) -> Tensor:
-        """Each scored position masked with the chain's chance ``m(tau)`` (tau on the grid)."""
+        """Each scored position masked with the chain's chance ``m(tau)`` (tau on the grid, unless the bound is the
+        continuous one)."""
         scored = torch.ones_like(x0, dtype=torch.bool) if scored is None else scored
-        step = torch.round(tau.double() * self.horizon).long().clamp(1, self.horizon)
-        chance = self.chain()[1][step - 1]
+        if self.config.bound == "continuous":
+            top = (1.0 - self._gbar(torch.ones(()))).clamp(min=torch.finfo(torch.float64).tiny)
+            chance = ((1.0 - self._gbar(tau.double().cpu())) / top).clamp(0.0, 1.0)
+        else:
+            step = torch.round(tau.double() * self.horizon).long().clamp(1, self.horizon)
+            chance = self.chain()[1][step - 1]
         draw = torch.rand(x0.shape, generator=generator, dtype=torch.float64)
         return x0.masked_fill(scored & (draw < chance[:, None]), self.mask)
 
@@ -188,3 +237,12 @@ class MaskedProcess(MaskingProcess):
                 f"the masked process over {self.vocab_size} values got predictions over {prediction.shape[-1]}: "
                 f"the output head must give one logit per real value (the mask state excluded)"
             )
+
+
+def _binomial_below(n: Tensor, k: Tensor, p: Tensor) -> Tensor:
+    """``P(Bin(n, p) < k)`` per row (float64), summed over its terms in log space."""
+    n, k, p = n.double()[:, None], k.double()[:, None], p.double()[:, None]
+    j = torch.arange(int(n.max()) + 1 if n.numel() else 1, dtype=torch.float64)[None]
+    log_terms = (torch.lgamma(n + 1) - torch.lgamma(j + 1) - torch.lgamma((n - j).clamp(min=0) + 1)
+                 + torch.xlogy(j, p) + torch.xlogy(n - j, 1.0 - p))
+    return log_terms.masked_fill((j >= k) | (j > n), -math.inf).logsumexp(dim=1).exp()

@@ -11,7 +11,8 @@ SPECS = [
     ComponentSpec("sampler", "ancestral", "ladd_plugins.samplers.ancestral:AncestralSampler", AncestralConfig,
                   "MDLM ancestral sampling with the exact masked bridge"),
     ComponentSpec("sampler", "confidence", "ladd_plugins.samplers.confidence:ConfidenceSampler", ConfidenceConfig,
-                  "confidence decoding: LLaDA's remasking orders and blocks, Fast-dLLM's threshold and KV cache"),
+                  "confidence decoding: LLaDA's remasking and blocks, Fast-dLLM's threshold, factor and KV cache, "
+                  "Dream's generation"),
     ComponentSpec("sampler", "joint", "ladd_plugins.samplers.joint:JointSampler", JointConfig,
                   "LADD joint inference: both channels at every step"),
     ComponentSpec("sampler", "sequential", "ladd_plugins.samplers.sequential:SequentialSampler", SequentialConfig,

@@ -23,13 +23,14 @@ from registry.interfaces import (
     Needs,
     SampleOutput,
     Sampler,
+    TokenDecoder,
     mask_id,
     needs_of,
 )
 from registry.toolkit.sampling import Conditioning, TokenChain, check_fixed_kept, known_tokens, run_rules
 
 from .config import BlockwiseConfig
-from .decoders import token_decoder
+from .decoders import check_decoder_options
 
 __all__ = ["BlockwiseSampler"]
 
@@ -47,9 +48,10 @@ class BlockwiseSampler(Sampler):
     variable_length = True
     needs = Needs(latent=False, blocks=True)  # and what its token decoder and its cache need (set when it is built)
 
-    def __init__(self, config: BlockwiseConfig) -> None:
+    def __init__(self, config: BlockwiseConfig, token_decoder: TokenDecoder) -> None:
         self.config = config
-        self.decoder = token_decoder(config.token_decoder, config.token_decoder_options, config.fast)
+        check_decoder_options(config.token_decoder_options)
+        self.decoder = token_decoder
         wanted = needs_of(self.decoder)
         if wanted.backbone is not None:
             raise InvalidConfigError(

@@ -1,4 +1,5 @@
-"""Confidence decoding of a masked diffusion LM: LLaDA's remasking, Dream's orders, Fast-dLLM's threshold and cache.
+"""Confidence decoding of a masked diffusion LM: LLaDA's remasking, Dream's generation, Fast-dLLM's threshold, factor
+and cache.
 
 What the denoiser is told: a token-time-conditioned denoiser gets the time at which the token schedule masks, in
 expectation, the share of positions still masked (``registry.toolkit.decoding.masked_time``): the canvas of a
@@ -22,10 +23,12 @@ __all__ = ["ConfidenceSampler"]
 
 
 class ConfidenceSampler(TokenDecoder):
-    """Commits, at each step, the most confident proposals among the masked positions of the current block.
+    """Commits, at each step, the most confident proposals among the masked positions up to the current block's end.
 
     With ``temperature=0``, no threshold and no cache its tokens are those of LLaDA's ``generate()`` (exact ties of
-    confidence broken towards the leftmost position); ``guidance`` w is LLaDA's ``cfg_scale`` w - 1.
+    confidence broken towards the leftmost position); ``guidance`` w is LLaDA's ``cfg_scale`` w - 1. With
+    ``bounded=false`` a threshold or factor is Fast-dLLM's; with ``schedule=dream``, Dream's ``diffusion_generate``
+    (its ``alg``: ``origin``, ``maskgit_plus`` = low_confidence, ``topk_margin`` = margin, ``entropy``).
     """
 
     needs = Needs(latent=False, token_process=MaskingProcess, blocks=False)
@@ -54,6 +57,13 @@ class ConfidenceSampler(TokenDecoder):
             config.threshold,
             _eos(model, "eos_logit_inf") if config.eos_logit_inf else None,
             _eos(model, "eos_confidence_inf") if config.eos_confidence_inf else None,
+            config.factor,
+            config.bounded,
+            config.schedule,
+            config.eps,
+            config.top_p,
+            config.top_k,
+            config.alg_temp,
         )
         return confidence_rules(model, chain, steps, policy, config.block_length, config.cache, config.refresh)
 

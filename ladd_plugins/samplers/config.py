@@ -5,9 +5,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from registry.ranges import check_range
-from registry.toolkit.options import ConfidenceConfig
+from registry.toolkit.options import ConfidenceConfig, refers_to
 
 __all__ = ["AncestralConfig", "BlockwiseConfig", "ConfidenceConfig", "JointConfig", "SequentialConfig"]
+
+#: a LADD or block sampler's token decoder: a registered TokenDecoder sampler, given the sampler's ``fast`` unless
+#: its own options set it
+TOKEN_DECODER = refers_to("sampler", options="token_decoder_options", interface="TokenDecoder", inherits=("fast",))
 
 
 @dataclass
@@ -23,7 +27,7 @@ class JointConfig:
 
     guidance: float = 1.0  # classifier-free guidance scale on the token channel; 1 turns it off
     fast: bool = True  # exact fast path: token head and draws only at the positions that reveal
-    token_decoder: str = "ancestral"  # the registered token decoder whose steps move the tokens (e.g. confidence)
+    token_decoder: str = field(default="ancestral", metadata=TOKEN_DECODER)  # the token decoder moving the tokens
     token_decoder_options: dict[str, Any] = field(default_factory=dict)  # its options (guidance and fast: set above)
 
     def __post_init__(self) -> None:
@@ -37,7 +41,7 @@ class SequentialConfig:
     latent_steps: int = 100  # T^Y: reverse steps of the latent before the token steps
     guidance: float = 1.0  # classifier-free guidance scale on the token channel; 1 turns it off
     fast: bool = True  # exact fast path: token head and draws only at the positions that reveal
-    token_decoder: str = "ancestral"  # the registered token decoder that decodes the tokens given the latent
+    token_decoder: str = field(default="ancestral", metadata=TOKEN_DECODER)  # the token decoder given the latent
     token_decoder_options: dict[str, Any] = field(default_factory=dict)  # its options (guidance and fast: set above)
 
     def __post_init__(self) -> None:
@@ -50,7 +54,7 @@ class BlockwiseConfig:
     """Block diffusion sampling: the token decoder of each block (its steps chosen per call, per block), the exact
     key-value cache of the committed blocks and stopping at the end of the document."""
 
-    token_decoder: str = "ancestral"  # the registered token decoder that decodes each block (e.g. confidence)
+    token_decoder: str = field(default="ancestral", metadata=TOKEN_DECODER)  # the token decoder of each block
     token_decoder_options: dict[str, Any] = field(default_factory=dict)  # its options (fast: set below)
     fast: bool = True  # exact fast path: token head and draws only at the positions that reveal
     cache: bool = True  # keep the keys and values of committed blocks (exact); false recomputes every position

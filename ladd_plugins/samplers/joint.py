@@ -5,7 +5,7 @@ import torch
 from torch import Tensor
 
 from registry.errors import InvalidConfigError, LaddError
-from registry.interfaces import DenoiserModel, Needs, SampleOutput, Sampler, needs_of
+from registry.interfaces import DenoiserModel, Needs, SampleOutput, Sampler, TokenDecoder, needs_of
 from registry.toolkit.sampling import (
     Conditioning,
     TokenChain,
@@ -22,7 +22,7 @@ from registry.toolkit.sampling import (
 )
 
 from .config import JointConfig
-from .decoders import token_decoder
+from .decoders import check_decoder_options
 
 
 class JointSampler(Sampler):
@@ -39,9 +39,10 @@ class JointSampler(Sampler):
     needs = Needs(latent=True)  # and what its token decoder needs (set when it is built)
     takes_latent = True  # sample() draws tokens given a clean latent
 
-    def __init__(self, config: JointConfig) -> None:
+    def __init__(self, config: JointConfig, token_decoder: TokenDecoder) -> None:
         self.config = config
-        self.decoder = token_decoder(config.token_decoder, config.token_decoder_options, config.fast)
+        check_decoder_options(config.token_decoder_options)
+        self.decoder = token_decoder
         wanted = needs_of(self.decoder)
         if wanted.backbone is not None:
             raise InvalidConfigError(

@@ -6,11 +6,11 @@ import dataclasses
 import torch
 from torch import Tensor
 
-from registry.interfaces import DenoiserModel, Needs, SampleOutput, Sampler, needs_of
+from registry.interfaces import DenoiserModel, Needs, SampleOutput, Sampler, TokenDecoder, needs_of
 from registry.toolkit.sampling import decode_tokens, held_latent, known_tokens, latent_step, time_grid, times
 
 from .config import SequentialConfig
-from .decoders import token_decoder
+from .decoders import check_decoder_options
 
 
 class SequentialSampler(Sampler):
@@ -27,11 +27,12 @@ class SequentialSampler(Sampler):
     conditions_on_clean_latent = True
     takes_latent = True  # sample() draws tokens given a clean latent
 
-    def __init__(self, config: SequentialConfig) -> None:
+    def __init__(self, config: SequentialConfig, token_decoder: TokenDecoder) -> None:
         if config.latent_steps < 1:
             raise ValueError(f"sampler.latent_steps must be >= 1, got {config.latent_steps}")
         self.config = config
-        self.decoder = token_decoder(config.token_decoder, config.token_decoder_options, config.fast)
+        check_decoder_options(config.token_decoder_options)
+        self.decoder = token_decoder
         self.needs = dataclasses.replace(needs_of(self.decoder), latent=True)
 
     @torch.no_grad()

@@ -38,6 +38,7 @@ from . import (
     zero_shot,
 )
 from .arguments import Parser
+from .context import run_command
 
 DEBUG_ENV = "LADD_DEBUG"
 _DISK_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
@@ -58,7 +59,7 @@ def parser(registry: Registry | None = None) -> argparse.ArgumentParser:
     added = add_plugin_commands(sub, [] if registry is None else registry.command_hooks, strict=switch(STRICT_ENV))
     for problem in added.problems.values():
         print(f"ladd: warning: {problem}", file=sys.stderr)
-    top.set_defaults(plugin_commands=added)
+    top.set_defaults(plugin_commands=added, command_line=top)
     return top
 
 
@@ -79,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         with stops:
             registry = load()
             args = parser(registry).parse_args(argv)
-            args.run(args, registry)
+            run_command(args, registry)
         return 0
     except Stopped as stop:
         if not stop.quiet:

@@ -113,11 +113,12 @@ def guided(args: argparse.Namespace, experiment: Any, registry: Registry, settin
         name, options = args.sampler, options_of(args.sampler_option)
     else:
         name, options = required_selection(settings, "sampler")
-    config = registry.get("sampler", name).spec.config
+    component = registry.get("sampler", name)
+    config = component.spec.config
     if config is None or "guidance" not in {option.name for option in dataclasses.fields(config)}:
         raise LaddError(
-            f"--guidance sets a sampler's classifier-free guidance, but sampler {name!r} has no guidance option; "
-            f"choose one that has (e.g. --sampler joint or --sampler sequential)"
+            f"--guidance sets a sampler's classifier-free guidance, but sampler {component.name!r} has no guidance "
+            "option; choose one that has (e.g. --sampler joint or --sampler sequential)"
         )
     return with_sampler(experiment, registry, name, {**options, "guidance": args.guidance})
 

@@ -40,6 +40,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", help="where the model runs (default: cuda when available, else cpu)")
     p.add_argument("--chat-template", action="store_true",
                    help="frame each request's context in the model tokenizer's chat template (an instruction model)")
+    p.add_argument("--log-samples", action="store_true",
+                   help="also write lm-eval's record of every request, one samples_TASK.jsonl per task")
     add_sampler_choice(p, "generate")
     p.add_argument("--out", help="folder for results.json and provenance.json (default: ./harness_METHOD)")
     p.set_defaults(run=run)
@@ -61,7 +63,7 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
     from registry.engine.loading import load_trained
     from registry.harness import HarnessSettings, LaddLM
     from registry.harness.adapter import check_chat_template
-    from registry.harness.records import provenance, write
+    from registry.harness.records import provenance, write, write_samples
     from registry.harness.tasks import evaluate_tasks
 
     settings = HarnessSettings(
@@ -73,17 +75,26 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
     if args.chat_template:
         check_chat_template(experiment.dataset.tokenizer)
     out = out or Path(f"harness_{config.method}")
-    _check_new(out)
+    _check_new(out, names if args.log_samples else [])
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     experiment.model.to(device)
-    lm = LaddLM(experiment=experiment, settings=settings)
+    lm = LaddLM(experiment=experiment, settings=settings, scoring=config.harness)
     started = time.perf_counter()
     include = [Path(folder) for folder in args.include_path]
-    results = evaluate_tasks(lm, names, include, args.limit, args.num_fewshot, args.seed, args.chat_template)
+    results = evaluate_tasks(
+        lm, names, include, args.limit, args.num_fewshot, args.seed, args.chat_template, args.log_samples
+    )
+    samples = results.pop("samples", None)
     sampler = {"name": experiment.components["sampler"].name, "options": args.sampler_option}
     tasks = {"names": names, "include_path": [str(f) for f in include], "limit": args.limit,
              "num_fewshot": args.num_fewshot, "chat_template": args.chat_template}
-    record = provenance(source, experiment, settings, lm.counts, sampler, tasks, results, time.perf_counter() - started)
+    record = provenance(
+        source, experiment, settings, lm.counts, lm.scoring_record(), sampler, tasks, results,
+        time.perf_counter() - started,
+    )
+    if samples is not None:
+        for path in write_samples(out, samples):
+            print(f"wrote {path}")
     write(out / RESULTS, out / PROVENANCE, results, record)
     for task, scores in results.get("results", {}).items():
         shown = ", ".join(f"{k} {v:.4f}" for k, v in scores.items() if isinstance(v, float) and "stderr" not in k)
@@ -112,8 +123,10 @@ def _checked_out(given: str | None, source: Path) -> Path | None:
     return out
 
 
-def _check_new(out: Path) -> None:
-    for path in (out / RESULTS, out / PROVENANCE):
+def _check_new(out: Path, logged: list[str] | None = None) -> None:
+    from registry.harness.records import samples_file
+
+    for path in (out / RESULTS, out / PROVENANCE, *(samples_file(out, task) for task in logged or [])):
         check_target(path)
         if path.exists():
             raise LaddError(f"{path} exists: ladd harness replaces no earlier results; choose another --out")

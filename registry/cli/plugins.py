@@ -10,6 +10,7 @@ from registry.host.commands import PluginCommands
 from registry.host.component import Origin
 from registry.host.registry import Registry
 
+from .context import run_command
 from .notices import clash_lines
 
 
@@ -26,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace, registry: Registry) -> None:
     """List the plugins, or check one."""
     if args.action == "check":
-        check_plugin(args.name, registry, args.plugin_commands)
+        check_plugin(args.name, registry, args.plugin_commands, args.command_line)
         return
     contributed: dict[Origin, list[str]] = {}
     for origin, what in (
@@ -50,21 +51,36 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
         print(f"ladd: note: {note}", file=sys.stderr)
 
 
-def check_plugin(name: str | None, registry: Registry, added: PluginCommands) -> None:
+def check_plugin(
+    name: str | None, registry: Registry, added: PluginCommands, command_line: argparse.ArgumentParser
+) -> None:
     """Import, config and tiny-use checks of every component and importer of plugin ``name``, and of the commands it
-    added to the parser (``added``, their help rendered); its problems are one error."""
-    from registry.conformance.validation import check_plugin as problems_of  # torch: only when a check runs
+    added to the parser (``added``: their help rendered, and each run on its example arguments through
+    ``command_line``); its problems are one error."""
+    from registry.conformance.validation import NotExercised, command_problems  # torch: only when a check runs
+    from registry.conformance.validation import check_plugin as problems_of
 
     if not name:
         raise LaddError("usage: ladd plugins check NAME (see `ladd plugins` for the names)")
-    with warnings.catch_warnings(record=True) as skipped:
+    commands = added.added.get(name, {})
+    examples = added.examples.get(name, {})
+
+    def run(argv: list[str]) -> None:
+        run_command(command_line.parse_args(argv), registry)
+
+    with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         problems = problems_of(name, registry)
+        for parser in commands.values():
+            parser.format_help()
+        problems += command_problems(name, examples, run, registry)
+    skipped = [warning for warning in caught if issubclass(warning.category, NotExercised)]
     for warning in skipped:
         print(f"note: {warning.message}", file=sys.stderr)
-    commands = added.added.get(name, {})
-    for parser in commands.values():
-        parser.format_help()
+    unrun = sorted(set(commands) - set(examples))
+    for command in unrun:
+        print(f"note: command {command!r}: not run: it declares no example arguments (add_command(..., example=))",
+              file=sys.stderr)
     problems += [added.problems[name]] if name in added.problems else []
     if problems:
         raise LaddError(f"plugin {name!r} has {len(problems)} problem(s):\n  " + "\n  ".join(problems))
@@ -79,5 +95,6 @@ def check_plugin(name: str | None, registry: Registry, added: PluginCommands) ->
     if importers:
         parts.append(f"{importers - unused} of {importers} importer(s) imported their example checkpoint")
     if commands:
-        parts.append(f"adds the command(s) {', '.join(sorted(commands))}")
+        ran = f" ({len(examples)} run on a run folder)" if examples else ""
+        parts.append(f"adds the command(s) {', '.join(sorted(commands))}{ran}")
     print(f"plugin {name!r}: " + "; ".join(parts))

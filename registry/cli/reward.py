@@ -38,7 +38,6 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
     """Complete the held-out prompts, score them, print the mean and write the result."""
     from registry.engine.loading import load_trained  # torch: only when scoring
     from registry.engine.rewards import held_out_reward
-    from registry.host.kinds import SLOTS
     from registry.storage.files import check_name, write_text
 
     if args.reward_option and not args.reward:
@@ -47,16 +46,17 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
         )
     experiment, settings = load_trained(args.run_dir, registry)
     experiment = chosen_sampler(args, experiment, registry)
-    slot = SLOTS[NAME]
+    # the run's own reward: the one its objective named, as recorded (its plugin picks a bare name among several)
+    own = experiment.resolved["loss"].nested.get("reward") if "loss" in experiment.resolved else None
     if args.reward:
-        name, options = args.reward, options_of(args.reward_option)
-    elif settings.selection(slot.name) is not None:
-        node = dict(settings.selection(slot.name) or {})
-        name, options = node.pop("name"), node
+        component, options = registry.get(NAME, args.reward), options_of(args.reward_option)
+    elif own is not None:
+        component, options = own.component, dict((settings.selection("loss") or {}).get("reward_options") or {})
     else:
         raise LaddError(f"{args.run_dir} was trained with no reward: name one with --reward NAME (e.g. exact_match)")
+    name = component.name
     check_name("--reward", name, "reward_REWARD.json")
-    reward = registry.get(slot.kind, name).build(options, **slot.context({"dataset": experiment.dataset}))
+    reward = registry.instantiate(component, options, dataset=experiment.dataset)[0]
     out = result_path(args.out, args.run_dir, f"reward_{name}.json")
     result, records = held_out_reward(
         experiment, reward, name, args.split, args.prompts, args.group, args.steps, args.seed, args.precision

@@ -111,6 +111,15 @@ class TrainCommand:
         else:
             self.overrides.append(arg)
 
+    def resumed_with(self, registry: Registry) -> Registry:
+        """``registry`` looking bare names up as the run being resumed recorded them (its ``components.json``), so a
+        plugin installed since cannot change or refuse what it trains with; ``registry`` itself for a new run."""
+        from registry.engine.runs import recorded_components  # reads the run's record: only when one is named
+
+        given = self._given_run_dir()
+        recorded = None if self.multirun or given is None else recorded_components(Path(given).expanduser())
+        return registry if recorded is None else registry.pinned(recorded)
+
     def jobs(self) -> list[list[str]]:
         """The overrides of each run: one run, or one per combination of a sweep's values."""
         if not self.multirun:
@@ -171,7 +180,8 @@ def _check_options(settings: Settings, registry: Registry) -> None:
     for slot in SLOTS.values():
         node = settings.selection(slot.name)
         if node is not None and "name" in node:
-            registry.get(slot.kind, node["name"]).check_options({k: v for k, v in node.items() if k != "name"})
+            options = {k: v for k, v in node.items() if k != "name"}
+            registry.check_options(registry.get(slot.kind, node["name"]), options)
 
 
 def quoted_folder(arg: str) -> str:
@@ -211,6 +221,7 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
         return
     print_problems(registry)  # a preset of a plugin that failed to load is missing too, not only its components
     command = TrainCommand.parse(args.arguments)
+    registry = command.resumed_with(registry)
     check_selections(command.overrides, registry)  # every value of a sweep, before its first run trains
     jobs = command.prepared(registry)
     if command.dry_run:

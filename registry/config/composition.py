@@ -12,8 +12,8 @@ from hydra.core.override_parser.types import Override
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
-from registry.errors import InvalidConfigError, did_you_mean
-from registry.host.component import Component
+from registry.errors import InvalidConfigError, LaddError, did_you_mean
+from registry.host.component import Component, split_name
 from registry.host.config_types import typed_config
 from registry.host.kinds import SLOTS
 from registry.host.presets import CONFIG_MODULE
@@ -26,13 +26,14 @@ PRIMARY_CONFIG = "train"
 STAGES_KEY = "train.stages"
 
 
-def _option_node(component: Component) -> DictConfig:
-    """The config node for one component: its config dataclass plus its registry name.
+def _option_node(component: Component, name: str | None = None) -> DictConfig:
+    """The config node for one component: its config dataclass plus the name that selects it (``name``: its bare
+    registry name unless given, such as its qualified one).
 
     Typed, so overrides are converted and checked, but open: a preset's options for the component it
     selected merge in even when the command line selects another one, and compose() sorts them out.
     """
-    name_field = ("name", str, dataclasses.field(default=component.name))
+    name_field = ("name", str, dataclasses.field(default=name or component.name))
     bases = () if component.spec.config is None else (typed_config(component.spec.config),)
     node = OmegaConf.structured(dataclasses.make_dataclass(f"{component.name}_option", [name_field], bases=bases))
     OmegaConf.set_struct(node, False)
@@ -48,13 +49,16 @@ def _schema_node() -> DictConfig:
 
 
 def register_configs(registry: Registry) -> None:
-    """Store the schema and one option per (slot, component) in Hydra's ConfigStore."""
+    """Store the schema and, per slot, one option per bare name and one per qualified name (``PLUGIN:NAME``) in Hydra's
+    ConfigStore."""
     store = ConfigStore.instance()
     store.store(name="ladd_schema", node=_schema_node())
     for slot in SLOTS.values():
         # every name, a clashing one too: it fails with the clash where it is built, not here
         for name in registry.names(slot.kind):
             store.store(group=slot.name, name=name, node=_option_node(registry.option(slot.kind, name)))
+        for component in (c for c in registry if c.kind == slot.kind):
+            store.store(group=slot.name, name=component.qualified, node=_option_node(component, component.qualified))
 
 
 def search_path_override(registry: Registry, extra: Sequence[str] = ()) -> list[str]:
@@ -203,7 +207,7 @@ def _keep_to_selected(
     Returns the keys put back."""
     reset = []
     for slot, name in selected.items():
-        if presets.get(slot) == name:
+        if _same_component(registry, SLOTS[slot].kind, presets.get(slot), name):
             continue  # the presets set their options for this very component
         node = cfg[slot]
         selected_node = _option_node(registry.option(SLOTS[slot].kind, name))
@@ -214,6 +218,22 @@ def _keep_to_selected(
                 node[key] = defaults[key]
                 reset.append(f"{slot}.{key}")
     return reset
+
+
+def _same_component(registry: Registry, kind: str, first: Any, second: str) -> bool:
+    """Whether two names select the same component (``confidence`` and ``builtin:confidence``); where one selects
+    none or several (a clash), whether their bare names agree."""
+    if first is None:
+        return False
+    resolved: list[Component | None] = []
+    for name in (str(first), second):
+        try:
+            resolved.append(registry.get(kind, name))
+        except LaddError:
+            resolved.append(None)
+    if resolved[0] is not None and resolved[1] is not None:
+        return resolved[0] is resolved[1]
+    return split_name(str(first))[1] == split_name(second)[1]
 
 
 def parse_override(override: str) -> Override:

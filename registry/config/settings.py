@@ -302,6 +302,26 @@ class EvalConfig:
         check_range("eval.floor_draws", self.floor_draws, 1)
 
 
+#: how lm-eval's requests become rows: filled to the model's length with masks, or the given tokens alone
+ROW_LENGTHS = ("fixed", "variable")
+
+
+@dataclass
+class HarnessConfig:
+    """How ``ladd harness`` makes lm-eval's requests into the rows it scores, as the model's family was trained and is
+    evaluated by its own code; ``ladd import`` sets it for the families it imports."""
+
+    # fixed: each row filled to the model's length S with masks (a model trained at one length, MDLM); variable: the
+    # context and continuation alone (a model trained at any length: LLaDA's and Dream's evaluators)
+    length: str = "fixed"
+    special_tokens: bool = False  # encode with the tokenizer's own special tokens (LLaDA's and Dream's evaluators)
+    bos: bool = False  # the tokenizer's BOS text before every context (Dream's evaluator with add_bos_token)
+    eos: bool = False  # EOS after every continuation, given and never scored (Dream's evaluator)
+
+    def __post_init__(self) -> None:
+        check_choice("harness.length", self.length, ROW_LENGTHS)
+
+
 LATENT_TIMES = ("tied", "independent", "clean")
 
 
@@ -353,6 +373,7 @@ class Settings:
     train: TrainConfig = field(default_factory=TrainConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    harness: HarnessConfig = field(default_factory=HarnessConfig)
 
     def __post_init__(self) -> None:
         check_range("seed", self.seed, 0, MAX_SEED - len(self.train.stages))

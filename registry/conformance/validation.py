@@ -4,7 +4,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -14,8 +14,14 @@ from registry.host.component import Component
 from registry.host.kinds import KIND_SPECS
 from registry.host.model_folders import PluginImporter
 from registry.host.registry import Registry
+from registry.toolkit.options import references
 
-from .exercises import EXERCISES, ExerciseFailure, exercise_importer
+from .exercises import EXERCISES, ExerciseFailure, command_folders, exercise_command, exercise_importer
+
+
+class NotExercised(UserWarning):
+    """A component this machine cannot exercise (a download it lacks, a use no probe can make): a note, not a
+    problem."""
 
 
 def check_plugin(name: str, registry: Registry) -> list[str]:
@@ -34,17 +40,34 @@ def check_plugin(name: str, registry: Registry) -> list[str]:
 
 def _importer_problems(entry: PluginImporter, registry: Registry) -> list[str]:
     """What goes wrong when ``entry`` imports the tiny checkpoint it offers, and the model folder is read back."""
-    label = f"importer {entry.name!r}"
+    label = f"importer {entry.name!r} of plugin {entry.origin.plugin!r}"
     try:
         with _seeded():
             exercise_importer(entry, registry)
     except MissingResourceError as error:
-        warnings.warn(f"{label}: not exercised: {error}", stacklevel=2)
+        warnings.warn(f"{label}: not exercised: {error}", NotExercised, stacklevel=2)
     except LaddError as error:
         return [f"{label}: {error}"]
     except ExerciseFailure as error:
-        return [f"{label}: fails in a tiny import: {error}"]
+        return [error.line(label)]
     return []
+
+
+def command_problems(
+    plugin: str, examples: Mapping[str, Sequence[str]], run: Callable[[list[str]], None], registry: Registry
+) -> list[str]:
+    """What goes wrong when each of plugin ``plugin``'s commands runs on its example arguments (``examples``: command
+    -> arguments) through ``run`` (ladd's command line)."""
+    problems = []
+    with command_folders(examples.values(), registry) as folders:
+        for name, example in examples.items():
+            label = f"command {name!r} of plugin {plugin!r}"
+            try:
+                with _seeded():
+                    exercise_command(name, example, run, folders)
+            except ExerciseFailure as error:
+                problems.append(error.line(label))
+    return problems
 
 
 @contextlib.contextmanager
@@ -56,7 +79,7 @@ def _seeded() -> Iterator[None]:
 
 
 def _problems(component: Component, registry: Registry) -> list[str]:
-    label = f"{component.kind} {component.name!r}"
+    label = f"{component.kind} {component.qualified!r}"
     try:
         factory = component.factory()
     except ComponentError as error:
@@ -69,11 +92,11 @@ def _problems(component: Component, registry: Registry) -> list[str]:
             EXERCISES[component.kind](component, registry)
     except MissingResourceError as error:
         # The defaults name a download (a pretrained model, a corpus): the plugin is fine, this machine lacks it.
-        warnings.warn(f"{label}: not exercised: {error}", stacklevel=2)
+        warnings.warn(f"{label}: not exercised: {error}", NotExercised, stacklevel=2)
     except ComponentError as error:
         return [f"{label}: {error.problem}"]
     except ExerciseFailure as error:
-        return [f"{label}: fails in a tiny model: {error}"]
+        return [error.line(label)]
     except Exception as error:
         return [f"{label}: fails when built with its default options: {type(error).__name__}: {error}"]
     return []
@@ -89,9 +112,10 @@ def _signature_problem(component: Component, factory: Callable[..., Any]) -> str
     else:
         keywords = {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
     positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    context = KIND_SPECS[component.kind].context
-    required = [p for p in positional if p.default is p.empty and p.name not in context]
     config = component.spec.config
+    context = KIND_SPECS[component.kind].context
+    given = (*context, *references(config))  # keywords ladd passes this factory
+    required = [p for p in positional if p.default is p.empty and p.name not in given]
     if config is not None and not positional:
         return f"has config {config.__name__} but its factory takes no positional config argument"
     if config is None and required:
@@ -107,4 +131,10 @@ def _signature_problem(component: Component, factory: Callable[..., Any]) -> str
     if missing:
         keys = ", ".join(missing)
         return f"its factory does not accept the keyword(s) {keys} that ladd passes to every {component.kind}"
+    named = [k for k in references(config) if keywords is not None and k not in keywords]
+    if named:
+        return (
+            f"its factory does not accept the keyword(s) {', '.join(named)}: its options name components "
+            f"(refers_to), which ladd builds and passes under the option's name"
+        )
     return None

@@ -9,9 +9,10 @@ from typing import Any
 
 from registry.config.settings import Settings, checked
 from registry.errors import IncompatibleComponentsError, LaddError, UnknownComponentError
-from registry.host.component import Component
+from registry.host.component import Component, qualify
 from registry.host.kinds import SLOTS
-from registry.host.registry import Registry
+from registry.host.references import Resolved
+from registry.host.registry import Registry, recorded_plugin_of
 from registry.interfaces import Dataset, Latent, Metric, Objective, Sampler, declares_needs, needs_of
 from registry.storage.records import checked_components, install_hint
 
@@ -28,12 +29,18 @@ class Experiment:
     sampler: Sampler
     metric: Metric
     components: dict[str, Component] = field(default_factory=dict)
+    #: slot -> the component with those its options name (a sampler's token decoder, an objective's reward), as chosen
+    resolved: dict[str, Resolved] = field(default_factory=dict)
     #: what a training step minimises: the ``loss`` slot's objective, else the model's own bound
     objective: Objective = field(default_factory=lambda: objective_of(None))
 
     def origins(self) -> dict[str, dict[str, Any]]:
-        """Slot -> component description with its origin, as recorded in run folders."""
-        return {slot: component.as_dict() for slot, component in self.components.items()}
+        """Slot -> component description with its origin (and those of the components it names, ``nested``), as
+        recorded in run folders."""
+        return {
+            slot: (self.resolved[slot] if slot in self.resolved else Resolved(component)).record()
+            for slot, component in self.components.items()
+        }
 
 
 def selection(settings: Settings, slot: str) -> tuple[str, dict[str, Any]] | None:
@@ -69,6 +76,7 @@ def build_experiment(
     register is then the recorded plugin's.
     """
     settings = cfg if isinstance(cfg, Settings) else checked(cfg)
+    resolved: dict[str, Resolved] = {}
     chosen = {slot: selection(settings, slot) for slot in SLOTS}
     components = {
         slot: registry.get(SLOTS[slot].kind, pick[0], recorded_plugin(recorded, slot))
@@ -99,15 +107,18 @@ def build_experiment(
         name, options = pick
         component = components[slot.name]
         if pairing is not None:  # before building: a process is never built for a state it cannot take
-            _check_pairing(registry, slot.name, name, pairing, _state(component, "diffuses"))
-        built[slot.name] = component.build(options, **slot.context(built))
+            _check_pairing(registry, slot.name, component.name, pairing, _state(component, "diffuses"))
+        entry = recorded.get(slot.name) if isinstance(recorded, Mapping) else None
+        built[slot.name], resolved[slot.name] = registry.instantiate(
+            component, options, entry, **slot.context(built)
+        )
         if pairing is not None:
-            _check_pairing(registry, slot.name, name, pairing, built[slot.name].diffuses)
+            _check_pairing(registry, slot.name, component.name, pairing, built[slot.name].diffuses)
     _check_needs(components, {s: built[s] for s in components}, built["process"])
     dataset: Dataset = built["dataset"]
     latent: Latent | None = built["latent"]
     objective = settings.objective
-    _check_latent_side(latent, built["encoder"], settings)
+    _check_latent_side(latent, built["encoder"], settings, components.get("latent"))
     if objective.latent_time == "clean" and latent is not None and built["latent_backbone"] is None:
         raise IncompatibleComponentsError(
             "objective.latent_time=clean trains the token denoiser on clean latents only, so the latent "
@@ -128,9 +139,8 @@ def build_experiment(
         dataset.eos_id,
     )
     metric: Metric = built["metric"]
-    _check_reward(built, chosen)
     _check_frozen_base(built["loss"], chosen, settings)
-    return Experiment(model, dataset, sampler, metric, components, objective_of(built["loss"]))
+    return Experiment(model, dataset, sampler, metric, components, resolved, objective_of(built["loss"]))
 
 
 def with_sampler(
@@ -140,7 +150,7 @@ def with_sampler(
     has what that sampler declares it needs: ``ladd sample --sampler``, ``ladd eval --sampler`` and ``ladd compare``."""
     slot = SLOTS["sampler"]
     component = registry.get(slot.kind, name)
-    sampler = component.build(dict(options or {}))
+    sampler, resolved = registry.instantiate(component, options)
     model, recorded = experiment.model, experiment.components
     latent = None if model.latent is None else getattr(recorded.get("latent"), "name", type(model.latent).__name__)
     process = getattr(recorded.get("process"), "name", type(model.process).__name__)
@@ -151,7 +161,12 @@ def with_sampler(
             f"{slot.name} {name!r} needs {unmet[0]}{_undeclared(sampler, component)}; choose another {slot.kind} for "
             f"this model"
         )
-    return dataclasses.replace(experiment, sampler=sampler, components={**recorded, slot.name: component})
+    return dataclasses.replace(
+        experiment,
+        sampler=sampler,
+        components={**recorded, slot.name: component},
+        resolved={**experiment.resolved, slot.name: resolved},
+    )
 
 
 def with_metric(
@@ -161,8 +176,13 @@ def with_metric(
     own: ``ladd eval --metric``."""
     slot = SLOTS["metric"]
     component = registry.get(slot.kind, name)
-    metric = component.build(dict(options or {}), **slot.context({"dataset": experiment.dataset}))
-    return dataclasses.replace(experiment, metric=metric, components={**experiment.components, slot.name: component})
+    metric, resolved = registry.instantiate(component, options, **slot.context({"dataset": experiment.dataset}))
+    return dataclasses.replace(
+        experiment,
+        metric=metric,
+        components={**experiment.components, slot.name: component},
+        resolved={**experiment.resolved, slot.name: resolved},
+    )
 
 
 def _check_needs(components: Mapping[str, Component], declared: Mapping[str, Any], process: Any) -> None:
@@ -242,10 +262,10 @@ def _check_pairing(
         )
 
 
-def _check_latent_side(latent: Latent | None, encoder: Any, settings: Settings) -> None:
-    if latent is None:
+def _check_latent_side(latent: Latent | None, encoder: Any, settings: Settings, chosen: Component | None) -> None:
+    if latent is None or chosen is None:
         return
-    name = settings.selection("latent")["name"]  # type: ignore[index]  # a latent was built: its slot is filled
+    name = chosen.name
     if encoder is None:
         raise IncompatibleComponentsError(f"latent {name!r} needs an encoder: set encoder=NAME")
     if (encoder.length, encoder.width) != (latent.length, latent.width):
@@ -263,18 +283,6 @@ def _check_latent_side(latent: Latent | None, encoder: Any, settings: Settings) 
         )
 
 
-def _check_reward(built: Mapping[str, Any], chosen: Mapping[str, Any]) -> None:
-    """Refuse a reward that nothing scores with: the ``loss`` slot's objective must declare ``takes_reward``."""
-    reward, objective = chosen["reward"], built["loss"]
-    if reward is None or getattr(objective, "takes_reward", False):
-        return
-    trained = "the model's own bound (loss is empty)" if objective is None else f"loss {chosen['loss'][0]!r}"
-    raise IncompatibleComponentsError(
-        f"reward {reward[0]!r} is set but {trained} scores with no reward; choose an objective that takes one "
-        f"(loss=NAME) or set reward=null"
-    )
-
-
 def _check_frozen_base(objective: Objective | None, chosen: Mapping[str, Any], settings: Settings) -> None:
     """Refuse an objective that reads the frozen base (a reference policy) in a run without one."""
     if objective is None or not objective.needs_frozen_base or settings.train.lora.rank > 0:
@@ -288,30 +296,35 @@ def _check_frozen_base(objective: Objective | None, chosen: Mapping[str, Any], s
 
 def recorded_plugin(recorded: Mapping[str, Any] | None, slot: str) -> str | None:
     """The plugin recorded for ``slot``'s component, or None when nothing usable is recorded."""
-    entry = recorded.get(slot) if isinstance(recorded, Mapping) else None
-    plugin = entry.get("plugin") if isinstance(entry, Mapping) else None
-    return plugin if isinstance(plugin, str) else None
+    return recorded_plugin_of(recorded.get(slot) if isinstance(recorded, Mapping) else None)
 
 
 def check_installed(components: dict[str, dict[str, Any]], registry: Registry, owner: str) -> None:
-    """Every component ``owner`` recorded must be installed (naming its plugin and how to get it); another version only
-    warns."""
+    """Every component ``owner`` recorded (those its components name included) must be installed from the plugin it
+    recorded, whatever else registers its name (naming the plugin and how to get it); another version only warns."""
     for slot, wanted in checked_components(components, owner).items():
-        try:
-            found = registry.get(wanted["kind"], wanted["name"], recorded_plugin(components, slot))
-        except UnknownComponentError:
-            recorded = (
-                f"{wanted['kind']} {wanted['name']!r} from plugin {wanted['plugin']!r} "
-                f"(distribution {wanted['distribution']} {wanted['version']})"
-            )
-            reason = registry.unavailable(wanted["plugin"])
-            if reason is not None:
-                raise LaddError(f"{owner}'s {slot} is {recorded}, which is not available: {reason}") from None
-            install = install_hint(wanted["distribution"], wanted["version"])
-            raise LaddError(f"{owner}'s {slot} is {recorded}, which is not installed: {install}") from None
-        if (found.origin.distribution, found.origin.version) != (wanted["distribution"], wanted["version"]):
-            warnings.warn(
-                f"{owner}'s {slot} {wanted['name']!r} was made with {wanted['distribution']} {wanted['version']}, "
-                f"installed is {found.origin.distribution} {found.origin.version}",
-                stacklevel=2,
-            )
+        _check_recorded(wanted, registry, f"{owner}'s {slot}")
+
+
+def _check_recorded(wanted: Mapping[str, Any], registry: Registry, what: str) -> None:
+    """The recorded component ``wanted`` (``what``: how messages name it) and those it names are installed."""
+    try:
+        found = registry.get(wanted["kind"], qualify(wanted["plugin"], wanted["name"]))
+    except UnknownComponentError:
+        recorded = (
+            f"{wanted['kind']} {wanted['name']!r} from plugin {wanted['plugin']!r} "
+            f"(distribution {wanted['distribution']} {wanted['version']})"
+        )
+        reason = registry.unavailable(wanted["plugin"])
+        if reason is not None:
+            raise LaddError(f"{what} is {recorded}, which is not available: {reason}") from None
+        install = install_hint(wanted["distribution"], wanted["version"])
+        raise LaddError(f"{what} is {recorded}, which is not installed: {install}") from None
+    if (found.origin.distribution, found.origin.version) != (wanted["distribution"], wanted["version"]):
+        warnings.warn(
+            f"{what} {wanted['name']!r} was made with {wanted['distribution']} {wanted['version']}, "
+            f"installed is {found.origin.distribution} {found.origin.version}",
+            stacklevel=3,
+        )
+    for option, nested in (wanted.get("nested") or {}).items():
+        _check_recorded(nested, registry, f"{what}'s {option}")

@@ -11,6 +11,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from registry.config.settings import upgraded
 from registry.errors import LaddError, first_line
+from registry.host.component import split_name
 from registry.host.kinds import SLOTS
 from registry.storage.records import check_yaml, read_json
 
@@ -64,7 +65,7 @@ def _check_agreement(config: dict[str, Any], components: dict[str, Any], path: P
         recorded = components.get(slot)
         if chosen is None and recorded is None:
             continue
-        if not isinstance(recorded, dict) or (recorded.get("kind"), recorded.get("name")) != (kind, chosen):
+        if not isinstance(recorded, dict) or not _records(recorded, kind, chosen):
             described = None if not isinstance(recorded, dict) else f"{recorded.get('kind')} {recorded.get('name')!r}"
             raise LaddError(
                 f"{path}: the config's {slot} is {kind} {chosen!r} but its components record {described}; "
@@ -75,6 +76,12 @@ def _check_agreement(config: dict[str, Any], components: dict[str, Any], path: P
         raise LaddError(
             f"{path}: components records unknown slots {', '.join(unknown)}; the export was edited or damaged"
         )
+
+
+def _records(recorded: dict[str, Any], kind: str, chosen: Any) -> bool:
+    """Whether a component record is of ``kind`` and the name the config chose, bare or qualified (``PLUGIN:NAME``)."""
+    plugin, name = split_name(str(chosen))
+    return (recorded.get("kind"), recorded.get("name")) == (kind, name) and plugin in (None, recorded.get("plugin"))
 
 
 def read_adapter_document(path: Path) -> dict[str, Any]:

@@ -20,6 +20,8 @@ from .sampling import CHUNK_SEED_STRIDE, inference_precision, sample_rows
 if TYPE_CHECKING:  # annotations only
     from .assembly import Experiment
 
+#: the slots whose components an evaluation's result records: what drew and scored the samples
+SCORED_BY = ("sampler", "metric")
 #: Seed distance between evaluation repeats: far beyond the chunks of any sample set.
 _REPEAT_SEED_STRIDE = 1_000_000_007
 #: a batch's padding or context positions, where the dataset marks some
@@ -127,6 +129,7 @@ def evaluate(
         lower_is_better=experiment.metric.lower_is_better,
         repeats=repeats,
         floor_draws=floor_draws,
+        components={slot: record for slot, record in experiment.origins().items() if slot in SCORED_BY},
     )
     per_row = 1 if bound_draws is None else bound_draws
     if per_row:

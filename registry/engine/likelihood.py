@@ -93,10 +93,11 @@ def check_bound(model: DiffusionModel, clean_latent: bool) -> None:
 
 
 def check_rows(model: DiffusionModel, tokens: Tensor, scored: Tensor) -> None:
-    """Rows of the model's length whose scored positions hold real token ids."""
-    if tokens.dim() != 2 or tokens.shape[1] != model.seq_len or scored.shape != tokens.shape:
+    """Rows of at most the model's length (a model trained at variable length scores shorter ones) whose scored
+    positions hold real token ids."""
+    if tokens.dim() != 2 or not 0 < tokens.shape[1] <= model.seq_len or scored.shape != tokens.shape:
         raise InvalidConfigError(
-            f"rows to score must be [N, {model.seq_len}] ids with a bool [N, {model.seq_len}] of scored positions, got "
+            f"rows to score must be [N, L] ids, L <= {model.seq_len}, with a bool [N, L] of scored positions, got "
             f"{tuple(tokens.shape)} and {tuple(scored.shape)}"
         )
     values = tokens[scored]
@@ -353,6 +354,8 @@ def _decoded(
         assert out.tokens is not None
         probs = out.tokens.double().softmax(dim=-1)
         confidence, choice = probs.max(dim=-1)
+        if model.mask_column is not None:  # the network's own mask as the argmax leaves the position masked (LLaDA)
+            choice = choice.masked_fill(choice == model.mask_column, mask)
         best = torch.full(x.shape, -1.0, dtype=torch.float64, device=device)
         best[open_rows] = confidence
         picked = torch.zeros_like(x)

@@ -112,6 +112,7 @@ class DiffusionModel(nn.Module, TrainableModel):
         self.vocab_size = vocab_size
         self.seq_len = seq_len
         self.eos_id = eos_id
+        self.mask_column = getattr(backbone, "mask_column", None)  # the token backbone's declaration
         self.objective = objective
         self.lambda_latent = 1.0  # the weight of L^y: the full objective until a training stage sets its own
         self.encoder_frozen = False
@@ -219,7 +220,10 @@ class DiffusionModel(nn.Module, TrainableModel):
     @contextmanager
     def frozen_base(self) -> Iterator[None]:
         """Predictions of the frozen base inside: every LoRA adapter (peft's) switched off, then back as it was."""
-        adapted = [m for m in self.modules() if hasattr(m, "enable_adapters") and hasattr(m, "disable_adapters")]
+        # peft's adapted layers, found by what they offer (torch types their attributes as tensors or modules)
+        adapted: list[Any] = [
+            m for m in self.modules() if hasattr(m, "enable_adapters") and hasattr(m, "disable_adapters")
+        ]
         if not adapted:
             raise IncompatibleComponentsError(
                 "the model has no frozen base to serve as the reference: it trains without LoRA adapters; set "

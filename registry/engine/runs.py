@@ -37,7 +37,7 @@ TRACKING_FILE = "tracking.json"  # the logged runs (W&B, MLflow) that a resumed 
 FORMAT = "ladd-run/1"
 ALLOW_CHANGES_FLAG = "--allow-changes"
 #: Keys that label, sample or evaluate a run: they never change what is trained.
-LABEL_KEYS = ("method", "run_dir", "sampler", "metric", "eval")
+LABEL_KEYS = ("method", "run_dir", "sampler", "metric", "eval", "harness")
 
 
 #: differences named in a refusal, and the characters of each

@@ -8,21 +8,23 @@
 - ``generate_until``: the experiment's sampler (any registered one, with its options) with the context as fixed
   tokens, cut at every stop string and at the end-of-document token.
 
-Requests are turned into rows (:mod:`.requests`); equal rows are scored once, and every row draws from a generator
-seeded by the run's seed and the row itself, so results depend on neither the batch size nor the order.
+Requests are turned into rows (:mod:`.requests`) as the model's config says its family is scored (``harness``: rows
+filled to the model's length or its tokens alone, the tokenizer's special tokens, a BOS before each context, an EOS
+after each continuation); equal rows are scored once, and every row draws from a generator seeded by the run's seed and
+the row itself, so results depend on neither the batch size nor the order.
 """
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
 from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 
-from registry.config.settings import INFERENCE_PRECISIONS
+from registry.config.settings import INFERENCE_PRECISIONS, HarnessConfig
 from registry.engine.assembly import Experiment
 from registry.engine.likelihood import MODES, bound, check_bound, greedy_matches
 from registry.engine.sampling import sample
@@ -85,11 +87,12 @@ class LaddLM(LM):
         pretrained: str | None = None,
         experiment: Experiment | None = None,
         settings: HarnessSettings | None = None,
+        scoring: HarnessConfig | None = None,
         **options: Any,
     ) -> None:
         super().__init__()
         if experiment is None:
-            experiment = _load(pretrained)
+            experiment, scoring = _load(pretrained)
             if options.get("device"):
                 experiment.model.to(options["device"])
         # lm-eval passes its own batch_size (possibly "auto"), max_batch_size and device: a whole batch size is taken
@@ -107,6 +110,7 @@ class LaddLM(LM):
                 f"a model trained on text (dataset=text)"
             )
         self.clean_latent = experiment.sampler.conditions_on_clean_latent
+        self.scoring = scoring or HarnessConfig()
         self.counts = RequestCounts()
 
     @property
@@ -133,8 +137,19 @@ class LaddLM(LM):
         ))
 
     def get_model_info(self) -> dict[str, Any]:
-        """What lm-eval records of the model in its results."""
-        return {"model_components": {slot: c.get("name") for slot, c in self.experiment.origins().items()}}
+        """What lm-eval records of the model in its results: its components and how its requests are scored."""
+        return {
+            "model_components": {slot: c.get("name") for slot, c in self.experiment.origins().items()},
+            "scoring": self.scoring_record(),
+        }
+
+    def scoring_record(self) -> dict[str, Any]:
+        """How requests become rows (the model's ``harness`` settings) and how the network's mask is treated."""
+        rows = ("the context and continuation alone" if self.scoring.length == "variable"
+                else f"filled to the model's {self.model.seq_len} positions with masks")
+        mask = ("kept in the softmax, as the family's code keeps it" if self.model.mask_column is not None
+                else "no probability (SUBS)")
+        return {**asdict(self.scoring), "rows": rows, "mask_column": mask}
 
     # -- likelihoods -------------------------------------------------------------------------------------------
 
@@ -149,7 +164,7 @@ class LaddLM(LM):
         """The log-likelihood bound of each whole document."""
         rows = []
         for (text,) in (r.args for r in requests):
-            ids = encode(self.tokenizer, text)
+            ids = encode(self.tokenizer, text, self.scoring.special_tokens)
             check_ids(ids, self.model.vocab_size, "a document")
             rows.append(self._windows([], ids))
         self.counts.rolling += len(rows)
@@ -157,12 +172,32 @@ class LaddLM(LM):
         return [-sum(bounds[w] for w in row) for row in rows]
 
     def _pair_rows(self, context: str, continuation: str) -> list[Window]:
-        head, tail = encode_pair(self.tokenizer, context, continuation)
-        check_ids([*head, *tail], self.model.vocab_size, f"the request {context[-40:]!r} + {continuation[:40]!r}")
-        return self._windows(head, tail)
+        head, tail = encode_pair(self.tokenizer, self._framed(context), continuation, self.scoring.special_tokens)
+        after = [self._eos()] if self.scoring.eos else []
+        check_ids([*head, *tail, *after], self.model.vocab_size,
+                  f"the request {context[-40:]!r} + {continuation[:40]!r}")
+        return self._windows(head, tail, after)
 
-    def _windows(self, context: Sequence[int], continuation: Sequence[int]) -> list[Window]:
-        rows = windows(context, continuation, self.model.seq_len, mask_id(self.model.vocab_size))
+    def _framed(self, context: str) -> str:
+        """A context as the family's evaluator reads it: after the tokenizer's BOS text when ``harness.bos``."""
+        if not self.scoring.bos:
+            return context
+        bos = getattr(self.tokenizer, "bos_token", None)
+        if not bos:
+            raise LaddError("harness.bos=true puts the tokenizer's BOS before each context, but it has none; set "
+                            "harness.bos=false")
+        return str(bos) + context
+
+    def _eos(self) -> int:
+        eos = self.eot_token_id
+        if eos is None:
+            raise LaddError("harness.eos=true puts EOS after each continuation, but the model's data has none; set "
+                            "harness.eos=false")
+        return eos
+
+    def _windows(self, context: Sequence[int], continuation: Sequence[int], after: Sequence[int] = ()) -> list[Window]:
+        fill = self.scoring.length == "fixed"
+        rows = windows(context, continuation, self.model.seq_len, mask_id(self.model.vocab_size), fill, after)
         self.counts.cut += any(w.cut for w in rows)
         return rows
 
@@ -178,9 +213,10 @@ class LaddLM(LM):
         group = max(1, 4 * settings.batch_size // draws)
         bounds: dict[Window, float] = {}
         matches: dict[Window, bool] = {}
+        lengths = sorted({len(w.tokens) for w in distinct})  # rows of one length per network call
+        parts = [[w for w in distinct if len(w.tokens) == n] for n in lengths]
         with Progress(len(distinct), what, unit="rows") as shown:
-            for start in range(0, len(distinct), group):
-                part = distinct[start : start + group]
+            for part in (same[i : i + group] for same in parts for i in range(0, len(same), group)):
                 tokens = torch.tensor([w.tokens for w in part], dtype=torch.long)
                 scored = torch.tensor([w.scored for w in part], dtype=torch.bool)
                 estimates = bound(
@@ -226,7 +262,7 @@ class LaddLM(LM):
         length, unknown = self.model.seq_len, mask_id(self.model.vocab_size)
         fixed, starts = [], []
         for context in contexts:
-            ids = encode(self.tokenizer, context)
+            ids = encode(self.tokenizer, self._framed(context), self.scoring.special_tokens)
             check_ids(ids, self.model.vocab_size, f"the context {context[-40:]!r}")
             kept = ids[max(0, len(ids) - (length - longest)) :]
             self.counts.cut += len(kept) < len(ids)
@@ -254,11 +290,13 @@ def check_chat_template(tokenizer: Any) -> None:
         raise LaddError(f"--chat-template: the model's tokenizer {name} has no chat template; leave the option out")
 
 
-def _load(path: str | None) -> Experiment:
-    """The model at ``path`` (a run or a model folder), for lm-eval's own command line (``--model ladd``)."""
+def _load(path: str | None) -> tuple[Experiment, HarnessConfig]:
+    """The model at ``path`` (a run or a model folder) and how its requests are scored, for lm-eval's own command line
+    (``--model ladd``)."""
     from registry.engine.loading import load_trained
     from registry.host.registry import load
 
     if not path:
         raise LaddError("the ladd lm-eval model needs pretrained=RUN_OR_MODEL_FOLDER")
-    return load_trained(path, load())[0]
+    experiment, settings = load_trained(path, load())
+    return experiment, settings.harness

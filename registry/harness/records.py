@@ -1,10 +1,13 @@
-"""What ``ladd harness`` writes: lm-eval's results dictionary and ladd's provenance record beside it.
+"""What ``ladd harness`` writes: lm-eval's results dictionary and ladd's provenance record beside it, and with
+``--log-samples`` lm-eval's record of every request.
 
 The results file is lm-eval's results dictionary, as ``lm_eval --output_path`` writes it, without its clock
 readings (the start date and the evaluation's duration), which the provenance record keeps: the same model,
-tasks, settings and seed give the same file, byte for byte. ``provenance.json`` says what was scored (the model's
-folder, weights digest and components with their origins), how (every setting, the estimator of each request
-type, what was truncated), with which versions, by which command, when and for how long.
+tasks, settings and seed give the same file, byte for byte. Logged requests go, as lm-eval writes them, to one
+``samples_TASK.jsonl`` per task (a line per document: its arguments, the model's responses, the metrics).
+``provenance.json`` says what was scored (the model's folder, weights digest and components with their origins), how
+(every setting, how requests became rows, the estimator of each request type, what was truncated), with which
+versions, by which command, when and for how long.
 """
 from __future__ import annotations
 
@@ -22,12 +25,13 @@ from lm_eval.utils import handle_non_serializable
 
 from registry.engine.assembly import Experiment
 from registry.engine.runs import WEIGHTS_FILE
+from registry.errors import LaddError
 from registry.storage.files import write_text
 from registry.storage.weights import file_sha256
 
 from .adapter import HarnessSettings, RequestCounts
 
-__all__ = ["FORMAT", "ESTIMATORS", "provenance", "write"]
+__all__ = ["FORMAT", "ESTIMATORS", "provenance", "samples_file", "write", "write_samples"]
 
 FORMAT = "ladd-harness/1"
 #: lm-eval's entries that read the clock: kept in the provenance record, out of results.json
@@ -51,6 +55,7 @@ def provenance(
     experiment: Experiment,
     settings: HarnessSettings,
     counts: RequestCounts,
+    scoring: dict[str, Any],
     sampler: dict[str, Any],
     tasks: dict[str, Any],
     results: dict[str, Any],
@@ -66,6 +71,7 @@ def provenance(
             "components": experiment.origins(),
         },
         "settings": asdict(settings),
+        "scoring": scoring,
         "sampler": sampler,
         "tasks": tasks,
         "estimators": ESTIMATORS,
@@ -92,6 +98,27 @@ def write(results_path: Path, record_path: Path, results: dict[str, Any], record
     digest = hashlib.sha256(text.encode()).hexdigest()
     record = {**record, "results": {"file": results_path.name, "sha256": digest}}
     write_text(record_path, json.dumps(record, indent=2, default=str) + "\n")
+
+
+def samples_file(folder: Path, task: str) -> Path:
+    """Where the logged requests of ``task`` go."""
+    return folder / f"samples_{task}.jsonl"
+
+
+def write_samples(folder: Path, samples: dict[str, list[dict[str, Any]]]) -> list[Path]:
+    """Each task's logged requests as JSON lines (lm-eval's records); the files written. An existing file is refused
+    before any is written."""
+    for task in samples:
+        if samples_file(folder, task).exists():
+            raise LaddError(f"{samples_file(folder, task)} exists: ladd harness replaces no earlier results; choose "
+                            f"another --out")
+    written = []
+    for task, records in samples.items():
+        lines = "".join(json.dumps(r, default=handle_non_serializable, ensure_ascii=False) + "\n" for r in records)
+        path = samples_file(folder, task)
+        write_text(path, lines)
+        written.append(path)
+    return written
 
 
 def _version(distribution: str) -> str | None:

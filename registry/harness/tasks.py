@@ -71,15 +71,16 @@ def _spec(manager: TaskManager, name: str) -> str | dict[str, Any]:
 
 def evaluate_tasks(
     lm: LM, names: list[str], include: list[Path], limit: int | None, num_fewshot: int | None, seed: int,
-    chat_template: bool = False,
+    chat_template: bool = False, log_samples: bool = False,
 ) -> dict[str, Any]:
     """lm-eval's results dictionary of ``names`` (``simple_evaluate``), every seed set to ``seed``; with
-    ``chat_template``, each request's context framed in the model tokenizer's chat template."""
+    ``chat_template``, each request's context framed in the model tokenizer's chat template; with ``log_samples``,
+    lm-eval's record of every request under ``samples``."""
     manager = task_manager(names, include)
     specs = [_spec(manager, name) for name in names]
     try:
         results = simple_evaluate(
-            model=lm, tasks=specs, num_fewshot=num_fewshot, limit=limit, task_manager=manager, log_samples=False,
+            model=lm, tasks=specs, num_fewshot=num_fewshot, limit=limit, task_manager=manager, log_samples=log_samples,
             random_seed=seed, numpy_random_seed=seed, torch_random_seed=seed, fewshot_random_seed=seed,
             apply_chat_template=chat_template,
         )

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,6 +11,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from registry.errors import ComponentError, InvalidConfigError, LaddError, did_you_mean
+from registry.toolkit.options import references
 
 from .config_types import typed_config
 from .kinds import KIND_SPECS, KINDS
@@ -44,6 +45,21 @@ class ComponentSpec:
             raise ValueError(
                 f"config of {self.kind} {self.name!r} may not define a field 'name': it holds the registry name"
             )
+
+
+#: What separates a plugin's name from a component's in a qualified name: ``PLUGIN:NAME`` (``builtin:confidence``).
+QUALIFIER = ":"
+
+
+def qualify(plugin: str, name: str) -> str:
+    """The qualified name ``PLUGIN:NAME`` of plugin ``plugin``'s component ``name``."""
+    return f"{plugin}{QUALIFIER}{name}"
+
+
+def split_name(name: str) -> tuple[str | None, str]:
+    """``PLUGIN:NAME`` as (plugin, name); a bare name as (None, name)."""
+    plugin, separator, bare = str(name).rpartition(QUALIFIER)
+    return (plugin, bare) if separator else (None, bare)
 
 
 def _import(reference: str) -> Any:
@@ -82,6 +98,11 @@ class Component:
         return self.spec.name
 
     @property
+    def qualified(self) -> str:
+        """``PLUGIN:NAME``: the name that selects this component whatever else is installed."""
+        return qualify(self.origin.plugin, self.name)
+
+    @property
     def label(self) -> str:
         """``kind 'name' of plugin 'p' (distribution version)``: what error messages call this component."""
         origin = self.origin
@@ -104,11 +125,25 @@ class Component:
             self._resolved.append(target)
         return self._resolved[0]
 
-    def build(self, options: dict[str, Any] | None = None, **context: Any) -> Any:
-        """Instantiate the component from its config options plus host-provided context."""
+    def build(
+        self, options: dict[str, Any] | None = None, nested: Mapping[str, Any] | None = None, **context: Any
+    ) -> Any:
+        """Instantiate the component from its config options plus host-provided context.
+
+        ``nested``: the built component each option naming one refers to (``Registry.instantiate`` builds them),
+        passed to the factory as the keyword of the option's name.
+        """
         options = dict(options or {})
         if self.spec.config is None and options:
             raise InvalidConfigError(f"{self.kind} {self.name!r} takes no options, got {sorted(options)}")
+        unbuilt = sorted(set(references(self.spec.config)) - set(nested or {}))
+        if unbuilt:
+            raise ComponentError(
+                "built without the components its options name",
+                f"{self.label} names other components in {', '.join(unbuilt)}: build it with registry.build or "
+                "Registry.instantiate, which build those too",
+            )
+        context = {**context, **(nested or {})}
         arguments = () if self.spec.config is None else (self._config(options),)
         factory = self.factory()
         if isinstance(factory, type):
@@ -186,6 +221,7 @@ class Component:
         return {
             "kind": self.kind,
             "name": self.name,
+            "qualified": self.qualified,
             "plugin": self.origin.plugin,
             "distribution": self.origin.distribution,
             "version": self.origin.version,

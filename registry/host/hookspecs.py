@@ -41,5 +41,7 @@ def ladd_importers() -> Mapping[str, str]:
 
 @hookspec
 def ladd_commands(commands: Commands) -> None:
-    """Add commands to ``ladd``: ``parser = commands.add_parser(NAME, help=...)`` (argparse's), its arguments, then
-    ``parser.set_defaults(run=function)``; ``ladd NAME ...`` calls ``function(args, registry)``."""
+    """Add commands to ``ladd``: ``parser = commands.add_command(NAME, function, help=...)`` (an argparse parser), then
+    its arguments; ``ladd NAME ...`` calls ``function(args, ladd)``, where ``ladd.registry`` is the loaded registry and
+    ``ladd.load(path)`` loads a run or model folder. ``commands.add_parser`` with ``parser.set_defaults(run=function)``,
+    called as ``function(args, registry)``, is the deprecated earlier way."""

@@ -1,9 +1,9 @@
 """Every component kind and every config slot in one table, which the registry, the config schema,
 assembly and ``ladd plugins check`` read.
 
-A new kind is one ``KindSpec`` (plus its interface in ``registry/interfaces.py`` and its exercise in
-``registry/conformance/exercises.py``'s table); a new slot is one ``Slot``. This module imports no torch:
-listing components reads it, and the interface is named, then looked up where it is used.
+A new kind is one ``KindSpec`` (plus its interface in ``registry/interfaces.py`` and its exercise, a module of
+``registry/conformance/exercises/`` and a line in that package's table); a new slot is one ``Slot``. This module
+imports no torch: listing components reads it, and the interface is named, then looked up where it is used.
 """
 from __future__ import annotations
 
@@ -92,13 +92,9 @@ def _tokenizer(built: Built) -> dict[str, Any]:
     return {"tokenizer": built["dataset"].tokenizer}
 
 
-def _dataset(built: Built) -> dict[str, Any]:
-    return {"dataset": built["dataset"]}
-
-
 def _objective(built: Built) -> dict[str, Any]:
-    # the one place an objective gets its reward: the reward slot's component
-    return {"dataset": built["dataset"], "sampler": built["sampler"], "reward": built["reward"]}
+    # the dataset reaches the reward the objective names (its option ``reward``) too
+    return {"dataset": built["dataset"], "sampler": built["sampler"]}
 
 
 @dataclass(frozen=True)
@@ -128,7 +124,7 @@ KIND_SPECS: dict[str, KindSpec] = {
         KindSpec("dataset", "Dataset"),
         KindSpec("metric", "Metric", ("tokenizer",)),
         KindSpec("reward", "Reward", ("dataset",)),
-        KindSpec("objective", "Objective", ("dataset", "sampler", "reward")),
+        KindSpec("objective", "Objective", ("dataset", "sampler")),
     )
 }
 KINDS: tuple[str, ...] = tuple(KIND_SPECS)
@@ -155,7 +151,6 @@ SLOTS: dict[str, Slot] = {
         Slot("latent_backbone", "backbone", optional=True, context=_latent_backbone, needs_latent=True),
         Slot("sampler", "sampler"),
         Slot("metric", "metric", context=_tokenizer),
-        Slot("reward", "reward", optional=True, context=_dataset),
         # empty: the model's own bound (the diffusion objective; LLaDA's SFT loss on instruction data)
         Slot("loss", "objective", optional=True, context=_objective),
     )

@@ -11,6 +11,8 @@ import typing
 from dataclasses import dataclass
 from typing import Any
 
+from registry.toolkit.options import Reference, references
+
 from .component import Component
 from .kinds import SLOTS
 
@@ -30,10 +32,22 @@ def option_help(config: type | None) -> list[OptionHelp]:
     if config is None:
         return []
     comments = _field_comments(config)
+    named = references(config)
     return [
-        OptionHelp(f.name, _type_name(f.type), _default(f), f.metadata.get("help") or comments.get(f.name, ""))
+        OptionHelp(
+            f.name,
+            _reference_type(named[f.name]) if f.name in named else _type_name(f.type),
+            _default(f),
+            f.metadata.get("help") or comments.get(f.name, ""),
+        )
         for f in dataclasses.fields(config)
     ]
+
+
+def _reference_type(reference: Reference) -> str:
+    """How ``ladd show`` types an option naming a component: its kind, and the interface it must implement."""
+    interface = f" ({reference.interface})" if reference.interface else ""
+    return f"{reference.kind} name{interface}"
 
 
 def format_options(component: Component) -> str:

@@ -1,24 +1,28 @@
 """The component registry: lookup by (kind, name), name clashes reported where a name is used, helpful errors."""
 from __future__ import annotations
 
+import copy
+import importlib
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from registry.errors import ComponentClashError, UnknownComponentError, did_you_mean
+from registry.errors import ComponentClashError, InvalidConfigError, LaddError, UnknownComponentError, did_you_mean
 
 from .commands import CommandHook
-from .component import KINDS, Component
+from .component import KINDS, Component, qualify, split_name
+from .kinds import KIND_SPECS
 from .model_folders import ModelFolder, PluginImporter, resolve
-from .plugins import BLOCK_ENV, PluginFailure, PluginHost
+from .plugins import PluginFailure, PluginHost
+from .references import Choice, Resolved, choices, inherited
 
 
 class Registry:
     """Every component contributed by the loaded plugins, indexed by kind and name.
 
-    Two plugins registering the same (kind, name) do not stop ladd: the clash is listed by ``clashes()``.
-    A name ladd's own plugin registers stays ladd's; between third parties, the name is an error only
-    where it is looked up. A lookup naming the plugin a run recorded gets that plugin's component.
+    Two plugins registering the same (kind, name) do not stop ladd: the clash is listed by ``clashes()``, and the bare
+    name is an error where it is looked up (ladd's own plugin, ``builtin``, included); the qualified name
+    ``PLUGIN:NAME`` selects each. A lookup naming the plugin a run recorded gets that plugin's component.
     """
 
     def __init__(
@@ -42,6 +46,7 @@ class Registry:
         self.notes = list(notes)
         self.importers = dict(importers or {})
         self.command_hooks = list(command_hooks)  # plugins' ladd_commands(commands), run as the parser is built
+        self._pins: dict[tuple[str, str], str] = {}  # (kind, bare name) -> the plugin a record names for it
 
     @classmethod
     def from_host(cls, host: PluginHost) -> Registry:
@@ -58,21 +63,64 @@ class Registry:
     def get(self, kind: str, name: str, plugin: str | None = None) -> Component:
         """The component of that kind and name, or an error listing valid names and closest matches.
 
-        ``plugin``: the plugin a run or a model recorded for it, which wins a clash when it is loaded.
+        ``name`` is bare (``confidence``) or qualified (``PLUGIN:NAME``, ``builtin:confidence``). A bare name that
+        several plugins register is refused naming their qualified names, never resolved by a preference.
+        ``plugin``: the plugin a run or a model recorded for a bare name, which picks it among several when loaded.
         """
         table = self._table(kind)
-        found = table.get(name)
+        wanted, bare = split_name(name)
+        found = table.get(bare, [])
+        if wanted is not None:
+            return self._of_plugin(kind, bare, wanted, found)
         if not found:
             valid = ", ".join(sorted(table)) or "(none registered)"
             raise UnknownComponentError(
                 f"unknown {kind} {name!r}{did_you_mean(name, table)} valid {kind} names: {valid}{self._not_loaded()}"
             )
-        recorded = [c for c in found if c.origin.plugin == plugin]
-        own = [c for c in found if c.origin.own]
-        chosen = recorded or own or found
+        pinned = plugin or self._pins.get((kind, bare))
+        recorded = [c for c in found if c.origin.plugin == pinned]
+        chosen = recorded or found
         if len(chosen) > 1:
             raise ComponentClashError(clash_message(found))
         return chosen[0]
+
+    def _of_plugin(self, kind: str, name: str, plugin: str, found: list[Component]) -> Component:
+        """Plugin ``plugin``'s component ``name`` (a qualified name), or one line saying why there is none."""
+        for component in found:
+            if component.origin.plugin == plugin:
+                return component
+        qualified = qualify(plugin, name)
+        reason = self.unavailable(plugin)
+        if reason is not None:
+            raise UnknownComponentError(f"{kind} {qualified!r} is not available: {reason}")
+        own = sorted(c.name for c in self if c.kind == kind and c.origin.plugin == plugin)
+        if not own and not any(c.origin.plugin == plugin for c in self):
+            loaded = sorted({c.origin.plugin for c in self})
+            close = did_you_mean(plugin, loaded) or ";"
+            raise UnknownComponentError(
+                f"{kind} {qualified!r} names plugin {plugin!r}, which is not installed{close} loaded plugins: "
+                f"{', '.join(loaded)}"
+            )
+        others = ", ".join(c.qualified for c in found)
+        valid = ", ".join(own) or f"none (it registers no {kind})"
+        elsewhere = f"; {name!r} is {others}" if others else ""
+        raise UnknownComponentError(
+            f"plugin {plugin!r} registers no {kind} {name!r}{did_you_mean(name, own) or ';'} its {kind} names: "
+            f"{valid}{elsewhere}"
+        )
+
+    def pinned(self, records: Mapping[str, Any]) -> Registry:
+        """This registry with each bare name a run recorded (``components.json``: slot -> kind, name, plugin and
+        ``nested``) looked up as that run's plugin's, whatever else registers it: what a resumed run composes with."""
+        pinned = copy.copy(self)
+        pinned._pins = {**self._pins}
+        entries = list(records.values())
+        while entries:
+            entry = entries.pop()
+            if isinstance(entry, Mapping) and all(isinstance(entry.get(k), str) for k in ("kind", "name", "plugin")):
+                pinned._pins[entry["kind"], entry["name"]] = entry["plugin"]
+                entries += list((entry.get("nested") or {}).values())
+        return pinned
 
     def option(self, kind: str, name: str) -> Component:
         """The component whose options a config selecting ``name`` takes: the one ``get`` finds, or the first
@@ -80,11 +128,50 @@ class Registry:
         try:
             return self.get(kind, name)
         except ComponentClashError:
-            return self._table(kind)[name][0]
+            return self._table(kind)[split_name(name)[1]][0]
 
     def build(self, kind: str, name: str, options: dict[str, Any] | None = None, **context: Any) -> Any:
-        """Instantiate a component by kind and name."""
-        return self.get(kind, name).build(options, **context)
+        """Instantiate a component by kind and name (with the components its options name)."""
+        return self.instantiate(self.get(kind, name), options, **context)[0]
+
+    def instantiate(
+        self, component: Component, options: Mapping[str, Any] | None = None, recorded: Any = None, **context: Any
+    ) -> tuple[Any, Resolved]:
+        """``component`` built from ``options`` and ``context``, and what was chosen for it.
+
+        Each option naming another component (``registry.toolkit.options.refers_to``) is looked up as a config's
+        component is (``recorded``: the record of an earlier choice, whose plugins pick a bare name among several),
+        built from its options (with the context keywords of its own kind that ``context`` holds) and passed to the
+        factory as the keyword of the option's name; the option itself then holds the qualified name.
+        """
+        options = dict(options or {})
+        built: dict[str, Any] = {}
+        chosen: dict[str, Resolved] = {}
+        for choice in choices(component, options):
+            earlier = _nested_record(recorded, choice.option)
+            named = self.get(choice.reference.kind, choice.name, recorded_plugin_of(earlier))
+            _check_interface(self, component, choice, named)
+            kind_context = {key: value for key, value in context.items() if key in KIND_SPECS[named.kind].context}
+            try:
+                instance, resolved = self.instantiate(
+                    named, inherited(choice, component, options, named), earlier, **kind_context
+                )
+            except InvalidConfigError as error:
+                raise InvalidConfigError(f"{choice.options_key}: {error}") from None
+            built[choice.option], chosen[choice.option] = instance, resolved
+            options[choice.option] = named.qualified
+        return component.build(options, nested=built, **context), Resolved(component, chosen)
+
+    def check_options(self, component: Component, options: Mapping[str, Any]) -> None:
+        """Refuse ``options`` as building ``component`` would (the components they name and their options included),
+        without building anything."""
+        component.check_options(dict(options))
+        for choice in choices(component, options):
+            named = self.get(choice.reference.kind, choice.name)
+            try:
+                self.check_options(named, inherited(choice, component, options, named))
+            except InvalidConfigError as error:
+                raise InvalidConfigError(f"{choice.options_key}: {error}") from None
 
     def clashes(self) -> list[list[Component]]:
         """Groups of components that share a kind and name (each group from two or more plugins)."""
@@ -133,22 +220,51 @@ class Registry:
         return "; not searched: " + "; ".join(notes)
 
 
-def clash_message(found: list[Component]) -> str:
-    """One line naming every plugin that registers the same component and how to keep one."""
-    first = found[0]
-    others = [c for c in found if not c.origin.own]
-    plugins = ", ".join(
-        f"{c.origin.plugin!r} ({c.origin.distribution or '-'} {c.origin.version or '-'})" for c in others
+def recorded_plugin_of(entry: Any) -> str | None:
+    """The plugin a component record names, or None when it names none usable."""
+    plugin = entry.get("plugin") if isinstance(entry, Mapping) else None
+    return plugin if isinstance(plugin, str) else None
+
+
+def _nested_record(entry: Any, option: str) -> Any:
+    """The record of the component that option ``option`` of a recorded component named, or None."""
+    nested = entry.get("nested") if isinstance(entry, Mapping) else None
+    return nested.get(option) if isinstance(nested, Mapping) else None
+
+
+def _check_interface(registry: Registry, owner: Component, choice: Choice, named: Component) -> None:
+    """Refuse, before building it, a named component that is not of the interface its reference asks for."""
+    interface = choice.reference.interface
+    if interface is None:
+        return
+    wanted = getattr(importlib.import_module("registry.interfaces"), interface)
+    if _is_a(named, wanted):
+        return
+    valid = [c.name for c in registry if c.kind == named.kind and _is_a(c, wanted)]
+    raise InvalidConfigError(
+        f"{owner.kind} {owner.name!r}: {choice.option}={choice.name!r} is no registry.interfaces.{interface} "
+        f"({named.label} is not one); valid: {', '.join(sorted(valid)) or 'none installed'}"
     )
-    if len(others) < len(found):
-        return (
-            f"{first.kind} {first.name!r} of {'plugins' if len(others) > 1 else 'plugin'} {plugins} has the name of "
-            f"ladd's own {first.kind}, which configs select; rename it in that plugin (runs and models that recorded "
-            "it still load it)"
-        )
+
+
+def _is_a(component: Component, interface: type) -> bool:
+    """Whether a component's factory is a class implementing ``interface`` (a factory that does not import is not)."""
+    try:
+        factory = component.factory()
+    except LaddError:
+        return False
+    return isinstance(factory, type) and issubclass(factory, interface)
+
+
+def clash_message(found: list[Component]) -> str:
+    """One line naming every plugin that registers the same component and the qualified names that select each."""
+    first = found[0]
+    plugins = ", ".join(
+        f"{c.origin.plugin!r} ({c.origin.distribution or '-'} {c.origin.version or '-'})" for c in found
+    )
     return (
-        f"{first.kind} {first.name!r} is registered by several plugins: {plugins}; to use one, hide the others "
-        f"with {BLOCK_ENV}={found[-1].origin.plugin} (comma-separated), or uninstall or rename one"
+        f"{first.kind} {first.name!r} is registered by several plugins: {plugins}; name the one you mean: "
+        f"{' or '.join(c.qualified for c in found)}"
     )
 
 

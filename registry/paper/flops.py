@@ -23,6 +23,7 @@ import torch
 from registry.config.settings import Settings, checked
 from registry.engine.assembly import selection
 from registry.engine.compute import head_macs, measure_flops, transformer_macs
+from registry.host.component import split_name
 from registry.host.kinds import SLOTS
 from registry.host.registry import Registry
 from registry.interfaces import AttentionPattern, Backbone, Channels, Latent, TransformerShape
@@ -221,6 +222,6 @@ def _build(settings: Settings, registry: Registry, slot: str, **context: Any) ->
 
 def _network(settings: Settings, registry: Registry, slot: str, channels: Channels) -> NetworkFlops:
     backbone: Backbone = _build(settings, registry, slot, channels=channels)
-    name = settings.selection(slot)["name"]  # type: ignore[index]  # the network was built: its slot is filled
+    name = split_name(settings.selection(slot)["name"])[1]  # type: ignore[index]  # built: its slot is filled
     pattern = getattr(backbone, "attention", AttentionPattern())
     return NetworkFlops(slot, name, backbone.transformer_shape(), measure_flops(backbone, channels), pattern)

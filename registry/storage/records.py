@@ -116,27 +116,39 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
 
 
 def checked_components(components: Any, owner: str, where: Path | None = None) -> dict[str, dict[str, Any]]:
-    """A component record (slot -> kind, name, plugin, distribution, version), refused unless every field is sound;
-    ``where``: the file that holds it, named in the refusal."""
+    """A component record (slot -> kind, name, plugin, distribution, version, and ``nested``: option -> the record of
+    the component that option names), refused unless every field is sound; ``where``: the file that holds it, named
+    in the refusal."""
     damaged = f"{owner}'s component record{'' if where is None else f' ({where})'} is damaged or was edited"
     if not isinstance(components, Mapping):
         raise LaddError(f"{damaged}: it is {type(components).__name__}, not a mapping of slots to components")
     for slot, entry in components.items():
-        if not isinstance(entry, Mapping):
-            raise LaddError(f"{damaged}: slot {slot!r} holds {type(entry).__name__}, not a component")
-        missing = [key for key in (*COMPONENT_TEXT_FIELDS, *COMPONENT_ORIGIN_FIELDS) if key not in entry]
-        if missing:
-            raise LaddError(f"{damaged}: slot {slot!r} lacks {', '.join(missing)}")
-        if entry["kind"] not in KINDS:
-            raise LaddError(f"{damaged}: slot {slot!r} has kind {entry['kind']!r}; kinds are {', '.join(KINDS)}")
-        for key in COMPONENT_TEXT_FIELDS:
-            if not isinstance(entry[key], str) or not entry[key].isprintable():
-                raise LaddError(f"{damaged}: slot {slot!r} has {key} {entry[key]!r}, not a printable name")
-        for key, pattern, valid in zip(COMPONENT_ORIGIN_FIELDS, (_DISTRIBUTION, _VERSION), _ORIGIN_LABELS, strict=True):
-            value = entry[key]
-            if value is not None and (not isinstance(value, str) or pattern.fullmatch(value) is None):
-                raise LaddError(f"{damaged}: slot {slot!r} has {key} {value!r}, which is not {valid}")
+        _check_entry(entry, f"slot {slot!r}", damaged)
     return {str(slot): dict(entry) for slot, entry in components.items()}
+
+
+def _check_entry(entry: Any, where: str, damaged: str) -> None:
+    """One component's record (``where``: how the refusal names its place) and those of the components it names."""
+    if not isinstance(entry, Mapping):
+        raise LaddError(f"{damaged}: {where} holds {type(entry).__name__}, not a component")
+    missing = [key for key in (*COMPONENT_TEXT_FIELDS, *COMPONENT_ORIGIN_FIELDS) if key not in entry]
+    if missing:
+        raise LaddError(f"{damaged}: {where} lacks {', '.join(missing)}")
+    if entry["kind"] not in KINDS:
+        raise LaddError(f"{damaged}: {where} has kind {entry['kind']!r}; kinds are {', '.join(KINDS)}")
+    for key in COMPONENT_TEXT_FIELDS:
+        if not isinstance(entry[key], str) or not entry[key].isprintable():
+            raise LaddError(f"{damaged}: {where} has {key} {entry[key]!r}, not a printable name")
+    for key, pattern, valid in zip(COMPONENT_ORIGIN_FIELDS, (_DISTRIBUTION, _VERSION), _ORIGIN_LABELS, strict=True):
+        value = entry[key]
+        if value is not None and (not isinstance(value, str) or pattern.fullmatch(value) is None):
+            raise LaddError(f"{damaged}: {where} has {key} {value!r}, which is not {valid}")
+    nested = entry.get("nested", {})
+    if not isinstance(nested, Mapping):
+        shape = type(nested).__name__
+        raise LaddError(f"{damaged}: {where} has nested {shape}, not a mapping of options to components")
+    for option, named in nested.items():
+        _check_entry(named, f"{where}'s {option}", damaged)
 
 
 def install_hint(distribution: str | None, version: str | None) -> str:

@@ -58,6 +58,9 @@ class EvalResult:
     bound: float | None = None
     bound_draws: int = 0  # Monte Carlo draws per held-out row behind bound
     no_bound: str | None = None  # why the bound was left out when it was not asked for explicitly
+    #: the sampler and metric that produced it (slot -> kind, name, qualified name, plugin, distribution, version and
+    #: ``nested``: the components they name, as a sampler's token decoder); empty in results of an earlier ladd
+    components: dict[str, Any] = field(default_factory=dict)
 
     @property
     def token_perplexity(self) -> float:

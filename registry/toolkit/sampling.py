@@ -10,6 +10,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from registry.contract import deprecated
 from registry.errors import InvalidConfigError, LaddError
 from registry.interfaces import (
     Denoised,
@@ -24,6 +25,7 @@ from registry.interfaces import (
 __all__ = [
     "Conditioning",
     "ProcessRule",
+    "RuleDecoder",
     "TokenChain",
     "TokenRule",
     "check_fixed_kept",
@@ -130,7 +132,11 @@ def check_fixed_kept(tokens: Tensor, fixed: Tensor | None, model: DenoiserModel)
 def takes_fixed(process: Process) -> bool:
     """Whether ``process.step`` takes the known tokens (``fixed=``), as the process declares (``Process.takes_fixed``,
     True unless its step was written without the keyword)."""
-    return getattr(process, "takes_fixed", True) is not False
+    return getattr(process, "takes_fixed", True) is not False and type(process) not in _WITHOUT_FIXED
+
+
+#: process classes whose step turned out to lack ``fixed`` without declaring it: called without it from then on
+_WITHOUT_FIXED: set[type] = set()
 
 
 def reverse_step(
@@ -143,7 +149,8 @@ def reverse_step(
     fixed: Tensor | None,
 ) -> Tensor:
     """``process.step``, given the known tokens ``fixed`` when there are some; a process declaring ``takes_fixed =
-    False`` is called without them (``check_fixed_kept`` then tells whether it kept them)."""
+    False`` is called without them (``check_fixed_kept`` then tells whether it kept them). A step without the keyword
+    that does not declare it is called without it too, with a deprecation line, until the contract that refuses it."""
     if fixed is None or not takes_fixed(process):
         return process.step(x_t, prediction, tau_t, tau_s, generator)
     try:
@@ -152,11 +159,9 @@ def reverse_step(
         if "unexpected keyword argument 'fixed'" not in str(error):
             raise
         kind = type(process)
-        raise LaddError(
-            f"token process {kind.__name__} ({kind.__module__}) has a step without the `fixed` keyword but does not "
-            f"declare `takes_fixed = False`, which plugin contract 3 asks of such a process instead of reading its "
-            f"signature (docs/contract.md): declare it, or take `fixed` and keep the known tokens"
-        ) from error
+        deprecated("takes_fixed", f"token process {kind.__name__} ({kind.__module__})")
+        _WITHOUT_FIXED.add(kind)
+        return process.step(x_t, prediction, tau_t, tau_s, generator)
 
 
 def revealing(model: DenoiserModel, fast: bool) -> RevealingProcess | None:
@@ -300,7 +305,8 @@ class TokenRule(ABC):
 
 
 class ProcessRule(TokenRule):
-    """The token process's own reverse step from ``tau_t`` to ``tau_s`` (MDLM's ancestral step).
+    """The token process's own reverse step from ``tau_t`` to ``tau_s`` (MDLM's ancestral step), which never draws the
+    network's own mask (``DenoiserModel.mask_column``).
 
     ``fast`` with a ``RevealingProcess``: the exact fast path, drawing the revealing positions first and predicting
     there only; otherwise a prediction at every position and the process's ``step``.
@@ -320,6 +326,8 @@ class ProcessRule(TokenRule):
         self, model: DenoiserModel, chain: TokenChain, logits: Tensor, rows: Tensor | None, generator: torch.Generator
     ) -> Tensor:
         process = revealing(model, self.fast)
+        if model.mask_column is not None:  # the process's step draws real tokens: the network's mask gets none (SUBS)
+            logits = logits.index_fill(-1, torch.tensor([model.mask_column], device=logits.device), float("-inf"))
         if rows is not None and process is not None:
             return process.fill(chain.x, rows, logits, generator)
         return reverse_step(model.process, chain.x, logits, self.tau_t, self.tau_s, generator, chain.fixed)
@@ -393,6 +401,27 @@ def decode_tokens(
     condition = Conditioning(latent, tau_y, guidance, guidance_seed(generator, guidance))
     run_rules(model, chain, decoder.rules(model, chain, steps), generator, condition)
     return SampleOutput(check_fixed_kept(chain.x, fixed, model), latent, chain.calls)
+
+
+class RuleDecoder(TokenDecoder):
+    """A ``TokenDecoder`` whose ``sample`` is provided: the token chain from all masks to tokens under its ``rules``
+    (:func:`decode_tokens`), keeping ``fixed``, with ``guidance`` as its classifier-free guidance. A decoder writes
+    ``rules`` alone, and overrides ``sample`` only to do more."""
+
+    #: the classifier-free guidance of this decoder's own ``sample`` (a sampler running its rules passes its own)
+    guidance: float = 1.0
+
+    @torch.no_grad()
+    def sample(  # type: ignore[override]  # no latent keyword: a LADD sampler hands its latent to decode_tokens
+        self,
+        model: DenoiserModel,
+        num_samples: int,
+        steps: int,
+        generator: torch.Generator,
+        fixed: Tensor | None = None,
+    ) -> SampleOutput:
+        """The token chain from all masks to tokens under this decoder's rules, keeping ``fixed``."""
+        return decode_tokens(self, model, num_samples, steps, generator, fixed, guidance=self.guidance)
 
 
 def denoise_tokens(

@@ -28,7 +28,7 @@ from registry.engine.assembly import Experiment, build_experiment
 from registry.engine.batches import check_batch, first_batch, stream_ended
 from registry.engine.loading import load_run
 from registry.engine.memory import check_fits
-from registry.engine.runs import COMPONENTS_FILE, WEIGHTS_FILE, RunFolder
+from registry.engine.runs import COMPONENTS_FILE, WEIGHTS_FILE, RunFolder, recorded_components
 from registry.errors import InvalidConfigError, LaddError
 from registry.host.registry import Registry
 from registry.interfaces import Dataset, batches_from, device_batches, prepare, rank_batches
@@ -121,13 +121,14 @@ def _train_checked(
         folder.check(plain, allow_changes)
     tracking = Tracking(train_cfg.logger, folder, settings, main)
     L.seed_everything(settings.seed, workers=True, verbose=False)
-    experiment = build_experiment(settings, registry)
+    # a resumed run keeps the components it recorded, whatever has been installed since
+    experiment = build_experiment(settings, registry, recorded_components(folder.path))
     # every process, before any joins the others: one prepares the data (tokenises, on first use) while the
     # others wait for it on the file system, so no process group setup times out meanwhile
     prepare(experiment.dataset, ["train"])
     base = _start(experiment, settings, folder, registry, main)
     if main and not has_saved_state(folder, len(train_cfg.stages_to_run())):
-        _check_starting_weights(experiment, settings)
+        _check_starting_weights(experiment)
     check_layers(experiment.model, train_cfg.activation_checkpointing, hardware.shards > 1)
     if main:
         # damaged or unfitting saved state, a foreign metrics file, or data that cannot give a first batch:
@@ -172,15 +173,15 @@ def _start(
     return base
 
 
-def _check_starting_weights(experiment: Experiment, settings: Settings) -> None:
+def _check_starting_weights(experiment: Experiment) -> None:
     """Refuse to begin from weights holding NaN or inf (a damaged checkpoint a component loads), naming the component
     and the tensor, rather than meet them as a non-finite loss at step 0."""
     name = first_non_finite(experiment.model.state_dict())
     if name is None:
         return
     slot = name.split(".")[0]  # the model holds each component under its slot's name
-    node = settings.selection(slot)
-    component = f"{slot} {node['name']!r}" if isinstance(node, dict) and "name" in node else slot
+    chosen = experiment.components.get(slot)
+    component = slot if chosen is None else f"{slot} {chosen.name!r}"
     raise LaddError(
         f"{component} holds non-finite values (NaN or inf) in {name} before training: the weights it was built "
         f"from are damaged; replace them (a pretrained model's files), or choose another"

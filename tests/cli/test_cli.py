@@ -109,7 +109,7 @@ def test_train_sample_eval_round_trip(tmp_path):
     os.umask(umask)
     assert stat.S_IMODE((run / "model.safetensors").stat().st_mode) == 0o666 & ~umask
     config = yaml.safe_load((run / "config.yaml").read_text())
-    assert config["backbone"]["name"] == "dit" and config["dataset"]["seq_len"] == 16
+    assert config["backbone"]["name"] == "builtin:dit" and config["dataset"]["seq_len"] == 16  # as the preset names it
     origins = json.loads((run / "components.json").read_text())
     assert origins["backbone"]["plugin"] == "builtin" and origins["backbone"]["distribution"] == "ladd"
     metrics = (run / "logs" / "stage1" / "metrics.csv").read_text()

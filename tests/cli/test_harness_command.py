@@ -59,6 +59,21 @@ def test_the_shipped_tasks_run_offline_and_one_seed_gives_identical_results_file
     assert again.returncode == 2 and again.stderr.strip().endswith("choose another --out")
 
 
+def test_log_samples_writes_lm_evals_record_of_every_request_and_results_say_how_rows_were_made(run, tmp_path):
+    done = harness(run, tmp_path / "out", "--log-samples")
+    assert done.returncode == 0, done.stderr
+    for task, requests in (("ladd_demo_choice", 6), ("ladd_demo_exact", 6)):
+        records = [json.loads(line) for line in (tmp_path / "out" / f"samples_{task}.jsonl").read_text().splitlines()]
+        assert len(records) == requests and all({"doc", "arguments", "resps"} <= set(r) for r in records)
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert "samples" not in results
+    scoring = results["config"]["scoring"]
+    assert scoring["length"] == "fixed" and scoring["rows"] == "filled to the model's 32 positions with masks"
+    assert json.loads((tmp_path / "out" / "provenance.json").read_text())["scoring"] == scoring
+    again = harness(run, tmp_path / "again")
+    assert again.returncode == 0 and not list((tmp_path / "again").glob("samples_*")), "only when asked"
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [

@@ -22,7 +22,7 @@ TINY = [
 def runs(tmp_path_factory):
     root, reg = tmp_path_factory.mktemp("runs"), registry.load()
     train(compose(["experiment=demo/arith_sft", *TINY], reg), root / "sft", reg)
-    rl = [*TINY, "loss.group=2", "loss.steps=2", "train.lora.rank=2", "reward.score=2.0"]
+    rl = [*TINY, "loss.group=2", "loss.steps=2", "train.lora.rank=2", "loss.reward_options.score=2.0"]
     train(compose(["experiment=demo/arith_grpo", *rl], reg), root / "grpo", reg)
     return root
 

@@ -35,7 +35,7 @@ def test_p_r_and_p_cfg_are_on_exactly_for_text_co_ladd(reg, name):
     assert cfg["encoder"]["input_dropout_max"] == (0.9 if on else 0.0)
     assert cfg["objective"]["p_cfg"] == (0.15 if on or name == "demo/coladd" else 0.0)
     assert cfg["objective"]["latent_loss_on_dropped"] is False
-    if cfg["latent"]["name"] == "continuous":
+    if cfg["latent"]["name"] == "builtin:continuous":  # as the presets name it
         assert cfg["latent"]["dropped_input"] == "noised_null"
         assert cfg["latent_process"]["feature_reduction"] == "mean"
 
@@ -53,7 +53,7 @@ def test_p_r_and_p_cfg_are_on_exactly_for_text_co_ladd(reg, name):
 def test_di_ladd_latents_follow_the_papers_text(reg, name, width, codes):
     cfg = preset(reg, name)
     assert (cfg["latent"]["width"], cfg["encoder"]["width"], cfg["latent"]["codebook_size"]) == (width, width, codes)
-    assert cfg["latent_schedule"]["name"] == "linear"
+    assert cfg["latent_schedule"]["name"] == "builtin:linear"
 
 
 def test_the_swd_is_on_the_papers_scale_and_text_sampling_runs_in_bf16_on_a_gpu(reg):

@@ -63,6 +63,9 @@ def test_the_component_the_preset_selected_keeps_its_values_when_typed_again(reg
     again = compose(
         ["experiment=binsaw/diladd_seq_cpu", "run_dir=r", "sampler=sequential", "process=masked"], reg
     ).plain()
+    assert (preset["sampler"]["name"], preset["process"]["name"]) == ("builtin:sequential", "builtin:masked")
+    for slot in ("sampler", "process"):  # typed bare, the preset's component (ladd's presets name theirs qualified)
+        assert reg.get(slot, again[slot].pop("name")) is reg.get(slot, preset[slot].pop("name"))
     assert again == preset and again["sampler"]["latent_steps"] == 8 and again["process"]["horizon"] == 4000
     assert capsys.readouterr().err == ""
     other = compose(["experiment=binsaw/diladd_seq_cpu", "sampler=joint"], reg).plain()

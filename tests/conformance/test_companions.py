@@ -51,9 +51,10 @@ def test_a_latent_is_judged_with_ladds_samplers_not_with_another_plugins():
         EXERCISES[kind](reg.get(kind, name), reg)  # raises on a failure
     problems = check_plugin("other", reg)
     assert problems == [
-        "sampler 'aaa_blind': fails in a tiny model: with process 'autoregressive' and latent 'continuous' and process "
-        "'vp', "
-        "the sampled latent must have the null latent's shape (3, 1, 32)"
+        "sampler 'other:aaa_blind': fails in a tiny model: with process 'autoregressive' and latent 'continuous' and "
+        "process 'vp', sampling with sampler 'aaa_blind': IncompatibleComponentsError: a model with a latent channel "
+        "was asked for token predictions without its latent (y_t None): the tokens are predicted given the latent the "
+        "sampler holds"
     ], "the sampler claiming a latent channel is judged on one"
 
 
@@ -62,8 +63,8 @@ def test_a_sampler_that_ignores_the_known_tokens_is_caught_every_time():
     verdicts = [check_plugin("forgetful", reg) for _ in range(3)]
     assert verdicts == [verdicts[0]] * 3
     assert verdicts[0] == [
-        "sampler 'forgetful': fails in a tiny model: with process 'autoregressive', samples do not keep the tokens "
-        "given in `fixed`"
+        "sampler 'forgetful:forgetful': fails in a tiny model: with process 'autoregressive', samples do not keep the "
+        "tokens given in `fixed`"
     ]
 
 

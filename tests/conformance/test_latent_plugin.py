@@ -50,7 +50,7 @@ def test_trained_jointly_on_the_diladd_preset_then_sampled(plugin_env, tmp_path)
     assert out.returncode == 0, out.stderr
     config = yaml.safe_load((run / "config.yaml").read_text())
     assert config["latent"] == {"name": "rounding", "length": 1, "width": 32, "dims": 3, "levels": 4}
-    assert config["latent_process"]["name"] == "masked" and config["sampler"]["name"] == "joint"
+    assert config["latent_process"]["name"] == "builtin:masked" and config["sampler"]["name"] == "builtin:joint"
     assert json.loads((run / "components.json").read_text())["latent"]["distribution"] == "ladd-rounding-plugin"
     stages = {row.split(",")[0] for row in (run / "metrics.csv").read_text().splitlines()[1:]}
     assert stages == {"1", "2"}

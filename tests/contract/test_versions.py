@@ -117,3 +117,13 @@ def test_the_changelog_has_every_version_and_every_moved_module():
     versions = [int(v) for v in re.findall(r"^## Contract (\d+)", text, flags=re.MULTILINE)]
     assert sorted(versions, reverse=True) == versions and set(versions) == set(range(1, CONTRACT_VERSION + 1))
     assert [old for old in MOVED_MODULES if f"`{old}`" not in text] == []
+
+
+def test_the_changelog_reserves_every_name_of_ladds_own_components_and_importers():
+    text = CHANGELOG.read_text()
+    reserved = text[text.index("## Names ladd reserves") : text.index("## Contract 4")]
+    own = registry.load()
+    names = {c.name for c in own if c.origin.own} | {n for n, entry in own.importers.items() if entry.origin.own}
+    assert sorted(name for name in names if f"`{name}`" not in reserved) == [], (
+        "a new built-in name is listed there and marked possibly breaking in its contract's entry"
+    )

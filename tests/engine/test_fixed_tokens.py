@@ -5,7 +5,13 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 from support import fake_distribution, run_ladd
+
+import registry
+from registry import contract
+from registry.errors import LaddError
+from registry.toolkit.sampling import reverse_step
 
 pytestmark = pytest.mark.slow  # the ladd command in subprocesses, and tiny training runs
 
@@ -96,17 +102,51 @@ def uniform(tmp_path_factory) -> dict[str, str]:
     return {"PYTHONPATH": fake_distribution(tmp_path_factory.mktemp("uniform"), "uniform_plugin", UNIFORM)}
 
 
+UNDECLARED_LINE = (
+    "token process Undeclared (uniform_plugin) has a step() without the `fixed` keyword and does not declare "
+    "`takes_fixed = False`, which plugin contract 3 deprecated and contract 5 refuses: declare `takes_fixed = False` "
+    "on the process, or take `fixed` in step() and keep the known tokens (docs/contract.md, contract 3)"
+)
+
+
 def test_plugin_check_sees_a_step_that_takes_known_tokens_and_changes_them(uniform):
     out = run_ladd("plugins", "check", "uniform_plugin", env=uniform)
     assert out.returncode == 2
     assert out.stderr.strip().splitlines() == [
-        "ladd: error: plugin 'uniform_plugin' has 2 problem(s):",
-        "  process 'uniform_deaf': fails in a tiny model: step(..., fixed=...) changed known tokens at tau=0.875",
-        "  process 'uniform_undeclared': fails in a tiny model: the reverse chain with known tokens (fixed): "
-        "LaddError: token process Undeclared (uniform_plugin) has a step without the `fixed` keyword but does not "
-        "declare `takes_fixed = False`, which plugin contract 3 asks of such a process instead of reading its "
-        "signature (docs/contract.md): declare it, or take `fixed` and keep the known tokens",
-    ]
+        f"ladd: deprecated: {UNDECLARED_LINE}",
+        "ladd: error: plugin 'uniform_plugin' has 1 problem(s):",
+        "  process 'uniform_plugin:uniform_deaf': breaks Process.step(..., fixed=...) (the known tokens kept): "
+        "step(..., fixed=...) changed known tokens at tau=0.875",
+    ], "the step written without `fixed` works, deprecated, for one more contract"
+
+
+def test_a_step_without_fixed_that_does_not_declare_it_samples_deprecated_and_is_refused_from_contract_5(
+    uniform, tmp_path, monkeypatch
+):
+    run = tmp_path / "run"
+    trained = run_ladd("train", *TEXT, "process=uniform_undeclared", f"run_dir={run}", env=uniform)
+    assert trained.returncode == 0, trained.stderr
+    prompted = run_ladd(
+        "sample", str(run), "--prompt", "ROMEO:", "--num", "2", "--steps", "4", "--out", str(tmp_path / "p.jsonl"),
+        env=uniform,
+    )
+    assert prompted.returncode == 2 and prompted.stderr.splitlines()[0] == f"ladd: deprecated: {UNDECLARED_LINE}"
+    assert prompted.stderr.strip().splitlines()[-1] == (
+        "ladd: error: token process Undeclared changed tokens given in `fixed` (a prompt or an infill): its step must "
+        "take them (step(..., fixed=None)), keep them and not declare takes_fixed = False"
+    ), "called without `fixed`, as if it declared takes_fixed = False, it is refused where it changes the prompt"
+    monkeypatch.syspath_prepend(uniform["PYTHONPATH"])
+    from uniform_plugin import Undeclared, UniformConfig
+
+    monkeypatch.setattr(contract, "CONTRACT_VERSION", 5)
+    process = Undeclared(UniformConfig(), registry.build("schedule", "linear"), 5)
+    x = torch.zeros(1, 4, dtype=torch.long)
+    with pytest.raises(LaddError) as refused:
+        reverse_step(process, x, torch.zeros(1, 4, 5), torch.ones(1), torch.zeros(1), torch.Generator(), x)
+    assert str(refused.value) == UNDECLARED_LINE.replace(
+        "which plugin contract 3 deprecated and contract 5 refuses",
+        "which plugin contract 5 refuses (this ladd implements contract 5)",
+    )
 
 
 def test_a_uniform_noise_process_keeps_a_prompt_and_an_infills_context(uniform, tmp_path):

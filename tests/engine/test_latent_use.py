@@ -9,13 +9,11 @@ import torch
 from support import TINY
 from torch import Tensor, nn
 
+import registry
 from ladd_plugins.datasets.text.tokenizer import characters
 from ladd_plugins.latents.continuous import ContinuousLatent, ContinuousLatentConfig
 from ladd_plugins.processes.masked import MaskedProcess, MaskedProcessConfig
 from ladd_plugins.processes.vp import VPGaussianProcess, VPProcessConfig
-from ladd_plugins.samplers.config import JointConfig, SequentialConfig
-from ladd_plugins.samplers.joint import JointSampler
-from ladd_plugins.samplers.sequential import SequentialSampler
 from ladd_plugins.schedules.closed_form import LinearSchedule, ScheduleConfig
 from registry.config.composition import compose
 from registry.engine.assembly import build_experiment
@@ -73,7 +71,7 @@ def _signs(n: int) -> Tensor:
     return latent
 
 
-SAMPLERS = [JointSampler(JointConfig()), SequentialSampler(SequentialConfig(latent_steps=5))]
+SAMPLERS = [registry.build("sampler", "joint"), registry.build("sampler", "sequential", {"latent_steps": 5})]
 
 
 @pytest.mark.parametrize("sampler", SAMPLERS, ids=["joint", "sequential"])

@@ -155,8 +155,6 @@ def diladd_run(tmp_path_factory):
 
 def test_sample_chooses_a_sampler_and_its_options_as_eval_does(diladd_run, tmp_path):
     import registry
-    from ladd_plugins.samplers.config import SequentialConfig
-    from ladd_plugins.samplers.sequential import SequentialSampler
     from registry.engine.loading import load_run
     from registry.engine.sampling import sample
 
@@ -177,7 +175,7 @@ def test_sample_chooses_a_sampler_and_its_options_as_eval_does(diladd_run, tmp_p
     assert own.returncode == 0, own.stderr
 
     experiment = load_run(diladd_run, registry.load())[0]
-    experiment.sampler = SequentialSampler(SequentialConfig(latent_steps=2))
+    experiment.sampler = registry.build("sampler", "sequential", {"latent_steps": 2})
     tokens, _ = sample(experiment, 5, 4, 1000, 3)
     expected = "".join(" ".join(map(str, row.tolist())) + "\n" for row in tokens)
     assert (tmp_path / "sequential.txt").read_text() == expected

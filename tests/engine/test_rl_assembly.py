@@ -1,5 +1,6 @@
-"""The loss and reward slots: an empty loss slot trains the model's own bound as before; what an RL objective needs is
-refused in one line before anything trains; rollouts' completions, advantages and the gathering of processes' rows."""
+"""The loss slot and the reward its objective names: an empty loss slot trains the model's own bound as before;
+what an RL objective needs is refused in one line before anything trains; rollouts' completions, advantages and the
+gathering of processes' rows."""
 from __future__ import annotations
 
 import pytest
@@ -7,7 +8,7 @@ import torch
 
 import registry
 from registry.config.composition import compose
-from registry.engine.assembly import build_experiment
+from registry.engine.assembly import build_experiment, check_installed
 from registry.engine.objectives import ModelBound
 from registry.errors import IncompatibleComponentsError, LaddError
 from registry.interfaces import ObjectiveStep, context_of
@@ -39,18 +40,34 @@ def test_an_empty_loss_slot_trains_the_models_own_bound_with_the_same_metrics_co
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        (["reward=exact_match"], r"reward 'exact_match' is set but the model's own bound .* scores with no reward"),
         (
-            ["loss=grpo", "reward=exact_match", "train.lora.rank=0"],
+            ["loss=grpo", "train.lora.rank=0"],
             r"loss 'grpo' takes the frozen base under LoRA adapters .*train.lora.rank=0",
         ),
-        (["loss=spg"], r"SPG scores its rollouts with a reward, and the reward slot is empty: set reward=NAME"),
+        (["loss=spg", "loss.reward=exact_mach"], r"unknown reward 'exact_mach'.*exact_match"),
     ],
 )
 def test_what_an_objective_lacks_is_refused_in_one_line_before_training(reg, overrides, message):
-    cfg = compose(["experiment=demo/arith_sft", *TINY_NET, "train.lora.rank=4", *overrides], reg)
-    with pytest.raises(IncompatibleComponentsError, match=message) as caught:
-        build_experiment(cfg, reg)
+    with pytest.raises(LaddError, match=message) as caught:
+        build_experiment(compose(["experiment=demo/arith_sft", *TINY_NET, "train.lora.rank=4", *overrides], reg), reg)
+    assert "\n" not in str(caught.value)
+
+
+def test_the_objectives_reward_is_recorded_beside_it_and_a_missing_one_is_named_in_one_line(reg):
+    """The reward an objective names is resolved by the core and recorded as its ``nested`` choice; a run whose reward
+    came from a plugin that is gone is refused naming it and the install that brings it back."""
+    cfg = compose(["experiment=demo/arith_grpo", "train.init_from=null", *TINY_NET, "loss.reward=format"], reg)
+    experiment = build_experiment(cfg, reg)
+    recorded = experiment.origins()
+    reward = recorded["loss"]["nested"]["reward"]
+    assert (reward["kind"], reward["qualified"]) == ("reward", "builtin:format")
+    assert type(experiment.objective.reward).__name__ == "Format"  # the one the option names, built by the core
+    check_installed(recorded, reg, "the run")  # everything it recorded is installed
+    reward.update(plugin="answers", name="graded", qualified="answers:graded", distribution="ladd-answers",
+                  version="1.2")
+    with pytest.raises(LaddError, match=r"the run's loss's reward is reward 'graded' from plugin 'answers' "
+                                        r"\(distribution ladd-answers 1.2\), which is not installed") as caught:
+        check_installed(recorded, reg, "the run")
     assert "\n" not in str(caught.value)
 
 
@@ -58,7 +75,7 @@ def test_a_prompt_that_fills_the_model_is_refused_in_one_line(reg):
     dataset = build_experiment(compose(["experiment=demo/arith_sft", *TINY_NET], reg), reg).dataset
     batch = next(dataset.batches(2, 0))
     context = torch.ones_like(batch, dtype=torch.bool)
-    with pytest.raises(LaddError, match="the prompt of row 0 takes all 40 positions of the model"):
+    with pytest.raises(LaddError, match="the prompt of row 0 takes all 44 positions of the model"):
         prompts_of(batch, context, dataset.tokenizer, dataset.vocab_size, dataset.eos_id)
     with pytest.raises(LaddError, match="rollouts need prompts, but the dataset marks none"):
         prompts_of(batch, None, dataset.tokenizer, dataset.vocab_size, dataset.eos_id)

@@ -128,3 +128,44 @@ def test_a_task_lm_eval_does_not_know_is_refused_with_lm_eval_s_own_message(monk
         "lm-eval: Spec 'no_such_task' is not a registered task/group/tag name or valid YAML path"
     )
     assert {"ladd_demo_choice", "ladd_demo_exact"} <= set(tasks.task_manager(["ladd_demo_choice"], []).all_tasks)
+
+
+class _WithBos:
+    """The model's tokenizer with a BOS (its EOS token), put first when asked for special tokens (GPT-2's has none)."""
+
+    def __init__(self, tokenizer) -> None:
+        self.tokenizer = tokenizer
+        self.bos_token, self.bos_token_id = tokenizer.eos_token, tokenizer.eos_token_id
+
+    def __call__(self, text: str, add_special_tokens: bool = False):
+        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        return {"input_ids": [self.bos_token_id] * add_special_tokens + ids}
+
+    def __getattr__(self, name: str):
+        return getattr(self.tokenizer, name)
+
+
+#: every option of the model's harness settings and another value
+HARNESS_VARIATIONS = {"length": "variable", "special_tokens": True, "bos": True, "eos": True}
+
+
+def test_each_harness_option_changes_the_rows_a_request_is_scored_in(document):
+    import dataclasses
+
+    from registry.config.settings import HarnessConfig
+
+    _, experiment = document
+
+    def rows(scoring: HarnessConfig):
+        lm = LaddLM(experiment=experiment, scoring=scoring)
+        lm.tokenizer = _WithBos(lm.tokenizer)
+        return lm._pair_rows("The king is", " dead")
+
+    assert set(HARNESS_VARIATIONS) == {option.name for option in dataclasses.fields(HarnessConfig)}
+    base = rows(HarnessConfig())
+    assert len(base) == 1 and len(base[0].tokens) == S
+    for option, value in HARNESS_VARIATIONS.items():
+        assert rows(HarnessConfig(**{option: value})) != base, f"harness.{option}={value} changed no row"
+    (framed,) = rows(HarnessConfig(length="variable", bos=True, eos=True))
+    eos = experiment.dataset.eos_id
+    assert framed.tokens[-1] == eos and not framed.scored[-1] and len(framed.tokens) < S

@@ -13,6 +13,7 @@ from registry.conformance.exercises import EXERCISES
 from registry.engine.assembly import build_experiment
 from registry.host.component import Component
 from registry.host.kinds import KIND_SPECS, KINDS, SLOTS, Slot
+from registry.toolkit.options import references
 
 
 @pytest.fixture(scope="module")
@@ -26,16 +27,19 @@ def test_every_kind_names_its_interface_and_has_an_exercise_and_every_slot_a_kin
         assert callable(EXERCISES[spec.name])
         ComponentSpec(spec.name, "probe", "module:attr")  # a kind of the table is a kind a plugin may declare
     assert tuple(KIND_SPECS) == KINDS == registry.KINDS
-    assert {slot.kind for slot in SLOTS.values()} == set(KINDS)
+    # a kind is a slot's, or one that a component's options name (a reward, named by an RL objective)
+    named = {ref.kind for c in registry.load() for ref in references(c.spec.config).values()}
+    assert {slot.kind for slot in SLOTS.values()} | named == set(KINDS)
+    assert "reward" in named - {slot.kind for slot in SLOTS.values()}
 
 
 def test_each_slot_builds_with_exactly_its_kinds_context(reg, monkeypatch):
     seen: dict[str, set[str]] = {}
     original = Component.build
 
-    def recording(self, options=None, **context):
+    def recording(self, options=None, nested=None, **context):
         seen.setdefault(self.kind, set()).update(context)
-        return original(self, options, **context)
+        return original(self, options, nested, **context)
 
     monkeypatch.setattr(Component, "build", recording)
     build_experiment(compose(["experiment=binsaw/coladd_seq_cpu", *TINY], reg).plain(), reg)

@@ -94,7 +94,7 @@ def test_each_faulty_plugin_is_left_out_named_and_ladd_keeps_working(faulty, tmp
 
     trained = run_ladd("train", *SHORT, f"run_dir={tmp_path / 'run'}", env=env)
     assert trained.returncode == 0, trained.stderr
-    assert yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())["schedule"]["name"] == "linear"
+    assert yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())["schedule"]["name"] == "builtin:linear"
 
 
 def test_the_users_ctrl_c_while_a_plugin_loads_still_ends_ladd(tmp_path):
@@ -232,9 +232,8 @@ def impostor(tmp_path_factory) -> str:
 
 
 IMPOSTOR_LINES = [
-    "backbone 'dit' of plugin 'impostor_plugin' (impostor_plugin 0.0.1) has the name of ladd's own backbone, "
-    "which configs "
-    "select; rename it in that plugin (runs and models that recorded it still load it)",
+    "backbone 'dit' is registered by several plugins: 'builtin' (ladd 0.1.0), 'impostor_plugin' (impostor_plugin "
+    "0.0.1); name the one you mean: builtin:dit or impostor_plugin:dit",
     "config experiment/binsaw/mdlm_cpu of plugin 'impostor_plugin' has the name of one in ladd's own configs, "
     "which is used; rename it",
 ]
@@ -257,8 +256,13 @@ def test_a_plugin_taking_builtin_names_is_reported_and_builtin_runs_still_train_
     assert trained.returncode == 0, trained.stderr
     assert [f"ladd: warning: {line}" for line in IMPOSTOR_LINES] == trained.stderr.splitlines()[:2]
     saved = yaml.safe_load((tmp_path / "again" / "config.yaml").read_text())
-    assert (saved["method"], saved["backbone"]["name"]) == ("mdlm", "dit") and "hidden" in saved["backbone"]
+    assert (saved["method"], saved["backbone"]["name"]) == ("mdlm", "builtin:dit") and "hidden" in saved["backbone"]
     assert json.loads((tmp_path / "again" / "components.json").read_text())["backbone"]["plugin"] == "builtin"
+    refused = run_ladd("train", "experiment=binsaw/mdlm_cpu", "backbone=dit", *SHORT, f"run_dir={tmp_path / 'x'}",
+                       env=env)
+    assert refused.returncode == 2 and refused.stderr.strip().splitlines()[-1] == f"ladd: error: {IMPOSTOR_LINES[0]}"
+    theirs = run_ladd("show", "backbone", "impostor_plugin:dit", env=env)
+    assert theirs.returncode == 0 and theirs.stdout.startswith("backbone 'dit' of plugin 'impostor_plugin'")
 
 
 TWIN = """
@@ -288,7 +292,10 @@ def test_a_run_loads_the_component_of_the_plugin_it_recorded_when_two_plugins_re
     sampled = run_ladd("sample", str(run), "--steps", "2", "--num", "2", "--out", str(tmp_path / "s.txt"), env=both)
     assert sampled.returncode == 0, sampled.stderr
     unrecorded = run_ladd("train", "backbone=twin", *SHORT, f"run_dir={tmp_path / 'new'}", env=both)
-    assert unrecorded.returncode == 2 and "backbone 'twin' is registered by several plugins" in unrecorded.stderr
+    assert unrecorded.returncode == 2 and unrecorded.stderr.strip().splitlines()[-1] == (
+        "ladd: error: backbone 'twin' is registered by several plugins: 'twin_a' (twin_a 0.0.1), 'twin_b' (twin_b "
+        "0.0.1); name the one you mean: twin_a:twin or twin_b:twin"
+    )
 
 
 def test_a_factory_returning_the_wrong_type_is_named_in_one_line(tmp_path):

@@ -16,8 +16,9 @@ from registry.errors import (
     UnknownComponentError,
 )
 from registry.host.component import Component
-from registry.host.plugins import PluginHost
+from registry.host.plugins import PluginFailure, PluginHost
 from registry.interfaces import Schedule
+from registry.toolkit.options import refers_to
 
 
 @dataclasses.dataclass
@@ -88,6 +89,7 @@ def test_host_records_origin_from_the_distribution_and_builds_with_config_and_co
     assert component.as_dict() == {
         "kind": "schedule",
         "name": "s1",
+        "qualified": "mine:s1",
         "plugin": "mine",
         "distribution": "mine",
         "version": "1.2",
@@ -127,8 +129,8 @@ def test_options_from_python_are_type_checked_and_converted_as_in_a_config():
     assert component.build({"width": "7"}).built == (7, {})
 
 
-def test_name_clash_is_listed_and_is_an_error_only_where_the_name_is_used():
-    first = Component(ComponentSpec("schedule", "linear", _make), Origin("builtin", "ladd", "0.1.0"))
+def test_name_clash_is_listed_and_is_an_error_only_where_the_name_is_used_ladds_own_name_included():
+    first = Component(ComponentSpec("schedule", "linear", _make), Origin("builtin", "ladd", "0.1.0", own=True))
     second = Component(ComponentSpec("schedule", "linear", _make), Origin("other", "other-dist", "2.0"))
     bystander = Component(ComponentSpec("schedule", "cosine", _make), Origin("other", "other-dist", "2.0"))
     registry = Registry([first, second, bystander])
@@ -139,7 +141,32 @@ def test_name_clash_is_listed_and_is_an_error_only_where_the_name_is_used():
         registry.get("schedule", "linear")
     assert str(info.value) == (
         "schedule 'linear' is registered by several plugins: 'builtin' (ladd 0.1.0), 'other' (other-dist 2.0); "
-        "to use one, hide the others with LADD_PLUGINS_BLOCK=other (comma-separated), or uninstall or rename one"
+        "name the one you mean: builtin:linear or other:linear"
+    )
+    assert registry.get("schedule", "builtin:linear") is first and registry.get("schedule", "other:linear") is second
+    assert registry.get("schedule", "linear", plugin="other") is second, "a run's record picks among several"
+
+
+def test_a_qualified_name_selects_one_plugins_component_and_a_missing_plugin_is_one_line():
+    mine = Component(ComponentSpec("schedule", "steep", _make), Origin("mine", "mine-dist", "1.0"))
+    gone = PluginFailure("gone", "ImportError: no module", "gone-dist")
+    registry = Registry([mine], failures=[gone])
+    assert registry.get("schedule", "mine:steep") is mine
+    with pytest.raises(UnknownComponentError) as info:
+        registry.get("schedule", "mine:stee")
+    assert str(info.value) == (
+        "plugin 'mine' registers no schedule 'stee'; did you mean 'steep'? its schedule names: steep"
+    )
+    with pytest.raises(UnknownComponentError) as info:
+        registry.get("schedule", "gone:steep")
+    assert str(info.value) == (
+        "schedule 'gone:steep' is not available: plugin 'gone' (gone-dist) failed to load: ImportError: no module; "
+        "fix or uninstall it, or hide it with LADD_PLUGINS_BLOCK=gone"
+    )
+    with pytest.raises(UnknownComponentError) as info:
+        registry.get("schedule", "mien:steep")
+    assert str(info.value) == (
+        "schedule 'mien:steep' names plugin 'mien', which is not installed; did you mean 'mine'? loaded plugins: mine"
     )
 
 
@@ -275,3 +302,54 @@ def test_build_from_python_as_documented():
 
     schedule = registry.build("schedule", "polynomial", {"power": 3})
     assert schedule.signal(torch.tensor([0.5])).item() == 0.875
+
+
+@dataclasses.dataclass
+class _Pair:
+    """A component of any kind naming another of its kind (an objective its reward, a launcher its settings)."""
+
+    steep: bool = False
+    inner: str = dataclasses.field(
+        default="base", metadata=refers_to("metric", options="inner_options", inherits=("steep",))
+    )
+    inner_options: dict = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class _Steep:
+    steep: bool = False
+    width: int = 3
+
+
+class _Named:
+    """What a factory receives: its config, the context and the component its option names."""
+
+    primary, lower_is_better = "score", True
+
+    def __init__(self, config, inner=None, **context) -> None:
+        self.config, self.inner, self.context = config, inner, context
+
+    def __call__(self, samples, reference):
+        return {"score": 0.0}
+
+
+def test_an_option_naming_a_component_of_any_kind_is_resolved_checked_built_passed_and_recorded():
+    origin, other = Origin("mine", "mine-dist", "1.0"), Origin("other", "other-dist", "2.0")
+    pair = Component(ComponentSpec("metric", "pair", _Named, _Pair), origin)
+    base = Component(ComponentSpec("metric", "base", _Named, _Steep), origin)
+    twin = Component(ComponentSpec("metric", "base", _Named, _Steep), other)
+    alone = Registry([pair, base])
+    built, resolved = alone.instantiate(pair, {"steep": True, "inner_options": {"width": "5"}}, tokenizer="tok")
+    assert (built.config.inner, built.inner.config.width, built.inner.config.steep) == ("mine:base", 5, True)
+    assert built.inner.context == {"tokenizer": "tok"}, "the named component gets its own kind's context"
+    assert resolved.record()["nested"]["inner"]["qualified"] == "mine:base"
+    with pytest.raises(InvalidConfigError, match=r"^inner_options: metric 'base' has no option 'depth'"):
+        alone.check_options(pair, {"inner_options": {"depth": 1}})
+    with pytest.raises(ComponentError, match="names other components in inner: build it with registry.build"):
+        pair.build({})
+    both = Registry([pair, base, twin])
+    with pytest.raises(ComponentClashError, match="name the one you mean: mine:base or other:base"):
+        both.instantiate(pair)
+    recorded = {"nested": {"inner": {"kind": "metric", "name": "base", "plugin": "other"}}}
+    assert both.instantiate(pair, {}, recorded)[0].inner.config.width == 3
+    assert both.instantiate(pair, {"inner": "other:base"})[1].nested["inner"].component is twin

@@ -3,6 +3,7 @@ same rollouts (their rewards and the records of them), the same losses, KL and c
 from __future__ import annotations
 
 import csv
+import json
 import os
 import subprocess
 import sys
@@ -23,9 +24,9 @@ ARGS = [
     "train.lora.rank=4",
     "train.batch_size=2", "train.warmup_steps=1", "train.log_every=1", "train.checkpoint_every=1",
     "train.progress=false", f"train.stages.stage1.steps={STEPS}",
-    "loss.group=3", "loss.steps=4", "loss.iterations=2", "loss.rollout_batch=2", "loss.record_every=1",
+    "loss.group=3", "loss.steps=4", "loss.iterations=2", "loss.rollout_batch=2", "loss.record_every=4",
     # an untrained network answers no question: a reward its random text meets about half the time
-    "reward=format", "reward.pattern='.*[0-9][0-9].*'",
+    "loss.reward=format", "loss.reward_options.pattern='.*[0-9][0-9].*'",
     "seed=3",
 ]
 
@@ -41,6 +42,15 @@ def test_rl_run_killed_inside_a_batch_of_rollouts_resumes_bitwise(tmp_path):
     expected = _rows(tmp_path / "reference" / "metrics.csv")
     assert [row["step"] for row in expected] == [str(step) for step in range(1, STEPS + 1)]
     assert len({row["reward"] for row in expected}) > 1, "the rollouts vary: the check is not vacuous"
+    rl_terms = ["policy", "kl", "clip", "reward", "reward_std", "flat", "length"]
+    assert all(row[term] != "" for row in expected for term in rl_terms), "every step reports the rollouts' record"
+    logged = (tmp_path / "reference" / "logs" / "stage1" / "metrics.csv").read_text().splitlines()[0].split(",")
+    assert {f"train/{term}" for term in rl_terms} <= set(logged), "and every logger gets them"
+    # rollouts are drawn at steps 0, 2, 4 (mu = 2) and written at those that are multiples of record_every (0, 4),
+    # each with the record_groups first prompts and their groups, after the step that drew them
+    records = [json.loads(line) for line in (tmp_path / "reference" / "rollouts.jsonl").read_text().splitlines()]
+    assert [record["step"] for record in records] == [1, 1, 5, 5]
+    assert all(len(r["completions"]) == len(r["rewards"]) == len(r["advantages"]) == 3 for r in records)
 
     # killed right after the third checkpoint: step 3 reuses the rollouts step 2 made, which only the checkpoint holds
     run_dir = tmp_path / "killed"

@@ -60,7 +60,7 @@ def test_tensorboard_gets_the_settings_and_every_loss_in_one_folder_across_a_res
     content = events.PluginTagToContent("hparams")["_hparams_/session_start_info"]
     hparams = plugin_data_pb2.HParamsPluginData.FromString(content).session_start_info.hparams
     assert hparams["train.lr"].number_value == LR
-    assert hparams["dataset.name"].string_value == "binsaw"
+    assert hparams["dataset.name"].string_value == "builtin:binsaw"  # as the preset names it
 
 
 def _wandb_records(path):

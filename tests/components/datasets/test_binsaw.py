@@ -161,10 +161,10 @@ def test_config_rejects_bad_values(options: dict, bad: str) -> None:
 
 
 def _exercised(factory) -> None:
-    from registry import Component, ComponentSpec, Origin
+    from registry import Component, ComponentSpec, Origin, Registry
     from registry.conformance.exercises import exercise_dataset
 
-    exercise_dataset(Component(ComponentSpec("dataset", "probe", factory), Origin("test")), None)
+    exercise_dataset(Component(ComponentSpec("dataset", "probe", factory), Origin("test")), Registry([]))
 
 
 def test_plugin_check_exercises_the_device_stream_and_names_a_wrong_start() -> None:

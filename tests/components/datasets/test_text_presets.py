@@ -110,7 +110,7 @@ def test_the_paper_presets_keep_the_paper_sizes(reg):
         assert cfg["dataset"]["vocab_size"] + 1 == 151_670, "Qwen3 tokens plus the mask"
         assert (cfg["latent"].get("length", 0) if latent else 0) == latent
         assert cfg["train"]["lr"] == 3e-4 and cfg["train"]["ema_decay"] == 0.9999 and cfg["train"]["batch_size"] == 512
-        assert cfg["schedule"]["name"] == "linear", "the token channel's schedule of App. E"
+        assert cfg["schedule"]["name"] == "builtin:linear", "the token channel's schedule of App. E"
 
 
 @pytest.mark.slow

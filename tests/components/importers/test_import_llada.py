@@ -17,7 +17,9 @@ from registry.engine.assembly import build_experiment
 from registry.engine.warm_start import warm_start
 from registry.errors import LaddError
 
-K = 26  # the test tokenizer's ids; ladd's mask is id 26, fed to the network as its own mask 3
+#: the network's table: the test tokenizer's 26 ids and placeholders for the 6 it lacks; ladd's mask is id 32, fed to
+#: the network as its own mask 3
+K = 32
 
 
 @pytest.fixture(scope="module")
@@ -43,10 +45,9 @@ def test_imported_logits_equal_llada_forward(imported, reg):
     with torch.no_grad():
         ours = model.predict(ids, torch.full((3,), 0.5), None, None).tokens
     reference = reference_logits(tensors, torch.where(ids == K, OWN_MASK, ids))
-    real = [i for i in range(K) if i != OWN_MASK]
     assert ours.shape == (3, 16, K) and ours.dtype == torch.float32
-    assert (ours[..., real] - reference[..., real]).abs().max() < 1e-5
-    assert torch.isneginf(ours[..., OWN_MASK]).all(), "the network's own mask gets no probability"
+    assert (ours - reference).abs().max() < 1e-5, "the whole output, the network's own mask included, as LLaDA's"
+    assert model.mask_column == OWN_MASK
     rows = ids == K
     with torch.no_grad():
         at_rows = model.predict(ids, torch.full((3,), 0.5), None, None, rows).tokens
@@ -60,7 +61,14 @@ def test_the_folder_carries_its_tokenizer_and_records_its_shards(imported):
     document = json.loads((out / "config.json").read_text())
     assert document["config"]["dataset"]["tokenizer"] == "model:tokenizer"
     assert document["config"]["backbone"]["vocab_rows"] == 32 and document["config"]["backbone"]["mask_id"] == 3
+    assert document["config"]["backbone"]["mask_logit"] is True
     assert "tokenizer/tokenizer.json" in document["carries"] and (out / "tokenizer" / "tokenizer.json").is_file()
+    tokenizer = registry.from_pretrained(out).dataset.tokenizer
+    assert tokenizer.convert_ids_to_tokens([25, 26, 31, 32]) == [
+        "nine", "<|ladd_unused_26|>", "<|ladd_unused_31|>", "<|mask|>"
+    ], "placeholders cover the table's ids the tokenizer lacks; ladd's mask follows the table"
+    plain = tokenizer.decode([7, 16], skip_special_tokens=True)
+    assert tokenizer.decode([7, 26, 16], skip_special_tokens=True) == plain, "decoding skips the placeholders"
     files = document["source"]["files"]
     assert len(files) == 3
     for name, digest in files.items():

@@ -94,7 +94,7 @@ def test_the_model_folder_records_its_source_and_is_an_ordinary_export(reg, tmp_
     document = json.loads((out / "config.json").read_text())
     digest = hashlib.sha256((tmp_path / "mdlm" / "model.safetensors").read_bytes()).hexdigest()
     assert document["source"] == {"importer": "mdlm", "folder": "mdlm", "files": {"model.safetensors": digest}}
-    assert document["config"]["backbone"] | {"name": "dit"} == document["config"]["backbone"]
+    assert document["config"]["backbone"] | {"name": "builtin:dit"} == document["config"]["backbone"]
     assert (document["config"]["dataset"]["tokenizer"], document["config"]["dataset"]["seq_len"]) == ("gpt2-bpe", 24)
     experiment = registry.from_pretrained(out, reg)
     assert experiment.dataset.tokenizer.mask_token_id == K and len(experiment.dataset.tokenizer) == K + 1

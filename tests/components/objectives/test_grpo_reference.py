@@ -21,7 +21,7 @@ GRPO = [
     "experiment=demo/arith_grpo", "train.init_from=null", *TINY_NET, "train.lora.rank=4", "loss.group=3",
     "loss.steps=6", "loss.iterations=2", "loss.epsilon=0.05", "loss.beta=0.04", "loss.p_mask_prompt=0.3",
     # an untrained network answers no question: a reward its random text meets about half the time
-    "reward=format", "reward.pattern='.*[0-9][0-9].*'",
+    "loss.reward=format", "loss.reward_options.pattern='.*[0-9][0-9].*'",
 ]
 P_MASK, EPSILON, BETA = 0.3, 0.05, 0.04
 

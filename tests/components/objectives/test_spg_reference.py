@@ -61,7 +61,7 @@ def test_spgs_masks_and_loss_on_a_fixed_draw():
         [
             "experiment=demo/arith_grpo", "train.init_from=null", *TINY_NET, "train.lora.rank=4", "loss=spg",
             "loss.group=3", "loss.steps=4", "loss.draws=3", "loss.min_fraction=0.2", "loss.max_fraction=0.6",
-            "loss.p_mask_prompt=0.3", "reward=format", "reward.pattern='.*[0-9][0-9].*'",
+            "loss.p_mask_prompt=0.3", "loss.reward=format", "loss.reward_options.pattern='.*[0-9][0-9].*'",
         ],
         reg,
     )
@@ -69,7 +69,7 @@ def test_spgs_masks_and_loss_on_a_fixed_draw():
     experiment = build_experiment(cfg, reg)
     model, objective, dataset = experiment.model.train(), experiment.objective, experiment.dataset
     batch = next(dataset.batches(2, 1))
-    terms = objective.loss(model, batch, ObjectiveStep(1, 0, 9, None, None, context_of(dataset, batch)))
+    terms = objective.loss(model, batch, ObjectiveStep(1, 0, 10, None, None, context_of(dataset, batch)))
     rollouts = objective.batch
     rows = torch.arange(rollouts.tokens.shape[0])
     logps, masked, fractions = bound_draws(model, rollouts, rows, int(rollouts.seeds[0]), objective.spg)

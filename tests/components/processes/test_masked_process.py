@@ -205,3 +205,38 @@ def test_step_is_reproducible_with_a_generator() -> None:
     logits = torch.randn(2, 30, K)
     tau_t, tau_s = torch.tensor([0.5, 0.5]), torch.tensor([0.25, 0.25])
     assert torch.equal(process.step(x_t, logits, tau_t, tau_s, gen(9)), process.step(x_t, logits, tau_t, tau_s, gen(9)))
+
+
+@pytest.mark.parametrize("floor", [0.0, 1e-3, 0.3])
+def test_the_continuous_bound_weighs_a_masked_set_by_its_integral_over_the_masked_share(floor: float) -> None:
+    from scipy.integrate import quad
+
+    process = MaskedProcess(MaskedProcessConfig(bound="continuous", bound_floor=floor), GBARS["linear"][0], K)
+    for free, count in [(1, 1), (6, 1), (6, 3), (6, 6), (40, 17)]:
+        integral = quad(lambda p, c=count, n=free: p ** (c - 1) * (1 - p) ** (n - c), floor, 1, epsrel=1e-12)[0]
+        assert process.subset_weight(free, count) == pytest.approx(integral / (1 - floor), rel=1e-9)
+    if floor == 0:  # LLaDA's estimator: a draw masking l of L weighs L / l
+        weights = process.count_weight(torch.tensor([7, 7, 7]), torch.tensor([1, 3, 7]))
+        assert torch.allclose(weights * torch.tensor([1, 3, 7]), torch.ones(3, dtype=torch.float64))
+
+
+@pytest.mark.parametrize(("schedule", "floor"), [("linear", 0.2), ("cosine", 0.0)])
+def test_a_continuous_draw_takes_its_masked_share_from_its_law_given_the_count(schedule: str, floor: float) -> None:
+    from scipy.stats import beta, kstest
+
+    process = MaskedProcess(MaskedProcessConfig(bound="continuous", bound_floor=floor), GBARS[schedule][0], K)
+    generator = torch.Generator().manual_seed(0)
+    x0 = torch.zeros(4000, 6, dtype=torch.long)
+    u = torch.full((4000,), 0.4)  # l = floor(0.4 * 6) + 1 = 3 of 6 masked
+    draw = process.bound_draw(x0, None, u, generator)
+    assert bool((draw.rows.sum(1) == 3).all())
+    share = 1 - torch.tensor([GBARS[schedule][1](float(t)) for t in draw.tau])  # gbar(1) = 0 for both
+    law = beta(3, 4)
+    start = law.cdf(floor)
+    assert kstest(share.numpy(), lambda p: (law.cdf(p) - start) / (1 - start)).pvalue > 1e-3
+    assert float(share.min()) >= floor
+
+
+def test_a_floor_belongs_to_the_continuous_bound() -> None:
+    with pytest.raises(ValueError, match="bound_floor=0.1 bounds the masked share of the continuous-time bound"):
+        MaskedProcessConfig(bound_floor=0.1)

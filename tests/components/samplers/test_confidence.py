@@ -19,7 +19,7 @@ from registry.config.composition import compose
 from registry.engine.assembly import build_experiment
 from registry.errors import IncompatibleComponentsError, InvalidConfigError
 from registry.interfaces import Denoised, DenoiserModel
-from registry.toolkit.decoding import masked_time, select, transfer_counts
+from registry.toolkit.decoding import dream_counts, factor_counts, masked_time, select, transfer_counts
 from registry.toolkit.options import ConfidenceConfig
 
 GEN = 32  # generated positions, as LLaDA's gen_length
@@ -178,6 +178,77 @@ def test_transfer_counts_spread_as_llada_does():
     assert transfer_counts(torch.tensor([10, 3]), 4).tolist() == [[3, 3, 2, 2], [1, 1, 1, 0]]
 
 
+def test_fast_dllms_factor_rule_commits_while_each_next_confidence_clears_its_bar():
+    # bars for the 2nd, 3rd, 4th most confident: 1 - f/3, 1 - f/4, 1 - f/5 (f = 1: 0.667, 0.75, 0.8)
+    scores = torch.tensor([[0.9, 0.7, 0.2, 0.76, 0.1], [0.95, 0.9, 0.85, 0.3, 0.1], [0.9, 0.9, 0.9, 0.9, 0.1]])
+    rows = torch.ones_like(scores, dtype=torch.bool)
+    rows[2, 4] = False
+    counts = factor_counts(scores.double(), rows, 1.0)
+    # row 0: 0.9, 0.76 >= 0.667, 0.7 < 0.75: two; row 1: 0.3 < 0.8 at the 4th place: three;
+    # row 2: every one of its four clears its bar: four
+    assert counts.tolist() == [2, 3, 4]
+    short_last = torch.tensor([[0.9, 0.8, 0.1]], dtype=torch.float64)  # the 3rd (last) falls short: all three anyway
+    assert factor_counts(short_last, torch.ones_like(short_last, dtype=torch.bool), 1.0).tolist() == [3]
+    one = torch.tensor([[0.01, 0.5]], dtype=torch.float64)
+    assert factor_counts(one, torch.tensor([[True, False]]), 1.0).tolist() == [1], "at least one"
+
+
+def test_dreams_counts_take_int_m_of_one_minus_s_over_t_on_its_float32_grid():
+    grid = torch.linspace(1, 1e-3, 5)  # float32, as Dream's
+    for index in range(4):
+        count, chance = dream_counts(torch.tensor([10, 7]), 4, index, 1e-3)
+        ratio = 1 - grid[index + 1] / grid[index]
+        last = index == 3
+        assert count.tolist() == ([10, 7] if last else [int(10 * ratio), int(7 * ratio)])
+        assert float(chance) == (1.0 if last else float(ratio))
+    assert dream_counts(torch.tensor([10]), 4, 0, 1e-3)[0].tolist() == [2], "10 * (1 - 0.75025) = 2.4975"
+
+
+class _OwnMask(BagOracle):
+    """A bag oracle whose last real column is the network's own mask: the argmax at the first position, nowhere
+    else."""
+
+    mask_column = VOCAB - 1
+
+    def predict(self, x_t, tau_x, y_t, tau_y, rows=None) -> Denoised:
+        logits = super().predict(x_t, tau_x, y_t, tau_y).tokens.clone()
+        logits[..., VOCAB - 1] = -50.0
+        logits[:, 0, VOCAB - 1] = 50.0
+        return Denoised(tokens=logits if rows is None else logits[rows])
+
+
+def test_a_proposal_of_the_networks_own_mask_takes_its_place_and_leaves_the_position_masked():
+    model = _OwnMask(8, positional=True)
+    out = ConfidenceSampler(ConfidenceConfig(temperature=0.0)).sample(model, 2, 2, torch.Generator())
+    # two steps of four: each commits the mask at the first position (the most confident) and three real tokens
+    assert [int((x[0] == VOCAB).sum()) for x, _ in model.seen] == [8, 5]
+    assert out.tokens[:, 0].tolist() == [VOCAB, VOCAB] and (out.tokens == VOCAB).sum(1).tolist() == [2, 2]
+
+
+@pytest.mark.parametrize(("steps", "block_length"), [(4, 4), (8, 2), (2, 8)])
+def test_positions_left_masked_stay_candidates_in_later_blocks_as_in_lladas_generate(steps, block_length):
+    from decoding_reference import llada_generate
+
+    model = _OwnMask(8, positional=True)
+    own, mask = model.mask_column, model.vocab_size
+    expected = llada_generate(lambda x: model.predict(torch.where(x == own, mask, x), torch.ones(1), None, None).tokens,
+                              torch.zeros(1, 0, dtype=torch.long), steps, 8, block_length, own)
+    out = ConfidenceSampler(ConfidenceConfig(temperature=0.0, block_length=block_length)).sample(
+        model, 1, steps, torch.Generator())
+    assert torch.equal(out.tokens.masked_fill(out.tokens == mask, own), expected)
+
+
+def test_an_unbounded_threshold_ignores_the_steps_and_ends_a_block_that_no_longer_moves():
+    model = BagOracle(GEN, positional=True)
+    sampler = ConfidenceSampler(ConfidenceConfig(threshold=1.0, bounded=False, temperature=0.0))
+    out = sampler.sample(model, 2, 4, torch.Generator())
+    assert out.network_calls == GEN and int((out.tokens == VOCAB).sum()) == 0, "one a step, past the 4 steps asked"
+    stuck = _OwnMask(8, positional=False)
+    held = ConfidenceSampler(ConfidenceConfig(threshold=0.99, bounded=False, temperature=0.0))
+    tokens = held.sample(stuck, 1, 2, torch.Generator()).tokens
+    assert len(stuck.seen) == 1 and bool((tokens == VOCAB).all()), "a step that moved no token ended the block"
+
+
 def test_eos_options_never_propose_eos_or_commit_it_last():
     eos = 2
     model = BagOracle(GEN, positional=True, eos_id=eos)
@@ -235,6 +306,14 @@ def test_a_block_plan_that_cannot_work_is_refused_in_one_line_before_a_network_c
         ({"remasking": "random", "threshold": 0.9}, "valid with a threshold: low_confidence, margin, entropy"),
         ({"cache": "full"}, "cache='full' is not valid: it must be one of none, prefix, dual"),
         ({"cache": "dual", "guidance": 2.0}, "set cache=none or guidance=1"),
+        ({"threshold": 0.5, "factor": 1.0}, "threshold and factor are two rules for how many to commit: set one"),
+        ({"factor": 0}, "factor=0.0 is out of range: it must be > 0"),
+        ({"bounded": False}, "bounded=false lets a threshold or factor ignore the step count, but neither is set"),
+        ({"top_p": 0.9}, "top_p belongs to Dream's generation: set schedule=dream"),
+        ({"remasking": "origin"}, "remasking=origin belongs to Dream's generation: set schedule=dream"),
+        ({"schedule": "dream", "threshold": 0.9}, "threshold is a rule over LLaDA's schedule"),
+        ({"schedule": "dream", "remasking": "random"}, "remasking=random is a rule over LLaDA's schedule"),
+        ({"schedule": "bd3"}, "schedule='bd3' is not valid: it must be one of llada, dream"),
     ],
 )
 def test_bad_options_are_refused_naming_the_valid_choices(options, line):
@@ -270,7 +349,8 @@ def test_sequential_ladd_decodes_its_latent_with_any_token_decoder():
     assert out.network_calls == 3 + 8 and int((out.tokens == model.vocab_size).sum()) == 0
     held = sampler.sample(model, 3, 8, torch.Generator().manual_seed(0), latent=out.latent)
     assert torch.equal(held.latent, out.latent) and held.network_calls == 8
-    with pytest.raises(InvalidConfigError, match="token_decoder='joint' is no token decoder .* valid: .*confidence"):
+    not_a_decoder = "token_decoder=.joint. is no registry.interfaces.TokenDecoder .* valid: .*confidence"
+    with pytest.raises(InvalidConfigError, match=not_a_decoder):
         registry.build("sampler", "sequential", {"token_decoder": "joint"})
     with pytest.raises(InvalidConfigError, match="token_decoder_options: .*remasking='x'"):
         registry.build(

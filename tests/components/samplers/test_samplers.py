@@ -63,6 +63,11 @@ class ProductOracle(nn.Module, DenoiserModel):
         return Denoised(tokens=logits if rows is None else logits[rows], latent=latent)
 
 
+def _ancestral(fast: bool = True) -> AncestralSampler:
+    """The token decoder ladd builds for a LADD sampler by default."""
+    return AncestralSampler(AncestralConfig(fast=fast))
+
+
 @pytest.mark.parametrize("fast", [True, False])
 @pytest.mark.parametrize("steps", [1, 3, 16])
 def test_ancestral_sampler_reproduces_the_exact_marginals(steps, fast):
@@ -88,7 +93,8 @@ def test_no_change_cache_gives_identical_samples_with_fewer_calls():
 def test_sequential_sampler_finishes_the_latent_then_conditions_tokens_on_it():
     target = torch.tensor([[0.6, -0.8]])
     model = ProductOracle(latent_value=target)
-    out = SequentialSampler(SequentialConfig(latent_steps=5)).sample(model, 7, 2, torch.Generator().manual_seed(0))
+    sampler = SequentialSampler(SequentialConfig(latent_steps=5), _ancestral())
+    out = sampler.sample(model, 7, 2, torch.Generator().manual_seed(0))
     assert torch.allclose(out.latent, target.expand(7, -1, -1))
     for y_t, tau_y in model.calls:
         assert torch.allclose(y_t, target.expand(7, -1, -1)) and bool((tau_y == 0).all())
@@ -98,7 +104,8 @@ def test_sequential_sampler_finishes_the_latent_then_conditions_tokens_on_it():
 def test_joint_sampler_updates_both_channels_each_step():
     target = torch.tensor([[0.6, -0.8]])
     model = ProductOracle(latent_value=target)
-    out = JointSampler(JointConfig(fast=False)).sample(model, 5, 4, torch.Generator().manual_seed(0))
+    sampler = JointSampler(JointConfig(fast=False), _ancestral(fast=False))
+    out = sampler.sample(model, 5, 4, torch.Generator().manual_seed(0))
     assert len(model.calls) == 4 and out.network_calls == 4
     taus = [float(tau[0]) for _, tau in model.calls]
     assert taus == [1.0, 0.75, 0.5, 0.25]
