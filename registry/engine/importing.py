@@ -68,7 +68,7 @@ def import_checkpoint(
             f"{entry.label}: record() must return a dict and files() a list of pathlib.Path, got {record!r} and "
             f"{files!r}"
         )
-    source_record = {"importer": entry.name, **record, "files": {path.name: file_sha256(path) for path in files}}
+    source_record = {"importer": entry.qualified, **record, "files": {path.name: file_sha256(path) for path in files}}
     return write_model(out_dir, model, settings, experiment.origins(), overwrite, source=source_record, carried=carried)
 
 

@@ -11,16 +11,17 @@ A model folder may carry files its components read (an imported model's tokenize
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from registry.contract import CHANGELOG
-from registry.errors import LaddError, MissingResourceError, did_you_mean
+from registry.errors import ComponentClashError, LaddError, MissingResourceError, did_you_mean
 
+from .component import qualify
 from .migrations import written_for
 from .plugin_code import FAULTS, PluginCode, describe
 
@@ -31,6 +32,7 @@ if TYPE_CHECKING:  # annotations only
 PREFIX = "pkg:"
 MODEL_PREFIX = "model:"
 _READING: ContextVar[Path | None] = ContextVar("ladd_model_folder_read", default=None)
+D = TypeVar("D", bound="Declared")
 
 
 @contextmanager
@@ -67,12 +69,41 @@ def plugin_function(locator: str, label: str, origin: Origin) -> Callable[..., A
 
 
 @dataclass(frozen=True)
-class ModelFolder:
-    """A named folder a plugin ships, found by calling ``locator`` ("module:function") on first use."""
+class Declared:
+    """Something a plugin declares by name as ``"module:attribute"`` (a model folder, an importer)."""
 
     name: str
     locator: str
     origin: Origin
+
+    @property
+    def qualified(self) -> str:
+        """``PLUGIN:NAME``: the name that selects this one whatever else is installed."""
+        return qualify(self.origin.plugin, self.name)
+
+
+def select(declared: Mapping[str, D], name: str, what: str) -> D | None:
+    """The entry of ``declared`` (keyed by qualified name) that ``name`` selects, bare or ``PLUGIN:NAME``; None for
+    none. A bare name that several plugins declare is refused in one line naming the qualified names."""
+    if name in declared:
+        return declared[name]
+    found = [entry for entry in declared.values() if entry.name == name]
+    if len(found) > 1:
+        raise ComponentClashError(
+            f"{what} {name!r} is declared by several plugins: {', '.join(repr(e.origin.plugin) for e in found)}; "
+            f"name the one you mean: {' or '.join(entry.qualified for entry in found)}"
+        )
+    return found[0] if found else None
+
+
+def names(declared: Mapping[str, Declared]) -> list[str]:
+    """The sorted bare names of ``declared``."""
+    return sorted({entry.name for entry in declared.values()})
+
+
+@dataclass(frozen=True)
+class ModelFolder(Declared):
+    """A named folder a plugin ships, found by calling ``locator`` ("module:function") on first use."""
 
     def path(self) -> Path:
         """The folder, checked to exist."""
@@ -86,12 +117,8 @@ class ModelFolder:
 
 
 @dataclass(frozen=True)
-class PluginImporter:
+class PluginImporter(Declared):
     """A converter of another library's checkpoints into ladd model folders, shipped by a plugin (``ladd import``)."""
-
-    name: str
-    locator: str
-    origin: Origin
 
     @property
     def label(self) -> str:
@@ -137,14 +164,15 @@ def resolve(spec: str, folders: dict[str, ModelFolder]) -> str:
     if not spec.startswith(PREFIX):
         return spec
     name = spec.removeprefix(PREFIX)
-    if name not in folders:
-        provided = ", ".join(sorted(folders)) or "none"
+    folder = select(folders, name, "model folder")
+    if folder is None:
+        provided = names(folders)
         raise LaddError(
-            f"{spec!r} names no model folder that an installed plugin provides{did_you_mean(name, folders)} "
-            f"(provided: {provided}); ladd imports nothing a config names: use a Hugging Face id, a local folder, "
-            f"or a name a plugin registers with ladd_model_folders()"
+            f"{spec!r} names no model folder that an installed plugin provides{did_you_mean(name, provided)} "
+            f"(provided: {', '.join(provided) or 'none'}); ladd imports nothing a config names: use a Hugging Face "
+            f"id, a local folder, or a name a plugin registers with ladd_model_folders()"
         )
-    return str(folders[name].path())
+    return str(folder.path())
 
 
 def _in_model_folder(spec: str) -> Path:

@@ -15,7 +15,7 @@ from registry.errors import PluginLoadError, did_you_mean
 from registry.host import hookspecs as _hookspecs
 
 from .commands import CommandHook
-from .component import Component, ComponentSpec, Origin
+from .component import QUALIFIER, Component, ComponentSpec, Origin, qualify
 from .config_types import SUPPORTED, untypable
 from .migrations import declared_contract
 from .model_folders import ModelFolder, PluginImporter
@@ -108,8 +108,8 @@ class PluginHost:
         self.manager.add_hookspecs(_hookspecs)
         self.components: list[Component] = []
         self.config_dirs: dict[Path, str] = {}  # folder -> the plugin contributing it
-        self.model_folders: dict[str, ModelFolder] = {}
-        self.importers: dict[str, PluginImporter] = {}
+        self.model_folders: dict[str, ModelFolder] = {}  # by qualified name PLUGIN:NAME
+        self.importers: dict[str, PluginImporter] = {}  # by qualified name PLUGIN:NAME
         self.command_hooks: list[CommandHook] = []
         self.failures: list[PluginFailure] = []
         self.blocked: list[PluginFailure] = []
@@ -187,13 +187,13 @@ class PluginHost:
         components = [Component(spec, origin) for spec in self._specs(name)]
         for component in components:
             _check_config(component)
-        folders = self._named(name, "ladd_model_folders", "model folder", self.model_folders)
-        importers = self._named(name, "ladd_importers", "importer", self.importers)
+        folders = self._named(name, "ladd_model_folders")
+        importers = self._named(name, "ladd_importers")
         return (
             components,
             self._folders(name),
-            {key: ModelFolder(key, value, origin) for key, value in folders.items()},
-            {key: PluginImporter(key, value, origin) for key, value in importers.items()},
+            {qualify(name, key): ModelFolder(key, value, origin) for key, value in folders.items()},
+            {qualify(name, key): PluginImporter(key, value, origin) for key, value in importers.items()},
         )
 
     def _hook_names(self) -> list[str]:
@@ -253,21 +253,20 @@ class PluginHost:
             folders.append(Path(entry))
         return folders
 
-    def _named(
-        self, name: str, hook: str, what: str, taken: dict[str, ModelFolder] | dict[str, PluginImporter]
-    ) -> dict[str, str]:
-        """The ``{NAME: "module:function"}`` plugin ``name`` returns from ``hook`` (each a ``what``); a NAME another
-        plugin has is refused."""
+    def _named(self, name: str, hook: str) -> dict[str, str]:
+        """The ``{NAME: "module:function"}`` plugin ``name`` returns from ``hook``. A NAME another plugin also
+        declares is no fault of either: the bare name is refused where it is used, ``PLUGIN:NAME`` selects each."""
         declared: dict[str, str] = {}
         for returned in self._returns(name, hook):
-            if not isinstance(returned, dict) or not all(isinstance(v, str) and ":" in v for v in returned.values()):
+            if not isinstance(returned, dict) or not all(
+                isinstance(k, str) and QUALIFIER not in k and isinstance(v, str) and ":" in v
+                for k, v in returned.items()
+            ):
                 raise PluginLoadError(
-                    f"{hook}() returned {returned!r}; it must return a dict of NAME: 'module:function'"
+                    f"{hook}() returned {returned!r}; it must return a dict of NAME: 'module:function' (a NAME "
+                    f"without {QUALIFIER!r})"
                 )
-            for key, locator in returned.items():
-                if key in taken:
-                    raise PluginLoadError(f"{what} {key!r} is already provided by plugin {taken[key].origin.plugin!r}")
-                declared[key] = locator
+            declared.update(returned)
         return declared
 
     def _fail(self, failure: PluginFailure, exc: BaseException, own: bool = False) -> None:

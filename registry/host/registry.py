@@ -12,7 +12,7 @@ from registry.errors import ComponentClashError, InvalidConfigError, LaddError, 
 from .commands import CommandHook
 from .component import KINDS, Component, qualify, split_name
 from .kinds import KIND_SPECS
-from .model_folders import ModelFolder, PluginImporter, resolve
+from .model_folders import ModelFolder, PluginImporter, names, resolve, select
 from .plugins import PluginFailure, PluginHost
 from .references import Choice, Resolved, choices, inherited
 
@@ -183,13 +183,14 @@ class Registry:
 
     def importer(self, name: str) -> PluginImporter:
         """The checkpoint importer a plugin ships under ``name``, or an error listing the ones installed."""
-        if name not in self.importers:
-            provided = ", ".join(sorted(self.importers)) or "none"
+        importer = select(self.importers, name, "importer")
+        if importer is None:
+            provided = names(self.importers)
             raise UnknownComponentError(
-                f"no installed plugin imports {name!r} checkpoints{did_you_mean(name, self.importers)} "
-                f"(importers: {provided})"
+                f"no installed plugin imports {name!r} checkpoints{did_you_mean(name, provided)} "
+                f"(importers: {', '.join(provided) or 'none'})"
             )
-        return self.importers[name]
+        return importer
 
     def unavailable(self, plugin: str) -> str | None:
         """Why plugin ``plugin`` contributes nothing here (failed or blocked), or None when nothing is known."""

@@ -135,7 +135,7 @@ def test_an_importer_written_from_the_docs_imports_and_what_it_fills_is_the_mode
         logits = model.predict(x, torch.full((4,), 0.5), None, None).tokens
     assert torch.allclose(logits, emission[x] + position[None], atol=1e-6)
     recorded = json.loads((tmp_path / "model" / "config.json").read_text())["source"]
-    assert recorded["importer"] == "table" and list(recorded["files"]) == ["table.safetensors"]
+    assert recorded["importer"] == "table:table" and list(recorded["files"]) == ["table.safetensors"]
 
     def refused(*overrides: str) -> str:
         status, _, err = ladd("import", "table", source, tmp_path / "other", *overrides)

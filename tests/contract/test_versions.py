@@ -123,7 +123,7 @@ def test_the_changelog_reserves_every_name_of_ladds_own_components_and_importers
     text = CHANGELOG.read_text()
     reserved = text[text.index("## Names ladd reserves") : text.index("## Contract 4")]
     own = registry.load()
-    names = {c.name for c in own if c.origin.own} | {n for n, entry in own.importers.items() if entry.origin.own}
+    names = {c.name for c in own if c.origin.own} | {entry.name for entry in own.importers.values() if entry.origin.own}
     assert sorted(name for name in names if f"`{name}`" not in reserved) == [], (
         "a new built-in name is listed there and marked possibly breaking in its contract's entry"
     )

@@ -101,8 +101,8 @@ def faulty(tmp_path_factory):
 
 def test_the_base_importer_imports(faulty, reg, tmp_path):
     out = import_checkpoint(faulty("Base"), str(tmp_path), tmp_path / "out", [], reg)
-    assert json.loads((out / "config.json").read_text())["source"] == {"importer": "base", "folder": tmp_path.name,
-                                                                      "files": {}}
+    source = json.loads((out / "config.json").read_text())["source"]
+    assert source == {"importer": "faulty:base", "folder": tmp_path.name, "files": {}}
 
 
 def test_the_files_an_importer_carries_are_copied_into_the_folder_and_listed(faulty, reg, tmp_path):

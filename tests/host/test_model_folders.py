@@ -45,9 +45,39 @@ def test_a_plugin_ships_a_model_folder_and_nothing_else_resolves(tmp_path, monke
         reg.locate("pkg:os")
 
 
-def test_a_model_folder_name_declared_twice_is_a_failure_of_the_second_plugin(tmp_path):
-    reg = _registry(_plugin("first", {"shared": "a:b"}), _plugin("second", {"shared": "c:d"}))
-    assert reg.model_folders["shared"].origin.plugin == "first"
-    assert [f.plugin for f in reg.failures] == ["second"] and "already provided by plugin 'first'" in reg.failures[
-        0
-    ].error
+def test_a_name_two_plugins_declare_loads_both_and_is_refused_bare(tmp_path, monkeypatch):
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir(), second.mkdir()
+    package = types.ModuleType("ladd_test_twins")
+    package.first, package.second = (lambda: first), (lambda: second)
+    monkeypatch.setitem(sys.modules, "ladd_test_twins", package)
+    reg = _registry(
+        _plugin("one", {"shared": "ladd_test_twins:first"}), _plugin("two", {"shared": "ladd_test_twins:second"})
+    )
+    assert reg.failures == []  # neither plugin is knocked out by the other's name
+    assert reg.locate("pkg:one:shared") == str(first) and reg.locate("pkg:two:shared") == str(second)
+    with pytest.raises(LaddError, match=r"^model folder 'shared' is declared by several plugins: 'one', 'two'; name "
+                                        r"the one you mean: one:shared or two:shared$"):
+        reg.locate("pkg:shared")
+
+
+def test_an_importer_named_as_ladds_own_leaves_the_plugin_loaded_and_both_reachable():
+    plugin = types.ModuleType("mine")
+    plugin.ladd_importers = hookimpl(lambda: {"llada": "mine_pkg:MyLLaDA"})
+    import ladd_plugins
+
+    host = PluginHost()
+    host.register(ladd_plugins, "builtin")
+    host.register(plugin, "mine")
+    reg = Registry.from_host(host)
+    assert reg.failures == []
+    assert reg.importer("mine:llada").locator == "mine_pkg:MyLLaDA"
+    assert reg.importer("builtin:llada").origin.plugin == "builtin"
+    with pytest.raises(LaddError, match=r"importer 'llada' is declared by several plugins: .*builtin:llada or "
+                                        r"mine:llada"):
+        reg.importer("llada")
+
+
+def test_a_declared_name_holding_the_qualifier_fails_its_plugin():
+    reg = _registry(_plugin("odd", {"a:b": "x:y"}))
+    assert [f.plugin for f in reg.failures] == ["odd"] and "a NAME without ':'" in reg.failures[0].error

@@ -93,7 +93,7 @@ def test_the_model_folder_records_its_source_and_is_an_ordinary_export(reg, tmp_
     out = import_mdlm(str(tmp_path / "mdlm"), tmp_path / "out", [], reg)
     document = json.loads((out / "config.json").read_text())
     digest = hashlib.sha256((tmp_path / "mdlm" / "model.safetensors").read_bytes()).hexdigest()
-    assert document["source"] == {"importer": "mdlm", "folder": "mdlm", "files": {"model.safetensors": digest}}
+    assert document["source"] == {"importer": "builtin:mdlm", "folder": "mdlm", "files": {"model.safetensors": digest}}
     assert document["config"]["backbone"] | {"name": "builtin:dit"} == document["config"]["backbone"]
     assert (document["config"]["dataset"]["tokenizer"], document["config"]["dataset"]["seq_len"]) == ("gpt2-bpe", 24)
     experiment = registry.from_pretrained(out, reg)
