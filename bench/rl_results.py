@@ -1,14 +1,16 @@
 """Trains the CPU RL demo and scores every model on held-out questions: ``results/rl/reward.csv``.
 
-    python bench/rl_results.py [--work DIR] [--seeds 1,2,3] [--out results/rl]
+    python bench/rl_results.py [--work DIR] [--seeds 1,2,3] [--grpo-steps N] [--ladd-sft-steps A,B] [--workers K]
+                               [--out results/rl]
 
 In ``DIR`` (default ``rl_work``): the SFT model (``demo/arith_sft``), diffu-GRPO from it (``demo/arith_grpo``) once per
 seed, the Di-LADD model on top of the SFT one (``demo/arith_diladd_sft``) and diffu-GRPO of it per seed with the plan
-in the policy and token-only (``loss.latent_in_policy=false``): the same model, the same budget. Two lanes run side
-by side (the MDLM runs; the Di-LADD runs). Every model is then scored by ``ladd reward`` on the same 100 held-out
-questions, 4 completions each, with its own sampler. Runs already finished are kept (ladd resumes or skips them).
-Writes ``reward.csv`` (method, seed, held-out reward and its standard error, what it was trained from), and
-``provenance.json`` (the commit, every command with its wall-clock seconds, the machine).
+in the policy and token-only (``loss.latent_in_policy=false``): the same model, the same budget. ``--grpo-steps`` and
+``--ladd-sft-steps`` shorten the presets' stages (every RL run gets the same number of steps); the RL runs go ``K`` at
+a time. Every model is then scored by ``ladd reward`` on the same 100 held-out questions, 4 completions each, with its
+own sampler. Runs already finished are kept (ladd resumes or skips them). Writes ``reward.csv`` (method, seed,
+held-out reward and its standard error, what it was trained from), and ``provenance.json`` (the commit and whether the
+tree differed from it, the budget, every command with its wall-clock seconds, the machine).
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ import platform
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,32 +50,43 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", default="rl_work")
     parser.add_argument("--seeds", default="1,2,3")
+    parser.add_argument("--grpo-steps", type=int, help="steps of every RL run (default: the presets' 150)")
+    parser.add_argument("--ladd-sft-steps", help="A,B: the Di-LADD model's two stages (default: the preset's 600,400)")
+    parser.add_argument("--workers", type=int, default=2, help="RL runs trained at a time")
     parser.add_argument("--out", default=str(ROOT / "results" / "rl"))
     args = parser.parse_args()
     work, out, seeds = Path(args.work).resolve(), Path(args.out), [int(s) for s in args.seeds.split(",")]
     work.mkdir(parents=True, exist_ok=True)
     out.mkdir(parents=True, exist_ok=True)
     log: list[dict] = []
+    rl_budget = [] if args.grpo_steps is None else [f"train.stages.stage1.steps={args.grpo_steps}"]
+    ladd_budget = []
+    if args.ladd_sft_steps is not None:
+        first, second = args.ladd_sft_steps.split(",")
+        ladd_budget = [f"train.stages.stage1.steps={first}", f"train.stages.stage2.steps={second}"]
     _run(_train("demo/arith_sft", SFT), work, log)
     # method -> (run, seed, trained from)
     runs = {("sft", 0): (SFT, "random initialisation"), ("diladd_sft", 0): (LADD_SFT, SFT)}
-    mdlm = [(_train("demo/arith_grpo", f"runs/arith_grpo_s{s}", f"seed={s}"), ("grpo", s), SFT) for s in seeds]
-    ladd = [(_train("demo/arith_diladd_sft", LADD_SFT), None, None)]
+    mdlm = [(f"runs/arith_grpo_s{s}", ("grpo", s), SFT, "demo/arith_grpo", []) for s in seeds]
+    ladd = []
     for s in seeds:
-        ladd.append((_train("demo/arith_diladd_grpo", f"runs/arith_diladd_grpo_s{s}", f"seed={s}"),
-                     ("diladd_grpo_latent", s), LADD_SFT))
-        ladd.append((_train("demo/arith_diladd_grpo", f"runs/arith_diladd_grpo_tokens_s{s}", f"seed={s}",
-                            "loss.latent_in_policy=false"), ("diladd_grpo_tokens", s), LADD_SFT))
+        ladd.append((f"runs/arith_diladd_grpo_s{s}", ("diladd_grpo_latent", s), LADD_SFT, "demo/arith_diladd_grpo", []))
+        ladd.append((f"runs/arith_diladd_grpo_tokens_s{s}", ("diladd_grpo_tokens", s), LADD_SFT,
+                     "demo/arith_diladd_grpo", ["loss.latent_in_policy=false"]))
 
-    def lane(jobs: list) -> None:
-        for command, key, source in jobs:
-            _run(command, work, log)
-            if key is not None:
-                runs[key] = (command[command.index("train") + 2].removeprefix("run_dir="), source)
+    def rl(run: str, preset: str, extra: list[str], after: Future | None) -> None:
+        if after is not None:  # the model it starts from
+            after.result()
+        _run(_train(preset, run, f"seed={run.rsplit('_s', 1)[1]}", *rl_budget, *extra), work, log)
 
-    with ThreadPoolExecutor(2) as pool:
-        for finished in [pool.submit(lane, mdlm), pool.submit(lane, ladd)]:
+    with ThreadPoolExecutor(args.workers) as pool:
+        ladd_sft = pool.submit(_run, _train("demo/arith_diladd_sft", LADD_SFT, *ladd_budget), work, log)
+        started = [pool.submit(rl, run, preset, extra, None) for run, _, _, preset, extra in mdlm]
+        started += [pool.submit(rl, run, preset, extra, ladd_sft) for run, _, _, preset, extra in ladd]
+        for finished in [ladd_sft, *started]:
             finished.result()
+    jobs = mdlm + ladd
+    runs.update({key: (run, source) for run, key, source, _, _ in jobs})
     rows = []
     for (method, seed), (run, source) in sorted(runs.items()):
         scored = work / f"reward_{method}_{seed}.json"
@@ -87,8 +100,12 @@ def main() -> None:
         writer.writeheader()
         writer.writerows(rows)
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    changed = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True).stdout
     provenance = {
-        "commit": commit, "machine": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version(),
+        "commit": commit, "files_changed_from_commit": changed.split(),
+        "budget": {"grpo_steps": args.grpo_steps or 150, "ladd_sft_steps": args.ladd_sft_steps or "600,400",
+                   "seeds": seeds, "workers": args.workers},
+        "machine": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version(),
         "evaluation": {"split": "test", "prompts": PROMPTS, "group": GROUP, "steps": STEPS, "seed": EVAL_SEED},
         "commands": log,
     }
