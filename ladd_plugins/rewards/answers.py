@@ -71,7 +71,7 @@ class Checker(Reward):
         if not getattr(dataset, "verifies", False):
             raise IncompatibleComponentsError(
                 f"reward 'checker' runs the task's own checker, but dataset {type(dataset).__name__} ships none "
-                f"(Dataset.verifies); choose a dataset that does, or reward=exact_match"
+                f"(Dataset.verifies); choose a dataset that does, or loss.reward=exact_match"
             )
         self.dataset = dataset
 
