@@ -3,14 +3,15 @@
     python bench/rl_results.py [--work DIR] [--seeds 1,2,3] [--grpo-steps N] [--ladd-sft-steps A,B] [--workers K]
                                [--out results/rl]
 
-In ``DIR`` (default ``rl_work``): the SFT model (``demo/arith_sft``), diffu-GRPO from it (``demo/arith_grpo``) once per
-seed, the Di-LADD model on top of the SFT one (``demo/arith_diladd_sft``) and diffu-GRPO of it per seed with the plan
-in the policy and token-only (``loss.latent_in_policy=false``): the same model, the same budget. ``--grpo-steps`` and
-``--ladd-sft-steps`` shorten the presets' stages (every RL run gets the same number of steps); the RL runs go ``K`` at
-a time. Every model is then scored by ``ladd reward`` on the same 100 held-out questions, 4 completions each, with its
-own sampler. Runs already finished are kept (ladd resumes or skips them). Writes ``reward.csv`` (method, seed,
-held-out reward and its standard error, what it was trained from), and ``provenance.json`` (the commit and whether the
-tree differed from it, the budget, every command with its wall-clock seconds, the machine).
+In ``DIR`` (default ``rl_work``): the SFT model (``demo/arith_sft``), diffu-GRPO from it (``demo/arith_grpo``) once
+per seed, the Di-LADD model on top of the SFT one (``demo/arith_diladd_sft``) and diffu-GRPO of it per seed with the
+plan in the policy and token-only (``loss.latent_in_policy=false``): the same model, the same budget. ``--grpo-steps``
+and ``--ladd-sft-steps`` shorten the presets' stages (every RL run gets the same number of steps); the RL runs go
+``K`` at a time. Every model is scored, as soon as it is trained, by ``ladd reward`` on the same 100 held-out
+questions, 4 completions each, with its own sampler. Runs already finished are kept (ladd resumes or skips them).
+Writes ``reward.csv`` (method, seed, held-out reward and its standard error, what it was trained from), and
+``provenance.json`` (the commit and whether the tree differed from it, the budget, every command with its wall-clock
+seconds, the machine).
 """
 from __future__ import annotations
 
@@ -52,7 +53,7 @@ def main() -> None:
     parser.add_argument("--seeds", default="1,2,3")
     parser.add_argument("--grpo-steps", type=int, help="steps of every RL run (default: the presets' 150)")
     parser.add_argument("--ladd-sft-steps", help="A,B: the Di-LADD model's two stages (default: the preset's 600,400)")
-    parser.add_argument("--workers", type=int, default=2, help="RL runs trained at a time")
+    parser.add_argument("--workers", type=int, default=2, help="runs trained or scored at a time")
     parser.add_argument("--out", default=str(ROOT / "results" / "rl"))
     args = parser.parse_args()
     work, out, seeds = Path(args.work).resolve(), Path(args.out), [int(s) for s in args.seeds.split(",")]
@@ -65,8 +66,7 @@ def main() -> None:
         first, second = args.ladd_sft_steps.split(",")
         ladd_budget = [f"train.stages.stage1.steps={first}", f"train.stages.stage2.steps={second}"]
     _run(_train("demo/arith_sft", SFT), work, log)
-    # method -> (run, seed, trained from)
-    runs = {("sft", 0): (SFT, "random initialisation"), ("diladd_sft", 0): (LADD_SFT, SFT)}
+    # (run, (method, seed), trained from, preset, overrides)
     mdlm = [(f"runs/arith_grpo_s{s}", ("grpo", s), SFT, "demo/arith_grpo", []) for s in seeds]
     ladd = []
     for s in seeds:
@@ -74,27 +74,31 @@ def main() -> None:
         ladd.append((f"runs/arith_diladd_grpo_tokens_s{s}", ("diladd_grpo_tokens", s), LADD_SFT,
                      "demo/arith_diladd_grpo", ["loss.latent_in_policy=false"]))
 
-    def rl(run: str, preset: str, extra: list[str], after: Future | None) -> None:
-        if after is not None:  # the model it starts from
-            after.result()
-        _run(_train(preset, run, f"seed={run.rsplit('_s', 1)[1]}", *rl_budget, *extra), work, log)
-
-    with ThreadPoolExecutor(args.workers) as pool:
-        ladd_sft = pool.submit(_run, _train("demo/arith_diladd_sft", LADD_SFT, *ladd_budget), work, log)
-        started = [pool.submit(rl, run, preset, extra, None) for run, _, _, preset, extra in mdlm]
-        started += [pool.submit(rl, run, preset, extra, ladd_sft) for run, _, _, preset, extra in ladd]
-        for finished in [ladd_sft, *started]:
-            finished.result()
-    jobs = mdlm + ladd
-    runs.update({key: (run, source) for run, key, source, _, _ in jobs})
-    rows = []
-    for (method, seed), (run, source) in sorted(runs.items()):
-        scored = work / f"reward_{method}_{seed}.json"
+    def score(run: str, key: tuple[str, int], source: str) -> dict:
+        scored = work / f"reward_{key[0]}_{key[1]}.json"
         _run(_ladd("reward", run, "--reward", "exact_match", "--prompts", str(PROMPTS), "--group", str(GROUP),
                    "--steps", str(STEPS), "--seed", str(EVAL_SEED), "--out", str(scored)), work, log)
         result = json.loads(scored.read_text())
-        rows.append({"method": method, "seed": seed, "held_out_reward": f"{result['mean']:.4f}",
-                     "stderr": f"{result['stderr']:.4f}", "run": run, "trained_from": source})
+        return {"method": key[0], "seed": key[1], "held_out_reward": f"{result['mean']:.4f}",
+                "stderr": f"{result['stderr']:.4f}", "run": run, "trained_from": source}
+
+    def rl(run: str, key: tuple[str, int], source: str, preset: str, extra: list[str], after: Future | None) -> dict:
+        if after is not None:  # the model it starts from
+            after.result()
+        _run(_train(preset, run, f"seed={key[1]}", *rl_budget, *extra), work, log)
+        return score(run, key, source)
+
+    def after(trained: Future, run: str, key: tuple[str, int], source: str) -> dict:
+        trained.result()
+        return score(run, key, source)
+
+    with ThreadPoolExecutor(args.workers) as pool:  # each model scored as soon as it is trained
+        ladd_done = pool.submit(_run, _train("demo/arith_diladd_sft", LADD_SFT, *ladd_budget), work, log)
+        started = [pool.submit(rl, *job, None) for job in mdlm]
+        started.append(pool.submit(score, SFT, ("sft", 0), "random initialisation"))
+        started += [pool.submit(rl, *job, ladd_done) for job in ladd]
+        started.append(pool.submit(after, ladd_done, LADD_SFT, ("diladd_sft", 0), SFT))
+        rows = sorted((done.result() for done in started), key=lambda row: (row["method"], row["seed"]))
     with (out / "reward.csv").open("w", newline="") as handle:
         writer = csv.DictWriter(handle, list(rows[0]))
         writer.writeheader()
