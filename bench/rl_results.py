@@ -1,17 +1,17 @@
 """Trains the CPU RL demo and scores every model on held-out questions: ``results/rl/reward.csv``.
 
-    python bench/rl_results.py [--work DIR] [--seeds 1,2,3] [--grpo-steps N] [--ladd-sft-steps A,B] [--workers K]
-                               [--out results/rl]
+    python bench/rl_results.py [--work DIR] [--seeds 1,2,3] [--grpo-steps N] [--ladd-grpo-steps N]
+                               [--ladd-sft-steps A,B] [--workers K] [--out results/rl]
 
 In ``DIR`` (default ``rl_work``): the SFT model (``demo/arith_sft``), diffu-GRPO from it (``demo/arith_grpo``) once
 per seed, the Di-LADD model on top of the SFT one (``demo/arith_diladd_sft``) and diffu-GRPO of it per seed with the
-plan in the policy and token-only (``loss.latent_in_policy=false``): the same model, the same budget. ``--grpo-steps``
-and ``--ladd-sft-steps`` shorten the presets' stages (every RL run gets the same number of steps); the RL runs go
-``K`` at a time. Every model is scored, as soon as it is trained, by ``ladd reward`` on the same 100 held-out
-questions, 4 completions each, with its own sampler. Runs already finished are kept (ladd resumes or skips them).
-Writes ``reward.csv`` (method, seed, held-out reward and its standard error, what it was trained from), and
-``provenance.json`` (the commit and whether the tree differed from it, the budget, every command with its wall-clock
-seconds, the machine).
+plan in the policy and token-only (``loss.latent_in_policy=false``): the same model, the same budget.
+``--grpo-steps``, ``--ladd-grpo-steps`` and ``--ladd-sft-steps`` shorten the presets' stages (the Di-LADD model's two
+RL variants always get the same); the RL runs go ``K`` at a time. Every model is scored, as soon as it is trained, by
+``ladd reward`` on the same 100 held-out questions, 4 completions each, with its own sampler. Runs already finished
+are kept (ladd resumes or skips them). Writes ``reward.csv`` (method, seed, held-out reward and its standard error,
+what it was trained from), and ``provenance.json`` (the commit and whether the tree differed from it, the budget,
+every command with its wall-clock seconds, the machine).
 """
 from __future__ import annotations
 
@@ -52,6 +52,7 @@ def main() -> None:
     parser.add_argument("--work", default="rl_work")
     parser.add_argument("--seeds", default="1,2,3")
     parser.add_argument("--grpo-steps", type=int, help="steps of every RL run (default: the presets' 150)")
+    parser.add_argument("--ladd-grpo-steps", type=int, help="steps of the Di-LADD RL runs (default: --grpo-steps)")
     parser.add_argument("--ladd-sft-steps", help="A,B: the Di-LADD model's two stages (default: the preset's 600,400)")
     parser.add_argument("--workers", type=int, default=2, help="runs trained or scored at a time")
     parser.add_argument("--out", default=str(ROOT / "results" / "rl"))
@@ -61,18 +62,21 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     log: list[dict] = []
     rl_budget = [] if args.grpo_steps is None else [f"train.stages.stage1.steps={args.grpo_steps}"]
+    ladd_steps = args.ladd_grpo_steps or args.grpo_steps
+    ladd_rl_budget = [] if ladd_steps is None else [f"train.stages.stage1.steps={ladd_steps}"]
     ladd_budget = []
     if args.ladd_sft_steps is not None:
         first, second = args.ladd_sft_steps.split(",")
         ladd_budget = [f"train.stages.stage1.steps={first}", f"train.stages.stage2.steps={second}"]
     _run(_train("demo/arith_sft", SFT), work, log)
     # (run, (method, seed), trained from, preset, overrides)
-    mdlm = [(f"runs/arith_grpo_s{s}", ("grpo", s), SFT, "demo/arith_grpo", []) for s in seeds]
+    mdlm = [(f"runs/arith_grpo_s{s}", ("grpo", s), SFT, "demo/arith_grpo", rl_budget) for s in seeds]
     ladd = []
     for s in seeds:
-        ladd.append((f"runs/arith_diladd_grpo_s{s}", ("diladd_grpo_latent", s), LADD_SFT, "demo/arith_diladd_grpo", []))
+        ladd.append((f"runs/arith_diladd_grpo_s{s}", ("diladd_grpo_latent", s), LADD_SFT, "demo/arith_diladd_grpo",
+                     ladd_rl_budget))
         ladd.append((f"runs/arith_diladd_grpo_tokens_s{s}", ("diladd_grpo_tokens", s), LADD_SFT,
-                     "demo/arith_diladd_grpo", ["loss.latent_in_policy=false"]))
+                     "demo/arith_diladd_grpo", [*ladd_rl_budget, "loss.latent_in_policy=false"]))
 
     def score(run: str, key: tuple[str, int], source: str) -> dict:
         scored = work / f"reward_{key[0]}_{key[1]}.json"
@@ -85,7 +89,7 @@ def main() -> None:
     def rl(run: str, key: tuple[str, int], source: str, preset: str, extra: list[str], after: Future | None) -> dict:
         if after is not None:  # the model it starts from
             after.result()
-        _run(_train(preset, run, f"seed={key[1]}", *rl_budget, *extra), work, log)
+        _run(_train(preset, run, f"seed={key[1]}", *extra), work, log)
         return score(run, key, source)
 
     def after(trained: Future, run: str, key: tuple[str, int], source: str) -> dict:
@@ -107,7 +111,8 @@ def main() -> None:
     changed = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True).stdout
     provenance = {
         "commit": commit, "files_changed_from_commit": changed.split(),
-        "budget": {"grpo_steps": args.grpo_steps or 150, "ladd_sft_steps": args.ladd_sft_steps or "600,400",
+        "budget": {"grpo_steps": args.grpo_steps or 150, "ladd_grpo_steps": ladd_steps or 150,
+                   "ladd_sft_steps": args.ladd_sft_steps or "600,400",
                    "seeds": seeds, "workers": args.workers},
         "machine": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version(),
         "evaluation": {"split": "test", "prompts": PROMPTS, "group": GROUP, "steps": STEPS, "seed": EVAL_SEED},
