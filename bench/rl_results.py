@@ -80,8 +80,10 @@ def main() -> None:
 
     def score(run: str, key: tuple[str, int], source: str) -> dict:
         scored = work / f"reward_{key[0]}_{key[1]}.json"
-        _run(_ladd("reward", run, "--reward", "exact_match", "--prompts", str(PROMPTS), "--group", str(GROUP),
-                   "--steps", str(STEPS), "--seed", str(EVAL_SEED), "--out", str(scored)), work, log)
+        weights = work / run / "model.safetensors"
+        if not scored.is_file() or scored.stat().st_mtime < weights.stat().st_mtime:  # else scored since trained
+            _run(_ladd("reward", run, "--reward", "exact_match", "--prompts", str(PROMPTS), "--group", str(GROUP),
+                       "--steps", str(STEPS), "--seed", str(EVAL_SEED), "--out", str(scored)), work, log)
         result = json.loads(scored.read_text())
         return {"method": key[0], "seed": key[1], "held_out_reward": f"{result['mean']:.4f}",
                 "stderr": f"{result['stderr']:.4f}", "run": run, "trained_from": source}
