@@ -47,6 +47,13 @@ def _train(preset: str, run: str, *overrides: str) -> list[str]:
     return _ladd("train", f"experiment={preset}", f"run_dir={run}", "train.progress=false", *overrides)
 
 
+def _scored(work: Path, run: str, key: tuple[str, int]) -> Path | None:
+    """The result of scoring ``run`` when it was scored after its weights were last written, else None."""
+    scored, weights = work / f"reward_{key[0]}_{key[1]}.json", work / run / "model.safetensors"
+    fresh = scored.is_file() and weights.is_file() and scored.stat().st_mtime > weights.stat().st_mtime
+    return scored if fresh else None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", default="rl_work")
@@ -54,6 +61,7 @@ def main() -> None:
     parser.add_argument("--grpo-steps", type=int, help="steps of every RL run (default: the presets' 150)")
     parser.add_argument("--ladd-grpo-steps", type=int, help="steps of the Di-LADD RL runs (default: --grpo-steps)")
     parser.add_argument("--ladd-sft-steps", help="A,B: the Di-LADD model's two stages (default: the preset's 600,400)")
+    parser.add_argument("--allow-changes", action="store_true", help="runs in progress continue with new steps")
     parser.add_argument("--workers", type=int, default=2, help="runs trained or scored at a time")
     parser.add_argument("--out", default=str(ROOT / "results" / "rl"))
     args = parser.parse_args()
@@ -68,20 +76,21 @@ def main() -> None:
     if args.ladd_sft_steps is not None:
         first, second = args.ladd_sft_steps.split(",")
         ladd_budget = [f"train.stages.stage1.steps={first}", f"train.stages.stage2.steps={second}"]
-    _run(_train("demo/arith_sft", SFT), work, log)
+    train = [] if not args.allow_changes else ["--allow-changes"]
+    if _scored(work, SFT, ("sft", 0)) is None:  # a model trained and scored is kept as it is
+        _run(_train("demo/arith_sft", SFT), work, log)
     # (run, (method, seed), trained from, preset, overrides)
-    mdlm = [(f"runs/arith_grpo_s{s}", ("grpo", s), SFT, "demo/arith_grpo", rl_budget) for s in seeds]
+    mdlm = [(f"runs/arith_grpo_s{s}", ("grpo", s), SFT, "demo/arith_grpo", [f"seed={s}", *rl_budget]) for s in seeds]
     ladd = []
     for s in seeds:
         ladd.append((f"runs/arith_diladd_grpo_s{s}", ("diladd_grpo_latent", s), LADD_SFT, "demo/arith_diladd_grpo",
-                     ladd_rl_budget))
+                     [f"seed={s}", *ladd_rl_budget]))
         ladd.append((f"runs/arith_diladd_grpo_tokens_s{s}", ("diladd_grpo_tokens", s), LADD_SFT,
-                     "demo/arith_diladd_grpo", [*ladd_rl_budget, "loss.latent_in_policy=false"]))
+                     "demo/arith_diladd_grpo", [f"seed={s}", *ladd_rl_budget, "loss.latent_in_policy=false"]))
 
     def score(run: str, key: tuple[str, int], source: str) -> dict:
         scored = work / f"reward_{key[0]}_{key[1]}.json"
-        weights = work / run / "model.safetensors"
-        if not scored.is_file() or scored.stat().st_mtime < weights.stat().st_mtime:  # else scored since trained
+        if _scored(work, run, key) is None:
             _run(_ladd("reward", run, "--reward", "exact_match", "--prompts", str(PROMPTS), "--group", str(GROUP),
                        "--steps", str(STEPS), "--seed", str(EVAL_SEED), "--out", str(scored)), work, log)
         result = json.loads(scored.read_text())
@@ -91,20 +100,16 @@ def main() -> None:
     def rl(run: str, key: tuple[str, int], source: str, preset: str, extra: list[str], after: Future | None) -> dict:
         if after is not None:  # the model it starts from
             after.result()
-        _run(_train(preset, run, f"seed={key[1]}", *extra), work, log)
-        return score(run, key, source)
-
-    def after(trained: Future, run: str, key: tuple[str, int], source: str) -> dict:
-        trained.result()
+        if _scored(work, run, key) is None:
+            _run([*_train(preset, run, *extra), *train], work, log)
         return score(run, key, source)
 
     with ThreadPoolExecutor(args.workers) as pool:  # each model scored as soon as it is trained
-        ladd_done = pool.submit(_run, _train("demo/arith_diladd_sft", LADD_SFT, *ladd_budget), work, log)
+        ladd_done = pool.submit(rl, LADD_SFT, ("diladd_sft", 0), SFT, "demo/arith_diladd_sft", ladd_budget, None)
         started = [pool.submit(rl, *job, None) for job in mdlm]
         started.append(pool.submit(score, SFT, ("sft", 0), "random initialisation"))
         started += [pool.submit(rl, *job, ladd_done) for job in ladd]
-        started.append(pool.submit(after, ladd_done, LADD_SFT, ("diladd_sft", 0), SFT))
-        rows = sorted((done.result() for done in started), key=lambda row: (row["method"], row["seed"]))
+        rows = sorted((done.result() for done in [ladd_done, *started]), key=lambda row: (row["method"], row["seed"]))
     with (out / "reward.csv").open("w", newline="") as handle:
         writer = csv.DictWriter(handle, list(rows[0]))
         writer.writeheader()
