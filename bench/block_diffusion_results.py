@@ -137,7 +137,10 @@ def write_readme(out: Path, rows: list[dict], timing: dict, floor: float | None,
         "Setting: the binary sawtooth at S = 32 (two periods, floor 0.01), the presets' 2-layer DiT of width 64 "
         "(4 heads, dropout 0.1), 1,000 AdamW steps at batch 128 (lr 1e-3, 100 warm-up steps, EMA 0.99), one seed, "
         "each run on one thread of a shared 2-core CPU. The block models (`binsaw/bd3lm_cpu`) differ from MDLM "
-        "(`binsaw/mdlm_cpu`) only in their attention and objective; AR is the causal transformer of `binsaw/ar_cpu`.",
+        "(`binsaw/mdlm_cpu`) only in their attention and objective; AR is the causal transformer of `binsaw/ar_cpu`. "
+        "The block models sample through their exact key-value cache of the committed blocks and AR through its exact "
+        "cache of the tokens generated (one new position per network call), so their network calls and GFLOPs are "
+        "counted alike; MDLM recomputes every position at every step, as its bidirectional attention requires.",
         "",
         "`L^x` is held-out nats per token over "
         f"{LOSS_BATCHES} batches of 1,000 sequences: for MDLM and the block models the NELBO with ELBO weights (a "
@@ -162,7 +165,7 @@ def write_readme(out: Path, rows: list[dict], timing: dict, floor: float | None,
         "Commands (started " + started + "):",
         "",
         "```bash",
-        "nice python bench/block_diffusion_results.py --runs runs/block_diffusion --out results/block_diffusion",
+        "python " + " ".join(["bench/block_diffusion_results.py", *sys.argv[1:]]),
         *log,
         "```",
         "",

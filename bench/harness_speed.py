@@ -11,8 +11,9 @@ choices per context) with the same number of Monte Carlo draws per request:
 - ``ladd bound``: ``registry.engine.likelihood.bound`` over all requests, draws of many requests per call;
 - ``ladd loglikelihood``: the lm-eval model's ``loglikelihood``, greedy decoding check included.
 
-The bare loops draw their masks with LLaDA's counts (stratified over 1..L), but leave out the weights and the
-time draws, so they measure the network's share alone: a floor for what any adapter pays.
+The bare loops draw their masks with LLaDA's counts (stratified over 1..L) and leave out the weights and the time
+draws, but run the output head at every position of every row (the plain network call), where ladd's bound runs it
+at the masked positions only: they are the plain way of making those calls, a baseline, not a floor for an adapter.
 """
 from __future__ import annotations
 

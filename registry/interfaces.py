@@ -141,6 +141,10 @@ class Process(ABC):
     #: True when the bound is the exact negative log-likelihood, read in one teacher-forced pass (a causal model):
     #: one draw suffices, and greedy decoding is read off the same pass
     exact_likelihood: bool = False
+    #: True when ``loss`` weights each step as the ELBO does, so that its mean over noise levels is a Monte-Carlo
+    #: estimate of the negative ELBO of the chain (for a model of tokens alone an upper bound on ``-log p``); False
+    #: for another weighting (a constant one), whose loss bounds nothing. ``ladd eval`` says which ``L^x`` is.
+    elbo_weighted: bool = False
 
     @abstractmethod
     def prior(self, shape: tuple[int, ...], device: torch.device, generator: torch.Generator | None = None) -> Tensor:
@@ -646,6 +650,9 @@ class Needs:
     #: True: a token backbone of a block attention pattern (decoded block by block); False: one without (decoded all
     #: at once); None: either. Checked on a built backbone, whose options set its pattern
     blocks: bool | None = None
+    #: what asks for the backbone (an option's value, e.g. "its option cache='prefix' keeps the backbone's key-value
+    #: cache"), said when the backbone is not one; empty: the component itself
+    why: str = ""
 
     def unmet(
         self, latent: str | None, process_name: str, process: Any, backbone_name: str = "", backbone: Any = None
@@ -668,7 +675,8 @@ class Needs:
         wanted, kind = self.backbone, backbone if isinstance(backbone, type) else type(backbone)
         if wanted is not None and backbone is not None and not issubclass(kind, wanted):
             interface = f"{wanted.__module__}.{wanted.__qualname__}"
-            return f"a token backbone that is a {interface}, but backbone {backbone_name!r} is not one", (
+            reason = f" ({self.why})" if self.why else ""
+            return f"a token backbone that is a {interface}{reason}, but backbone {backbone_name!r} is not one", (
                 "choose another backbone"
             )
         if self.blocks is not None and backbone is not None and not isinstance(backbone, type):
@@ -976,7 +984,8 @@ def context_of(dataset: Dataset, batch: Tensor) -> Tensor | None:
 class Importer(ABC):
     """Turns another library's checkpoint into a ladd model: ``ladd import NAME SOURCE OUT``.
 
-    An importer declares the model and fills its weights; ladd does the rest. In order, ladd calls ``read(source)``
+    An importer declares the model and fills its weights; ladd does the rest. In order, ladd checks that a local
+    source holds only regular files (no link, device or FIFO anywhere under it), calls ``read(source)``
     (the checkpoint checked whole, before anything is built), ``overrides(checkpoint)`` (the model's config), builds
     the model from that config (refusing one too large for this machine's memory, and a user's override of what the
     importer sets), sets every parameter to NaN, calls ``fill(model, checkpoint)``, checks that every parameter was

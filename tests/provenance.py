@@ -1,14 +1,16 @@
 """How each committed results folder was produced, and whether the current code still produces it.
 
-Every folder of ``results/`` and ``bench/results/`` holds ``provenance.json`` (and, for results, a README; speed
-figures are described in ``bench/RESULTS.md``): records, each covering some of
-the folder's files, with the commit, date, torch version, machine and commands that produced them and, for
-results (not speed figures), the :func:`fingerprints.digest` of every fingerprint case whose code produced
-them. ``test_provenance.py`` compares those digests with ``data/preset_fingerprints.json``, which
-``test_fingerprints.py`` proves the current code reproduces: a change of behaviour therefore fails until the
-results are produced again or the folder's README says, in the record's own words, that they are stale.
+Every committed folder of ``results/`` and ``bench/results/`` (one that holds a file git tracks; what a command
+such as the quickstart writes there is not checked) holds ``provenance.json`` (and, for results, a README; speed
+figures are described in ``bench/RESULTS.md``): records, each covering some of the folder's files, with the commit,
+date, torch version, machine and commands that produced them and, for results (not speed figures), the fingerprint
+(``fingerprints.py``) of every case whose code produced them, computed by the code that produced them.
+``test_provenance.py`` runs each case again with the current code and compares (within the fingerprints' measured
+tolerance): a change of behaviour fails until the results are produced again or the folder's README says, in the
+record's own words, that they are stale. A stale record may keep ``null`` for a fingerprint of a retired format.
 
-Write a record after producing results (fingerprints are computed from the code that is imported)::
+Write a record after producing results (fingerprints are computed from the code that is imported: that of the
+commit that produced them)::
 
     python tests/provenance.py FOLDER --cases binsaw/mdlm_cpu,... --command "ladd compare ..." [--command ...]
 """
@@ -23,15 +25,16 @@ import platform
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
-from fingerprints import CASES, digest, record, recorded
+from fingerprints import CASES, computed, differences, record
 
 FILE = "provenance.json"
 README = "README.md"
-FORMAT = "ladd-provenance/1"
+FORMAT = "ladd-provenance/2"
 #: results reproduce numbers and name fingerprint cases; speed figures measure time, which no fingerprint covers
 MEASURES = ("results", "speed")
 _FIELDS = {"files": list, "commit": str, "date": str, "torch": str, "machine": str, "commands": list, "measures": str}
@@ -45,7 +48,11 @@ def read(folder: Path) -> list[dict[str, Any]]:
     return document["records"]
 
 
-def _record_problems(where: str, entry: dict[str, Any], fixture: dict[str, Any], readme: str) -> list[str]:
+#: how a record's fingerprint case is computed with the current code (``fingerprints.computed``; tests pass another)
+Compute = Callable[[str], dict[str, Any]]
+
+
+def _record_problems(where: str, entry: dict[str, Any], compute: Compute, readme: str) -> list[str]:
     problems = [
         f"{where}: {key} must be a {kind.__name__}"
         for key, kind in _FIELDS.items()
@@ -63,19 +70,25 @@ def _record_problems(where: str, entry: dict[str, Any], fixture: dict[str, Any],
     stale = entry.get("stale", {})
     if entry["measures"] == "results" and not found:
         problems.append(f"{where}: results name the fingerprint cases of the code that produced them (fingerprints)")
-    for case, recorded_digest in found.items():
-        if case not in CASES or case not in fixture:
-            problems.append(
-                f"{where}: {case!r} has no fingerprint: add it to tests/fingerprints.py's CASES and record it"
-            )
-        elif recorded_digest == digest(fixture[case]):
-            if case in stale:
+    for case, fingerprint in found.items():
+        if case not in CASES:
+            problems.append(f"{where}: {case!r} is no fingerprint case: add it to tests/fingerprints.py's CASES")
+        elif fingerprint is None:
+            if case not in stale:
+                problems.append(f"{where}: {case!r} has no fingerprint: record the one of the code that produced them")
+        elif not isinstance(fingerprint, dict):
+            problems.append(f"{where}: the fingerprint of {case!r} must be the case's record (tests/fingerprints.py)")
+        else:
+            changed = differences(compute(case), fingerprint)
+            if not changed and case in stale:
                 problems.append(f"{where}: {case!r} is reproduced by the current code, but the record calls it stale")
-        elif case not in stale:
-            problems.append(
-                f"{where}: the code of {case!r} changed since these results were produced ({entry['commit']}): "
-                f"produce them again, or add a stale note for it to the record and to {README}"
-            )
+            elif changed and case not in stale:
+                shown = "; ".join(changed[:3]) + ("; ..." if len(changed) > 3 else "")
+                problems.append(
+                    f"{where}: the code of {case!r} changed since these results were produced ({entry['commit']}): "
+                    f"{len(changed)} numbers differ ({shown}): produce them again, or add a stale note for it to the "
+                    f"record and to {README}"
+                )
     for case, note in stale.items():
         if case not in found:
             problems.append(f"{where}: stale note for {case!r}, which the record does not name")
@@ -84,9 +97,8 @@ def _record_problems(where: str, entry: dict[str, Any], fixture: dict[str, Any],
     return problems
 
 
-def problems(folder: Path, fixture: dict[str, Any] | None = None) -> list[str]:
-    """Why ``folder``'s record is missing, incomplete or out of date with the current fingerprints (empty: none)."""
-    fixture = recorded() if fixture is None else fixture
+def problems(folder: Path, compute: Compute = computed) -> list[str]:
+    """Why ``folder``'s record is missing, incomplete or no longer reproduced by the current code (empty: none)."""
     if not (folder / FILE).is_file():
         return [f"{folder} has no {FILE}"]
     records = read(folder)
@@ -96,7 +108,7 @@ def problems(folder: Path, fixture: dict[str, Any] | None = None) -> list[str]:
     found: list[str] = []
     covered: list[str] = []
     for index, entry in enumerate(records):
-        found += _record_problems(f"{folder / FILE} record {index}", entry, fixture, readme or "")
+        found += _record_problems(f"{folder / FILE} record {index}", entry, compute, readme or "")
         covered += entry.get("files", [])
     files = sorted(p.name for p in folder.iterdir() if p.is_file() and p.name not in (FILE, README))
     found += [f"{folder}: {name} is covered by no record" for name in files if name not in covered]
@@ -109,14 +121,26 @@ def problems(folder: Path, fixture: dict[str, Any] | None = None) -> list[str]:
     return found
 
 
+def cases(folder: Path) -> set[str]:
+    """The fingerprint cases ``folder``'s records name with a fingerprint to compare."""
+    if not (folder / FILE).is_file():
+        return set()
+    return {case for entry in read(folder) for case, found in entry.get("fingerprints", {}).items() if found}
+
+
 def result_folders(root: Path) -> list[Path]:
-    """Every folder of ``results/`` and ``bench/results/`` that holds files."""
-    folders = [p for base in ("results", "bench/results") for p in sorted((root / base).rglob("*")) if p.is_dir()]
-    return [p for p in folders if any(child.is_file() for child in p.iterdir())]
+    """Every folder of ``results/`` and ``bench/results/`` that holds a file git tracks in ``root``'s checkout (outside
+    a git checkout, every such folder that holds a file)."""
+    try:
+        tracked = _git("ls-files", "-z", "--", "results", "bench/results", cwd=root).split("\0")
+    except (OSError, subprocess.CalledProcessError):  # no git, or no checkout: a copy of the files
+        found = [p.parent for base in ("results", "bench/results") for p in (root / base).rglob("*") if p.is_file()]
+        return sorted(set(found))
+    return sorted({(root / name).parent for name in tracked if name})
 
 
-def _git(*args: str) -> str:
-    return subprocess.run(["git", *args], capture_output=True, text=True, check=True).stdout.strip()
+def _git(*args: str, cwd: Path | None = None) -> str:
+    return subprocess.run(["git", *args], capture_output=True, text=True, check=True, cwd=cwd).stdout.strip()
 
 
 def _machine() -> str:
@@ -152,7 +176,7 @@ def write(
         "machine": machine,
         "commands": commands,
         "measures": "results",
-        "fingerprints": {case: digest(found) for case, found in record(cases).items()},
+        "fingerprints": record(cases),
     }
     kept = [old for old in read(folder) if not set(old["files"]) & set(files)] if (folder / FILE).is_file() else []
     (folder / FILE).write_text(json.dumps({"format": FORMAT, "records": [*kept, entry]}, indent=1) + "\n")

@@ -824,6 +824,41 @@ def prompt_with_mask_text(root: Path) -> Outcome:
 # ---------------------------------------------------------------- damaged or edited shared files
 
 
+def _chat_refusal(write: Callable[[Path], Path]) -> Callable[[Path], Outcome]:
+    def run(root: Path) -> Outcome:
+        source = write(root)
+        outcome = ladd("train", "experiment=llada/sft_cpu", *TINY, ONE_STAGE, f"dataset.source={source}",
+                       f"dataset.cache_dir={root / 'cache'}", f"run_dir={root / 'run'}")
+        assert not (root / "run").exists() and not list((root / "cache").rglob("*.npy"))
+        return outcome
+
+    return run
+
+
+def _chat_latin1(root: Path) -> Path:
+    rows = ['{"prompt": "what is one?", "response": "one."}'] * 19 + ['{"prompt": "caf\u00e9?", "response": "yes."}']
+    (root / "chats.jsonl").write_bytes("\n".join(rows).encode("latin-1") + b"\n")
+    return root / "chats.jsonl"
+
+
+def _chat_device(root: Path) -> Path:
+    (root / "chats.jsonl").symlink_to("/dev/zero")
+    return root / "chats.jsonl"
+
+
+def _chat_held_out_without_response(root: Path) -> Path:
+    rows = ['{"prompt": "what is one?", "response": "one."}'] * 19 + ['{"prompt": "what is two?"}']
+    (root / "chats.jsonl").write_text("\n".join(rows) + "\n")
+    return root / "chats.jsonl"
+
+
+case("11h", "a chat `.jsonl` (`dataset=chat`) holding a Latin-1 byte")(_chat_refusal(_chat_latin1))
+case("11i", "a chat `.jsonl` that is a link to a device (`/dev/zero`)")(_chat_refusal(_chat_device))
+case("11j", "a chat `.jsonl` whose last row, in the held-out slice, has no response")(
+    _chat_refusal(_chat_held_out_without_response)
+)
+
+
 @case("12a", "an exported model whose `model.safetensors` header is damaged")
 def damaged_header(root: Path) -> Outcome:
     model = exported(root, "model")
@@ -1227,6 +1262,20 @@ def masked_lm_with_code(root: Path) -> Outcome:
         f"run_dir={root / 'run'}",
     )
     assert not marker.exists() and not (root / "run").exists()
+    return outcome
+
+
+@case("15f", "`ladd import llada` of a shared folder whose `chat_template.jinja` is a link to a file of the user's")
+def llada_source_linking_a_private_file(root: Path) -> Outcome:
+    from llada_reference import write_checkpoint
+
+    source, private = root / "llada", root / "private.txt"
+    write_checkpoint(source, shards=1)
+    private.write_text("a private note {{ messages }}\n")
+    (source / "chat_template.jinja").unlink(missing_ok=True)
+    (source / "chat_template.jinja").symlink_to(private)
+    outcome = ladd("import", "llada", str(source), str(root / "out"), "dataset.seq_len=16")
+    assert not (root / "out").exists() and private.read_text() == "a private note {{ messages }}\n"
     return outcome
 
 

@@ -105,18 +105,26 @@ def read_blocks(config: Mapping[str, Any], where: str) -> tuple[MDLMShape, int]:
 def training_times(
     weights: Path, headers: Mapping[str, TensorHeader], config: Mapping[str, Any]
 ) -> tuple[float, float]:
-    """The clipped range of training times: the weights' buffers, else the config's keys, else BD3-LM's defaults."""
+    """The clipped range of training times: the weights' buffers, else the config's keys, else BD3-LM's defaults.
+    The config's keys, where given, must be a range too (the buffers hold the range its training moved them to)."""
+    stated = tuple(config.get(name, default) for name, default in zip(TIMES, DEFAULT_TIMES, strict=True))
+    _check_range(stated, weights.parent / CONFIG)
     held = [name for name in TIMES if name in headers]
-    if held:
-        if len(held) < len(TIMES) or any(math.prod(headers[name].shape) != 1 for name in TIMES):
-            raise LaddError(f"{weights}: {' and '.join(TIMES)} must both be scalars when either is there")
-        low, high = (float(read_tensor(weights, name)) for name in TIMES)
-    else:
-        low, high = (config.get(name, default) for name, default in zip(TIMES, DEFAULT_TIMES, strict=True))
-    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in (low, high)) or \
-            not 0 <= low <= high <= 1:
+    if not held:
+        return float(stated[0]), float(stated[1])
+    if len(held) < len(TIMES) or any(math.prod(headers[name].shape) != 1 for name in TIMES):
+        raise LaddError(f"{weights}: {' and '.join(TIMES)} must both be scalars when either is there")
+    times = tuple(float(read_tensor(weights, name)) for name in TIMES)
+    _check_range(times, weights)
+    return times[0], times[1]
+
+
+def _check_range(times: tuple[Any, ...], where: Path) -> None:
+    """Refuse clipped training times that are not numbers ``0 <= low <= high <= 1``, naming the file they are in."""
+    low, high = times
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in times)
+    if not numbers or not 0 <= low <= high <= 1:
         raise LaddError(
-            f"{weights.parent}: the clipped training times {TIMES[0]}={low!r}, {TIMES[1]}={high!r} are not a range "
-            "within [0, 1]"
+            f"{where}: the clipped training times {TIMES[0]}={low!r}, {TIMES[1]}={high!r} are not a range within "
+            "[0, 1]"
         )
-    return float(low), float(high)

@@ -32,6 +32,7 @@ class AutoregressiveProcess(RevealingProcess):
     #: the teacher-forced cross-entropy is the exact negative log-likelihood
     elbo = True
     exact_likelihood = True
+    elbo_weighted = True  # the loss is the exact negative log-likelihood itself
 
     def __init__(self, vocab_size: int, schedule: Schedule | None = None) -> None:
         # schedule is accepted (and unused) so every token process is built the same way

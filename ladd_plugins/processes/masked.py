@@ -42,6 +42,7 @@ class MaskedProcess(MaskingProcess):
         self.vocab_size = vocab_size
         self.mask = mask_id(vocab_size)
         self._grid: tuple[Tensor, Tensor] | None = None
+        self.elbo_weighted = config.weighting == "elbo"
 
     def _gbar(self, tau: Tensor) -> Tensor:
         return self.schedule.signal(tau.double())

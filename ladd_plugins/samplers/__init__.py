@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from registry import ComponentSpec
 
-from .config import AncestralConfig, BlockwiseConfig, ConfidenceConfig, JointConfig, SequentialConfig
+from .config import (
+    AncestralConfig,
+    AutoregressiveConfig,
+    BlockwiseConfig,
+    ConfidenceConfig,
+    JointConfig,
+    SequentialConfig,
+)
 
 #: this subpackage's components, registered by ladd's plugin (``ladd_plugins.ladd_components``)
 SPECS = [
@@ -19,6 +26,6 @@ SPECS = [
                   "LADD sequential inference: latent first (T^Y steps), then tokens (T^X)"),
     ComponentSpec("sampler", "blockwise", "ladd_plugins.samplers.blockwise:BlockwiseSampler", BlockwiseConfig,
                   "block diffusion (BD3-LM): blocks left to right by a token decoder, exact KV cache, any length"),
-    ComponentSpec("sampler", "autoregressive", "ladd_plugins.samplers.autoregressive:AutoregressiveSampler", None,
-                  "left to right, one token per network call (always S steps)"),
+    ComponentSpec("sampler", "autoregressive", "ladd_plugins.samplers.autoregressive:AutoregressiveSampler",
+                  AutoregressiveConfig, "left to right, one token per network call (always S steps), exact KV cache"),
 ]

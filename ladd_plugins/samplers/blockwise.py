@@ -59,7 +59,8 @@ class BlockwiseSampler(Sampler):
                 "sampler keeps the exact cache of the committed blocks (cache=true); leave the decoder's cache unset"
             )
         cache = CachingBackbone if config.cache else None
-        self.needs = Needs(latent=False, token_process=wanted.token_process, backbone=cache, blocks=True)
+        why = "its option cache=true keeps the committed blocks' key-value cache; cache=false needs none"
+        self.needs = Needs(latent=False, token_process=wanted.token_process, backbone=cache, blocks=True, why=why)
 
     @torch.no_grad()
     def sample(  # type: ignore[override]  # no latent keyword: block attention is trained without a latent channel

@@ -36,7 +36,9 @@ class ConfidenceSampler(TokenDecoder):
     def __init__(self, config: ConfidenceConfig) -> None:
         self.config = config
         if config.cache != "none":  # a cache needs a backbone that keeps one: checked before anything runs
-            self.needs = Needs(latent=False, token_process=MaskingProcess, backbone=CachingBackbone, blocks=False)
+            why = f"its option cache={config.cache!r} keeps the backbone's key-value cache; cache='none' needs none"
+            self.needs = Needs(latent=False, token_process=MaskingProcess, backbone=CachingBackbone, blocks=False,
+                               why=why)
 
     @torch.no_grad()
     def sample(  # type: ignore[override]  # no latent keyword: a LADD sampler hands its latent to decode_tokens

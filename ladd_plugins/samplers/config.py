@@ -7,7 +7,9 @@ from typing import Any
 from registry.ranges import check_range
 from registry.toolkit.options import ConfidenceConfig, refers_to
 
-__all__ = ["AncestralConfig", "BlockwiseConfig", "ConfidenceConfig", "JointConfig", "SequentialConfig"]
+__all__ = [
+    "AncestralConfig", "AutoregressiveConfig", "BlockwiseConfig", "ConfidenceConfig", "JointConfig", "SequentialConfig",
+]
 
 #: a LADD or block sampler's token decoder: a registered TokenDecoder sampler, given the sampler's ``fast`` unless
 #: its own options set it
@@ -19,6 +21,13 @@ class AncestralConfig:
     """``fast``: the exact fast path (head and draws at revealing positions only); the step count is chosen per call."""
 
     fast: bool = True  # exact fast path: token head and draws only at the positions that reveal
+
+
+@dataclass
+class AutoregressiveConfig:
+    """Left-to-right sampling (always ``S`` steps, one token per network call) and the causal backbone's cache."""
+
+    cache: bool = True  # keep the keys and values of the tokens generated (exact); false recomputes every position
 
 
 @dataclass

@@ -14,6 +14,7 @@ from contextlib import nullcontext
 
 from registry.errors import LaddError
 from registry.host.commands import add_plugin_commands
+from registry.host.plugin_code import PluginCode, unasked_interrupt
 from registry.host.plugins import STRICT_ENV
 from registry.host.registry import Registry, load
 from registry.host.switches import debugging, switch
@@ -76,12 +77,18 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     # training stops on a signal with a ladd line from its first moment, also while it loads plugins and libraries
     stops = stopping_on_signals() if argv[:1] == [train.NAME] else nullcontext()
+    watch = PluginCode(own_output=True)  # tells the user's Ctrl-C from a KeyboardInterrupt that code raises itself
     try:
-        with stops:
+        with watch, stops:
             registry = load()
             args = parser(registry).parse_args(argv)
             run_command(args, registry)
         return 0
+    except KeyboardInterrupt as error:
+        if not watch.is_fault(error):
+            raise  # the user's Ctrl-C ends ladd as Python ends a program
+        _show_error(error, unasked_interrupt(error))
+        return 2
     except Stopped as stop:
         if not stop.quiet:
             print(f"ladd: {stop}", file=sys.stderr)

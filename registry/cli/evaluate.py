@@ -23,11 +23,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--precision", help="the networks' precision: auto, bf16-mixed or 32-true (default: eval.precision)")
     p.add_argument(
         "--repeats",
-        type=int,
+        type=positive,
         help="sample sets per budget, each against its own reference draw (default: eval.repeats)",
     )
     p.add_argument(
-        "--floor-draws", type=int, help="data-vs-data pairs behind the data floor (default: eval.floor_draws)"
+        "--floor-draws", type=positive, help="data-vs-data pairs behind the data floor (default: eval.floor_draws)"
     )
     p.add_argument(
         "--bound-draws", type=whole,
@@ -49,12 +49,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace, registry: Registry) -> None:
     """Evaluate (every rank its share under torchrun), print the table and write the result."""
     from registry.distributed import connected, is_main  # torch: only when evaluating
-    from registry.engine.evaluation import evaluate
+    from registry.engine.evaluation import bound_meaning, evaluate, token_perplexity_meaning
     from registry.engine.loading import load_trained
     from registry.engine.sampling_limits import check_sampling_memory
     from registry.paper.report import format_table
     from registry.storage.files import check_name
-    from registry.storage.results import BOUND_NOTE, PPL_NOTE, EvalResult, perplexity
+    from registry.storage.results import BOUND_NOTE, EvalResult, perplexity
 
     with connected():  # under torchrun or srun, every rank evaluates its share of the batches and samples
         experiment, settings = load_trained(args.run_dir, registry)
@@ -71,11 +71,15 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
         return
     path = result.save(out)
     print(format_table([result]))
+    model = experiment.model
+    print(f"L^x {result.token_loss:.4f} nats per token: {result.token_loss_meaning}")
     if experiment.dataset.tokenizer is not None:
-        print(f"validation PPL {result.token_perplexity:.2f} ({PPL_NOTE})")
+        print(f"exp(L^x) {result.token_perplexity:.2f}: {token_perplexity_meaning(model)}")
     if result.no_bound is not None:
         print(f"note: no bound on -log p: {result.no_bound}")
     if result.bound is not None:
-        ceiling = perplexity(result.bound)
-        print(f"bound on -log p: {result.bound:.4f} nats per token (PPL <= {ceiling:.2f}; {BOUND_NOTE})")
+        print(
+            f"bound {result.bound:.4f} nats per token: {bound_meaning(model, result.bound_draws)} ({BOUND_NOTE}); "
+            f"exp(bound) {perplexity(result.bound):.2f}, the same for the perplexity"
+        )
     print(f"wrote {path}")

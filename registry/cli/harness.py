@@ -9,7 +9,7 @@ from registry.errors import LaddError
 from registry.host.registry import Registry
 from registry.storage.files import check_target
 
-from .arguments import add_sampler_choice, chosen_sampler, positive, seed
+from .arguments import add_sampler_choice, chosen_sampler, positive, seed, whole
 
 INSTALL = 'ladd harness needs lm-eval (EleutherAI\'s lm-evaluation-harness): pip install -e ".[harness]"'
 #: what the command writes into --out: lm-eval's results and ladd's provenance record
@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--include-path", action="append", default=[], metavar="DIR",
                    help="a folder of lm-eval task YAML files (repeatable)")
     p.add_argument("--limit", type=positive, help="at most this many documents per task")
-    p.add_argument("--num-fewshot", type=int, help="few-shot examples per prompt (default: each task's own)")
+    p.add_argument("--num-fewshot", type=whole, help="few-shot examples per prompt (default: each task's own)")
     p.add_argument("--batch-size", type=positive, default=16, help="rows per network call (default 16)")
     p.add_argument("--mc-num", type=positive, default=128,
                    help="Monte Carlo draws per row of the likelihood bound (default 128)")
@@ -58,14 +58,14 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
     out = _checked_out(args.out, source)
     import time
 
-    import torch
-
+    from registry.engine.devices import checked_device
     from registry.engine.loading import load_trained
     from registry.harness import HarnessSettings, LaddLM
     from registry.harness.adapter import check_chat_template
     from registry.harness.records import provenance, write, write_samples
     from registry.harness.tasks import evaluate_tasks
 
+    device = checked_device(args.device, "--device")
     settings = HarnessSettings(
         mc_num=args.mc_num, likelihood=args.likelihood, batch_size=args.batch_size, seed=args.seed,
         gen_steps=args.gen_steps, precision=args.precision,
@@ -76,7 +76,6 @@ def run(args: argparse.Namespace, registry: Registry) -> None:
         check_chat_template(experiment.dataset.tokenizer)
     out = out or Path(f"harness_{config.method}")
     _check_new(out, names if args.log_samples else [])
-    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     experiment.model.to(device)
     lm = LaddLM(experiment=experiment, settings=settings, scoring=config.harness)
     started = time.perf_counter()

@@ -142,7 +142,7 @@ class TrainCommand:
                 settings, run_dir = self.compose(overrides, number, registry)
                 _check_options(settings, registry)
                 RunFolder(run_dir).check(settings.plain(), self.allow_changes)
-                if settings.train.init_from is not None:
+                if settings.train.init_from is not None and _reads_source(settings, run_dir):
                     from registry.engine.warm_start import source_config  # torch: only when a job warm-starts
 
                     source_config(Path(settings.train.init_from))
@@ -173,6 +173,14 @@ class TrainCommand:
         """Arguments that train this one job again in ``run_dir`` (how Lightning starts the other DDP ranks)."""
         searchpath = [f"{SEARCHPATH}=[{','.join(self.searchpath)}]"] if self.searchpath else []
         return [*searchpath, *_without_run_dir(job), quoted_folder(f"{RUN_DIR}={run_dir}")]
+
+
+def _reads_source(settings: Settings, run_dir: Path) -> bool:
+    """Whether the job reads ``train.init_from``: a run that begins does, and so does a resumed run over a frozen base;
+    a resumed run of whole weights continues from its own checkpoints and never reads it again."""
+    from registry.training.resume import has_saved_state  # Lightning: only when a job warm-starts
+
+    return settings.train.adapted or not has_saved_state(RunFolder(run_dir), len(settings.train.stages_to_run()))
 
 
 def _check_options(settings: Settings, registry: Registry) -> None:

@@ -126,6 +126,7 @@ def compose(overrides: list[str], registry: Registry, searchpath: Sequence[str] 
     replaces_stages = [o.key_or_group == STAGES_KEY and isinstance(o.value(), list) for o in parsed]
     stage_lists = [o.value() for o, replaces in zip(parsed, replaces_stages, strict=True) if replaces]
     hydra_overrides = [text for text, replaces in zip(overrides, replaces_stages, strict=True) if not replaces]
+    _check_stages_named(hydra_overrides, registry, searchpath)
     try:
         cfg = _hydra_compose(hydra_overrides, registry, searchpath)
         stages = named_stages(stage_lists[-1] if stage_lists else cfg.train.stages)
@@ -158,6 +159,37 @@ def compose(overrides: list[str], registry: Registry, searchpath: Sequence[str] 
             file=sys.stderr,
         )
     return checked(plain)
+
+
+def _stage_named(override: Override) -> str | None:
+    """The stage an override sets (``train.stages.NAME...=VALUE``, adding with ``+`` too); None for any other, for
+    dropping a stage (null, ``~``) and for ``train.stages`` itself."""
+    parts = override.key_or_group.split(".")
+    if parts[:2] != STAGES_KEY.split(".") or len(parts) < 3 or override.is_delete():
+        return None
+    return None if len(parts) == 3 and override.value() is None else parts[2]
+
+
+def _check_stages_named(overrides: Sequence[str], registry: Registry, searchpath: Sequence[str]) -> None:
+    """Refuse, in one line naming the experiment's stages, an override of a stage it does not have (Hydra and
+    OmegaConf meet one as a traceback or a wrong type)."""
+    from hydra.errors import HydraException
+
+    named = {text: _stage_named(parse_override(text)) for text in overrides}
+    setting = {text: name for text, name in named.items() if name is not None}
+    if not setting:
+        return
+    try:
+        stages = named_stages(_hydra_compose([o for o in overrides if o not in setting], registry, searchpath)
+                              .train.stages)
+    except (HydraException, OmegaConfBaseException):
+        return  # the composition itself fails: it says why
+    for text, name in setting.items():
+        if name not in stages:
+            raise InvalidConfigError(
+                f"{text}: this experiment has no stage {name!r} (its stages: {', '.join(stages) or 'none'}); to add "
+                f"one, give every stage: {STAGES_KEY}=[{{steps:...}},{{steps:...}}]"
+            )
 
 
 def _hydra_compose(overrides: Sequence[str], registry: Registry, searchpath: Sequence[str]) -> DictConfig:

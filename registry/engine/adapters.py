@@ -14,6 +14,7 @@ of a block, ``encoder`` everything under a module of that name.
 """
 from __future__ import annotations
 
+import contextlib
 import random
 import re
 from collections.abc import Iterable
@@ -42,6 +43,7 @@ from registry.storage.weights import (
 )
 
 from .assembly import Experiment
+from .memory import GIB, available_bytes
 from .warm_start import WarmStart, warm_start
 
 #: the metadata entry of a weights file that holds only what trains over a base: the base's SHA-256
@@ -132,7 +134,11 @@ def adapt(
     trains = {id(p): p.requires_grad for p in parameters.values()}
     targets = _targets(model, train.lora) if train.lora.rank else []
     if targets:
-        _inject(model, train.lora, targets)
+        device = next(model.parameters()).device
+        if device.type != "meta":
+            _check_adapter_size(model, train.lora.rank, targets, device)
+        with torch.device(device) if device.type == "meta" else contextlib.nullcontext():  # a dry run's: no values
+            _inject(model, train.lora, targets)
     for parameter in model.parameters():  # peft marks every parameter but its adapters untrained
         parameter.requires_grad_(id(parameter) not in frozen_ids and trains.get(id(parameter), True))
     state: dict[int, str] = {}  # each tensor under its first name: a tied weight is saved once
@@ -192,6 +198,24 @@ def _examples(names: Iterable[str], count: int = 6) -> str:
     """A few of ``names`` with their block numbers written N, each once."""
     seen = list(dict.fromkeys(re.sub(r"(?<=\.)\d+(?=\.|$)", "N", name) for name in names))
     return ", ".join(seen[:count]) + (", ..." if len(seen) > count else "") if seen else "(none)"
+
+
+def _check_adapter_size(model: nn.Module, rank: int, targets: list[str], device: torch.device) -> None:
+    """Refuse adapters whose values alone exceed the free memory of ``device``, before any is allocated."""
+    values = 0
+    for name in targets:
+        module = model.get_submodule(name)
+        if isinstance(module, nn.Linear):
+            values += rank * (module.in_features + module.out_features)
+        elif isinstance(module, nn.Embedding):
+            values += rank * (module.num_embeddings + module.embedding_dim)
+    size, free = values * torch.get_default_dtype().itemsize, available_bytes(device)
+    if free is not None and size > free:
+        raise InvalidConfigError(
+            f"train.lora.rank={rank} gives the {len(targets)} adapted modules {values:,} values ({size / GIB:.1f} "
+            f"GiB before their gradients and optimiser state), more than the {free / GIB:.1f} GiB {device.type} has "
+            f"free: choose a smaller train.lora.rank (ladd train --dry-run prints one step's memory)"
+        )
 
 
 def _inject(model: nn.Module, lora: LoraConfig, targets: list[str]) -> None:

@@ -13,6 +13,8 @@ from registry.config.settings import upgraded
 from registry.errors import LaddError, first_line
 from registry.host.component import split_name
 from registry.host.kinds import SLOTS
+from registry.host.model_folders import MODEL_PREFIX, reading, resolve
+from registry.storage.files import check_regular_tree
 from registry.storage.records import check_yaml, read_json
 
 from .runs import CONFIG_FILE
@@ -35,6 +37,29 @@ def read_config(path: Path) -> dict[str, Any]:
     if not isinstance(plain, dict):
         raise LaddError(f"cannot read {path}: it is not a ladd config (a mapping of options)")
     return upgraded(cast(dict[str, Any], plain))  # a YAML mapping of option names
+
+
+def check_folder(path: Path, what: str) -> None:
+    """Refuse a ``path`` that does not exist or is no folder, in words that say so (``what``: what it must be)."""
+    if not path.exists():
+        raise LaddError(f"{path} does not exist: give {what}")
+    if not path.is_dir():
+        raise LaddError(f"{path} is a file, not a folder: give {what}")
+
+
+def check_own_files(folder: Path, config: Any) -> None:
+    """Every ``model:PATH`` the config names is regular files inside ``folder``: a shared folder whose carried files
+    link elsewhere (its tokenizer's chat template to a private file) is refused before anything reads them."""
+    if isinstance(config, dict):
+        for value in config.values():
+            check_own_files(folder, value)
+    elif isinstance(config, list):
+        for value in config:
+            check_own_files(folder, value)
+    elif isinstance(config, str) and config.startswith(MODEL_PREFIX):
+        with reading(folder):
+            start = Path(resolve(config, {}))
+        check_regular_tree(folder, f"what a model folder carries ({config})", start)
 
 
 def is_model_folder(path: str | Path) -> bool:

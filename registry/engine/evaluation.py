@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -26,6 +26,43 @@ SCORED_BY = ("sampler", "metric")
 _REPEAT_SEED_STRIDE = 1_000_000_007
 #: a batch's padding or context positions, where the dataset marks some
 Mask = torch.Tensor | None
+
+
+def token_loss_bounds(model: Any) -> bool:
+    """Whether held-out ``L^x`` of ``model`` is ``-log p`` or an estimate of an upper bound on it (a model of tokens
+    alone whose process declares ELBO weights, ``Process.elbo_weighted``, or an exact likelihood)."""
+    return model.latent is None and bool(model.process.elbo_weighted)
+
+
+def token_loss_meaning(model: Any) -> str:
+    """What held-out ``L^x`` is for ``model``, from what its components declare: a bound, an estimate of one, or not."""
+    process = model.process
+    if model.latent is not None:
+        return "the token reconstruction term given the latent its encoder read from the tokens, not a bound on -log p"
+    if process.exact_likelihood:
+        return "the exact negative log-likelihood"
+    if token_loss_bounds(model):
+        return "a Monte-Carlo estimate of the token chain's negative ELBO, i.e. of an upper bound on -log p"
+    return (
+        f"the training loss of process {type(process).__name__}, weighted otherwise than the ELBO (its "
+        "elbo_weighted is false), not a bound on -log p"
+    )
+
+
+def token_perplexity_meaning(model: Any) -> str:
+    """What ``exp(L^x)``, the validation perplexity the paper reports, is for ``model``."""
+    if model.process.exact_likelihood and model.latent is None:
+        return "the exact perplexity"
+    if token_loss_bounds(model):
+        return "an estimate of an upper bound on the perplexity"
+    return "the paper's validation PPL, which bounds no perplexity here, as L^x bounds nothing"
+
+
+def bound_meaning(model: Any, draws: int) -> str:
+    """What :func:`bound_per_token` gives for ``model`` at ``draws`` Monte-Carlo draws per row."""
+    if model.process.exact_likelihood and model.latent is None:
+        return "the exact negative log-likelihood"
+    return f"a Monte-Carlo estimate ({draws} draw{'s' if draws > 1 else ''} per row) of an upper bound on -log p"
 
 
 @torch.no_grad()
@@ -126,6 +163,7 @@ def evaluate(
         experiment.metric.primary,
         token_loss(experiment, settings.loss_batches, settings.batch_size, seeds[0], precision),
         oracle_token_loss=experiment.dataset.oracle_token_loss(),
+        token_loss_meaning=token_loss_meaning(experiment.model),
         lower_is_better=experiment.metric.lower_is_better,
         repeats=repeats,
         floor_draws=floor_draws,

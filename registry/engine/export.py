@@ -3,7 +3,6 @@ trained adapters over a frozen base, the adapters alone, loadable onto that base
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
@@ -13,12 +12,12 @@ from registry.config.safety import without_local_paths
 from registry.config.settings import Settings, checked
 from registry.errors import LaddError
 from registry.host.registry import Registry
-from registry.storage.files import check_outside, is_abandoned, remove_partials, replacing_all
+from registry.storage.files import check_outside, copy_regular, is_leftover, remove_partials, replacing_all
 from registry.storage.records import read_json
 from registry.storage.weights import read_tensors, write_tensors, write_weights
 
 from .adapters import BASE_KEY
-from .documents import ADAPTER_FORMAT, ADAPTER_JSON, ADAPTER_WEIGHTS, CONFIG_JSON, FORMAT, read_config
+from .documents import ADAPTER_FORMAT, ADAPTER_JSON, ADAPTER_WEIGHTS, CONFIG_JSON, FORMAT, check_folder, read_config
 from .loading import load_run
 from .runs import COMPONENTS_FILE, CONFIG_FILE, RECORD_FILE, WEIGHTS_FILE, recorded_components
 
@@ -58,6 +57,7 @@ def _export_adapter(run_dir: Path, out_dir: Path, registry: Registry, overwrite:
     metadata), the config it was trained with and its components, and a card. The base is not read: the run's
     weights file holds none of it."""
     check_destination(out_dir, overwrite, ADAPTER_FILES, ADAPTER_JSON, ADAPTER_FORMAT, "an exported adapter")
+    check_folder(run_dir, "a finished run (ladd train)")
     if not (run_dir / CONFIG_FILE).is_file() or not (run_dir / WEIGHTS_FILE).is_file():
         raise LaddError(f"{run_dir} is not a finished ladd run (expected {CONFIG_FILE} and {WEIGHTS_FILE} inside)")
     settings = checked(without_local_paths(read_config(run_dir / CONFIG_FILE), registry))
@@ -121,8 +121,8 @@ def _write_folder(
             weights(weights_path)
             document_path.write_text(json.dumps(document, indent=2), encoding="utf-8")
             card_path.write_text(card, encoding="utf-8")
-            for copy, original in zip(copies, carried.values(), strict=True):
-                shutil.copyfile(original, copy)
+            for (name, original), copy in zip(carried.items(), copies, strict=True):
+                copy_regular(original, copy, f"carried file {name!r}")
     except BaseException:
         if created and out_dir.is_dir():
             for folder in sorted((p for p in out_dir.rglob("*") if p.is_dir()), reverse=True):
@@ -141,7 +141,7 @@ def check_destination(
     (``files``, ``document`` of format ``kind``) and nothing else."""
     if out_dir.is_symlink() or (out_dir.exists() and not out_dir.is_dir()):
         raise LaddError(f"{out_dir} is not a folder (a file or a link); choose a new folder to export to")
-    held = sorted(p.name for p in out_dir.iterdir() if not is_abandoned(p)) if out_dir.is_dir() else []
+    held = sorted(p.name for p in out_dir.iterdir() if not is_leftover(p)) if out_dir.is_dir() else []
     if not held:
         return
     if not overwrite:

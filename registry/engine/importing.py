@@ -10,7 +10,7 @@ and the folder written through ladd's marked temporary files, so that a kill lea
 from __future__ import annotations
 
 import math
-import shutil
+import os
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -27,6 +27,7 @@ from registry.host.kinds import SLOTS
 from registry.host.model_folders import PluginImporter, reading
 from registry.host.plugin_code import FAULTS, PluginCode, describe
 from registry.host.registry import Registry
+from registry.storage.files import check_regular_tree, copy_regular, is_hub_blob
 from registry.storage.weights import file_sha256
 
 from .assembly import build_experiment
@@ -43,6 +44,8 @@ def import_checkpoint(
 ) -> Path:
     """The checkpoint at ``source``, imported by ``entry``'s importer, as a model folder in ``out_dir``."""
     check_destination(out_dir, overwrite)
+    if Path(source).exists() or Path(source).is_symlink():  # a local folder: what the importer reads lies inside it
+        check_regular_tree(Path(source), "a checkpoint ladd imports")
     importer = entry.importer()
     calling = _Calls(entry)
     checkpoint = calling("read", importer.read, source)
@@ -106,6 +109,11 @@ def _carried(entry: PluginImporter, carried: Any) -> dict[str, Path]:
             )
         if not path.is_file():
             raise LaddError(f"{entry.label}: carried() gives {path} for {name!r}, which is not a file")
+        if path.is_symlink() and not is_hub_blob(path):
+            raise LaddError(
+                f"{entry.label}: carried() gives {path} for {name!r}, a symbolic link (to {os.readlink(path)}); a "
+                f"model folder carries only regular files, never what a link points to"
+            )
     return carried
 
 
@@ -116,7 +124,7 @@ def _laid_out(carried: dict[str, Path]) -> Iterator[Path]:
         for name, path in carried.items():
             target = Path(scratch) / name
             target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, target)
+            copy_regular(path, target, f"carried file {name!r}")
         yield Path(scratch)
 
 

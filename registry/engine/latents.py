@@ -58,26 +58,24 @@ def load_latents(path: str | Path, model: DiffusionModel) -> Tensor:
     """The latents of a file ``ladd encode`` wrote with ``model``; any other file is refused in one line."""
     path = Path(path)
     if not path.is_file():
-        raise LaddError(f"no latent file at {path}; {_ENCODE}")
+        what = "is not a regular file (a device, pipe or folder)" if path.exists() else "does not exist"
+        raise LaddError(f"latent file {path} {what}; {_ENCODE}")
     tensors, metadata = read_tensors(path)
     if metadata.get(_FORMAT_KEY) != FORMAT or LATENTS not in tensors:
         raise LaddError(f"{path} is not a latent file written by `ladd encode` (format {FORMAT}); {_ENCODE}")
     latents, shape = tensors[LATENTS], latent_shape(model)
     dtype = model.latent_channel()[0].null(1, torch.device("cpu")).dtype
-    if latents.dtype != dtype:
-        raise LaddError(
-            f"{path} stores its latents as {latents.dtype}, but this model's latents are {dtype}, as `ladd encode` "
-            f"writes them: the file was converted or edited; {_ENCODE}"
-        )
-    if tuple(latents.shape[1:]) != shape or latents.shape[0] == 0:
-        found = f"latents of shape {list(latents.shape[1:])}" if len(latents) else "no latents"
-        raise LaddError(
-            f"{path} holds {found}, but this model's latents have shape {list(shape)}: they come from another model; "
-            f"{_ENCODE}"
-        )
+    held, wanted = f"{latents.dtype} of shape {list(latents.shape[1:])}", f"{dtype} of shape {list(shape)}"
     if metadata.get(_MODEL_KEY) != identity(model):
+        detail = "" if held == wanted else f" (its latents are {held}, this model's {wanted})"
         raise LaddError(
             f"{path} was encoded by another model (weights {str(metadata.get(_MODEL_KEY))[:12]}, this model's "
-            f"{identity(model)[:12]}), whose latents mean nothing to this one; {_ENCODE}"
+            f"{identity(model)[:12]}), whose latents mean nothing to this one{detail}; {_ENCODE}"
+        )
+    if held != wanted or latents.shape[0] == 0:
+        found = f"latents {held}" if len(latents) else "no latents"
+        raise LaddError(
+            f"{path} holds {found}, but this model encodes {wanted}, as `ladd encode` writes them: the file was "
+            f"converted or edited; {_ENCODE}"
         )
     return latents

@@ -19,12 +19,17 @@ from .documents import (
     ADAPTER_JSON,
     ADAPTER_WEIGHTS,
     CONFIG_JSON,
+    check_folder,
+    check_own_files,
     is_model_folder,
     read_adapter_document,
     read_config,
     read_document,
 )
 from .runs import CONFIG_FILE, WEIGHTS_FILE, recorded_components
+
+#: what a command that reads a trained model is given
+TRAINED = "a finished run (ladd train) or a model folder (ladd export, ladd import)"
 
 
 def load_run(run_dir: str | Path, registry: Registry) -> tuple[Experiment, Settings]:
@@ -35,6 +40,7 @@ def load_run(run_dir: str | Path, registry: Registry) -> tuple[Experiment, Setti
     trained over, then the adapters are merged into the layers they adapt.
     """
     run_dir = Path(run_dir)
+    check_folder(run_dir, TRAINED)
     config_path, weights_path = run_dir / CONFIG_FILE, run_dir / WEIGHTS_FILE
     if not config_path.is_file() or not weights_path.is_file():
         raise LaddError(f"{run_dir} is not a finished ladd run (expected {CONFIG_FILE} and {WEIGHTS_FILE} inside)")
@@ -66,6 +72,7 @@ def from_pretrained(
 def add_adapter(experiment: Experiment, folder: Path, registry: Registry) -> None:
     """Merge an exported adapter into the model it was trained over; any other model is refused by the SHA-256 of
     the frozen weights the adapter was trained over, before anything is changed."""
+    check_folder(folder, "the folder ladd export --adapter wrote")
     if not (folder / ADAPTER_JSON).is_file() or not (folder / ADAPTER_WEIGHTS).is_file():
         raise LaddError(f"{folder} is not an exported adapter (expected {ADAPTER_JSON} and {ADAPTER_WEIGHTS})")
     document = read_adapter_document(folder / ADAPTER_JSON)
@@ -82,11 +89,13 @@ def add_adapter(experiment: Experiment, folder: Path, registry: Registry) -> Non
 
 def load_model_folder(path: Path, registry: Registry) -> tuple[Experiment, Settings]:
     """A model folder's experiment (EMA weights, eval mode) and its config, as :func:`load_run` gives a run's."""
+    check_folder(path, TRAINED)
     if not (path / CONFIG_JSON).is_file() or not (path / WEIGHTS_FILE).is_file():
         raise LaddError(f"{path} is not an exported ladd model (expected {CONFIG_JSON} and {WEIGHTS_FILE})")
     document = read_document(path / CONFIG_JSON)
     check_installed(document["components"], registry, f"model {path}")
     settings = checked(without_local_paths(document["config"], registry))
+    check_own_files(path, settings.plain())
     with reading(path):  # files the folder carries (``model:PATH``), e.g. an imported model's tokenizer
         experiment = build_experiment(settings, registry, document["components"])
     load_weights(experiment.model, path / WEIGHTS_FILE)

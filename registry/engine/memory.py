@@ -123,6 +123,14 @@ def available_bytes(device: torch.device) -> int | None:
 def check_fits(memory: TrainingMemory, device: torch.device, batch_key: str = "train.batch_size") -> None:
     """Refuse a training step whose estimated memory exceeds what ``device`` has free."""
     needed, free = memory.total, available_bytes(device)
+    state = needed - memory.activations
+    if free is not None and state > free:
+        raise InvalidConfigError(
+            f"the {memory.trained_parameters:,} trained and {memory.frozen_parameters:,} frozen parameters need at "
+            f"least {state / GIB:.1f} GiB per process before any activation (weights, gradients, AdamW's moments, the "
+            f"EMA), but {device.type} has {free / GIB:.1f} GiB free: train fewer parameters (a smaller "
+            f"train.lora.rank, train.freeze), hold frozen weights in bfloat16 or shard them (train.strategy=fsdp)"
+        )
     if free is not None and needed > free:
         raise InvalidConfigError(
             f"{batch_key} ({memory.batch} sequences per process) at length {memory.length or '?'} needs at least "

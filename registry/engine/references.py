@@ -51,7 +51,8 @@ def read_references(path: str | Path, dataset: Dataset) -> References:
 def _lines(path: Path) -> list[tuple[int, str]]:
     """The non-blank lines of a UTF-8 file with their 1-based numbers."""
     if not path.is_file():
-        raise LaddError(f"no reference file at {path}: give a file with one reference per line")
+        what = "is not a regular file (a device, pipe or folder)" if path.exists() else "does not exist"
+        raise LaddError(f"reference file {path} {what}: give a file with one reference per line")
     data = path.read_bytes()
     try:
         text = data.decode("utf-8")

@@ -25,7 +25,7 @@ from registry.interfaces import Backbone, Dataset
 from registry.storage.weights import check_finite, verify_weights
 
 from .assembly import required_selection
-from .documents import CONFIG_JSON, is_model_folder, read_config, read_document
+from .documents import CONFIG_JSON, check_own_files, is_model_folder, read_config, read_document
 from .runs import CONFIG_FILE, WEIGHTS_FILE
 
 SETTING = "train.init_from"
@@ -65,6 +65,8 @@ def source_config(path: Path) -> dict[str, Any]:
     """The config of a model folder or a finished run, checked as far as reading no weights allows (``ladd train``
     checks every job of a sweep so before the first trains)."""
     fix = f"set {SETTING} to a model folder (ladd export, ladd import) or a finished run"
+    if not path.exists():
+        raise LaddError(f"{SETTING}={path} does not exist; {fix}")
     if is_model_folder(path):
         cfg = read_document(path / CONFIG_JSON)["config"]
     elif (path / CONFIG_FILE).is_file():
@@ -90,6 +92,7 @@ def check_vocabulary(dataset: Dataset, source_cfg: dict[str, Any], registry: Reg
     """Refuse a source whose data has other tokens: another count, or a tokenizer mapping ids to other strings."""
     # checked as reading a run or a model back checks it: no expressions, known options in range
     name, options = required_selection(checked(without_local_paths(source_cfg, registry)), "dataset")
+    check_own_files(path, options)
     with reading(path):  # a model folder's own files (``model:PATH``), e.g. an imported model's tokenizer
         theirs = registry.build("dataset", name, options)
     ours_vocab = None if dataset.tokenizer is None else dataset.tokenizer.get_vocab()

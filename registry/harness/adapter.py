@@ -1,9 +1,9 @@
 """``LaddLM``: any ladd model as an lm-eval model, registered under the name ``ladd``.
 
-- ``loglikelihood``: the bound of :mod:`registry.engine.likelihood` on ``-log p(continuation | context)`` (LLaDA's
-  Monte Carlo estimator for a masked model, ``mc_num`` draws; ``likelihood="exact"`` enumerates the masked sets of
-  a short continuation; a causal model's exact likelihood), reported as ``-bound``, a lower bound on the
-  log-likelihood; ``is_greedy`` by the model's greedy decoding of the continuation.
+- ``loglikelihood``: minus the bound of :mod:`registry.engine.likelihood` on ``-log p(continuation | context)``: for a
+  masked model an unbiased Monte Carlo estimate of it (LLaDA's estimator, ``mc_num`` draws), which may exceed the
+  log-likelihood, or the bound itself (``likelihood="exact"`` enumerates the masked sets of a short continuation); a
+  causal model's exact log-likelihood; ``is_greedy`` by the model's greedy decoding of the continuation.
 - ``loglikelihood_rolling``: a document's bound, chunk by chunk (:mod:`.requests`), the estimator of ``ladd eval``.
 - ``generate_until``: the experiment's sampler (any registered one, with its options) with the context as fixed
   tokens, cut at every stop string and at the end-of-document token.
@@ -26,6 +26,7 @@ from lm_eval.api.registry import register_model
 
 from registry.config.settings import INFERENCE_PRECISIONS, HarnessConfig
 from registry.engine.assembly import Experiment
+from registry.engine.devices import checked_device
 from registry.engine.likelihood import MODES, bound, check_bound, greedy_matches
 from registry.engine.sampling import sample
 from registry.errors import LaddError
@@ -92,9 +93,10 @@ class LaddLM(LM):
     ) -> None:
         super().__init__()
         if experiment is None:
+            device = checked_device(str(options["device"]), "device") if options.get("device") else None
             experiment, scoring = _load(pretrained)
-            if options.get("device"):
-                experiment.model.to(options["device"])
+            if device is not None:
+                experiment.model.to(device)
         # lm-eval passes its own batch_size (possibly "auto"), max_batch_size and device: a whole batch size is taken
         # from them, the device only for a model loaded here
         given = {key: value for key, value in options.items() if key in HarnessSettings.__dataclass_fields__}

@@ -39,13 +39,13 @@ _CLOCK = ("date", "start_time", "end_time", "total_evaluation_time_seconds")
 #: what each request type reports, as the provenance record states it
 ESTIMATORS = {
     "loglikelihood": (
-        "minus an upper bound on -log p(continuation | context): the full variational bound of the model as its "
-        "sampler uses it (token channel; for LADD also the latent channel, the endpoint terms and the encoder term), "
-        "the mean of mc_num Monte Carlo draws (LLaDA's estimator at the process's horizon), or its exact value "
-        "(likelihood=exact); a causal model's exact log-likelihood"
+        "minus an unbiased Monte Carlo estimate of an upper bound on -log p(continuation | context): the full "
+        "variational bound of the model as its sampler uses it (token channel; for LADD also the latent channel, the "
+        "endpoint terms and the encoder term), estimated by the mean of mc_num draws (LLaDA's estimator at the "
+        "process's horizon), or minus the bound itself (likelihood=exact); a causal model's exact log-likelihood"
     ),
     "is_greedy": "the model's greedy decoding of the continuation (argmax at the most confident masked position)",
-    "loglikelihood_rolling": "the same bound for a whole document, chunk by chunk (ladd eval's estimator)",
+    "loglikelihood_rolling": "the same estimate of the bound for a whole document, chunk by chunk (ladd eval's)",
     "generate_until": "the sampler's draw with the context as fixed tokens, cut at every stop string and at EOS",
 }
 

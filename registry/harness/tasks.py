@@ -43,8 +43,25 @@ def task_manager(names: list[str], include: list[Path]) -> TaskManager:
             try:
                 manager.load([name])  # a YAML path loads; an unknown name fails at once, before any data is read
             except KeyError as error:
-                raise LaddError(f"lm-eval: {first_line(error).strip(chr(34))}") from None
+                broken = _unreadable(include)
+                detail = f"; {broken}" if broken else ""
+                raise LaddError(f"lm-eval: {first_line(error).strip(chr(34))}{detail}") from None
     return manager
+
+
+def _unreadable(folders: list[Path]) -> str:
+    """The first task YAML of ``folders`` that does not parse, and why (lm-eval's index leaves such a file out
+    without a word, so its task is then unknown); empty when every one parses."""
+    for folder in folders:
+        for path in sorted(folder.rglob("*.yaml")):
+            try:
+                load_yaml(str(path), resolve_func=False)
+            except Exception as error:  # noqa: BLE001 - YAML's and the loader's own errors, said in one line
+                mark = getattr(error, "problem_mark", None)
+                where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+                why = getattr(error, "problem", None) or first_line(error)
+                return f"{where} does not parse as task YAML ({why}): fix it, or name another task"
+    return ""
 
 
 def _spec(manager: TaskManager, name: str) -> str | dict[str, Any]:

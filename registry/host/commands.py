@@ -159,17 +159,21 @@ def _run_hook(hook: CommandHook, commands: Commands) -> None:
 
 
 def _guarded(run: Callable[..., Any], label: str, earlier: bool = False) -> Callable[..., Any]:
-    """``run`` whose failures (other than ladd's own one-line errors) are one line naming the command and its plugin;
-    called as ``guarded(args, ladd)``, it gives a handler added the earlier way (``earlier``) ``ladd.registry``.
+    """``run`` whose failures (other than ladd's own one-line errors) are one line naming the command and its plugin,
+    a KeyboardInterrupt it raises itself among them; called as ``guarded(args, ladd)``, it gives a handler added the
+    earlier way (``earlier``) ``ladd.registry``.
 
     Its output stays on stdout, and an exit it asks for (``sys.exit``) or the user's Ctrl-C ends ladd as usual."""
 
     def guarded(args: argparse.Namespace, ladd: Any) -> Any:
-        try:
-            return run(args, ladd.registry if earlier else ladd)
-        except (LaddError, OSError, MemoryError):  # reported by ladd as its own are
-            raise
-        except Exception as error:
-            raise LaddError(f"{label} failed: {describe(error)}") from error
+        with PluginCode(own_output=True) as code:
+            try:
+                return run(args, ladd.registry if earlier else ladd)
+            except (LaddError, OSError, MemoryError, SystemExit):  # reported by ladd as its own are
+                raise
+            except (Exception, KeyboardInterrupt) as error:
+                if not code.is_fault(error):
+                    raise
+                raise LaddError(f"{label} failed: {describe(error)}") from error
 
     return guarded

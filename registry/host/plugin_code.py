@@ -6,11 +6,26 @@ import contextlib
 import signal
 import sys
 import threading
+import traceback
 from types import FrameType, TracebackType
 from typing import Any
 
 #: what plugin code may raise that is the plugin's fault; a KeyboardInterrupt is one only when no Ctrl-C came
 FAULTS = (Exception, SystemExit, KeyboardInterrupt)
+
+
+def raised_at(error: BaseException) -> str:
+    """Where ``error`` was raised: the innermost frame's file, line and function."""
+    frames = traceback.extract_tb(error.__traceback__)
+    return f"{frames[-1].filename}:{frames[-1].lineno} ({frames[-1].name})" if frames else "an unknown place"
+
+
+def unasked_interrupt(error: BaseException) -> str:
+    """One line for a KeyboardInterrupt that code raised itself while no Ctrl-C was pressed."""
+    return (
+        f"KeyboardInterrupt raised at {raised_at(error)}, though no Ctrl-C was pressed: the code there (a plugin's, "
+        f"or ladd's) ends the command itself; what ladd had written is intact"
+    )
 
 
 def describe(error: BaseException) -> str:
@@ -23,15 +38,16 @@ def describe(error: BaseException) -> str:
 
 
 class PluginCode:
-    """A ``with`` block running plugin code. Its stdout is sent to stderr, and a SIGINT arriving meanwhile is
-    recorded, so that ``is_fault`` can tell the user's Ctrl-C (which must end ladd) from a KeyboardInterrupt
-    the plugin raised itself (which only leaves the plugin out). SIGINT is only seen on the main thread.
+    """A ``with`` block running plugin code. Its stdout is sent to stderr (unless ``own_output``: a plugin's command,
+    whose output it is), and a SIGINT arriving meanwhile is recorded, so that ``is_fault`` can tell the user's Ctrl-C
+    (which must end ladd) from a KeyboardInterrupt the plugin raised itself (which only leaves the plugin out).
+    SIGINT is only seen on the main thread.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, own_output: bool = False) -> None:
         self.interrupted = False
         self._previous: Any = None
-        self._stdout = contextlib.redirect_stdout(sys.stderr)
+        self._stdout = contextlib.nullcontext() if own_output else contextlib.redirect_stdout(sys.stderr)
 
     def __enter__(self) -> PluginCode:
         self._stdout.__enter__()

@@ -50,6 +50,64 @@ def check_target(path: Path) -> None:
         )
 
 
+def check_regular_tree(root: Path, what: str, start: Path | None = None) -> None:
+    """Raise LaddError unless ``start`` (default ``root``) and everything under it are regular files and folders: a
+    symbolic link could carry a file from outside ``root`` (a private one) into what ladd reads and writes, and a
+    device or FIFO would never end. ``root`` itself, the folder the user named, may be a link; ``what`` says what it
+    is. The one link taken is Hugging Face's cache layout: a snapshot's file linking to its repository's blobs."""
+    start = root if start is None else start
+    if not (start.exists() or start.is_symlink()):
+        return
+    mode = start.stat().st_mode if start == root else start.lstat().st_mode
+    _check_entry(start, mode, root, what)
+    if stat.S_ISDIR(mode):
+        for folder, dirs, files in os.walk(start):  # links to folders are listed, never followed
+            for name in sorted(dirs + files):
+                path = Path(folder) / name
+                _check_entry(path, path.lstat().st_mode, root, what)
+
+
+def _check_entry(path: Path, mode: int, root: Path, what: str) -> None:
+    """Refuse ``path`` (of ``mode``) unless it is a regular file, a folder or a link of Hugging Face's cache."""
+    if stat.S_ISLNK(mode):
+        if not is_hub_blob(path):
+            raise LaddError(
+                f"{path} is a symbolic link (to {os.readlink(path)}): {what} is read only from the regular files "
+                f"inside {root}, so that nothing outside it is read or carried along; replace the link with a copy of "
+                f"the file"
+            )
+    elif not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+        raise LaddError(f"{path} is {kind}, not a regular file: {what} is read only from regular files inside {root}")
+
+
+def is_hub_blob(link: Path) -> bool:
+    """Whether ``link`` is one of Hugging Face's cache: in a snapshot of a repository
+    (``models--OWNER--NAME/snapshots/REVISION/...``), to a regular file among that same repository's blobs."""
+    target = Path(os.path.realpath(link))
+    blobs = target.parent
+    repository = blobs.parent
+    held = Path(os.path.realpath(link.parent))
+    return (
+        link.is_symlink() and blobs.name == "blobs" and repository.name.startswith("models--")
+        and (repository / "snapshots") in held.parents and target.is_file()
+    )
+
+
+def copy_regular(source: Path, target: Path, what: str) -> None:
+    """Copy ``source`` to ``target``, refusing a source that is a link (but Hugging Face's cache's) or no regular
+    file: ``what`` names what carries it."""
+    if source.is_symlink() and not is_hub_blob(source):
+        raise LaddError(f"{what} gives {source}, a symbolic link (to {os.readlink(source)}); ladd carries only regular "
+                        f"files, never what a link points to")
+    descriptor = os.open(source, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO must not block the open
+    with os.fdopen(descriptor, "rb") as reader:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise LaddError(f"{what} gives {source}, which is not a regular file (a device, FIFO or folder)")
+        with target.open("wb") as writer:
+            shutil.copyfileobj(reader, writer)
+
+
 def check_outside(target: Path, reads: Iterable[str | Path | None], option: str) -> None:
     """Raise LaddError when ``target`` is one of ``reads`` (the run or model folders and the files a command reads;
     None for one not given) or lies inside one: no command writes into what it reads, whatever ``option`` names."""
@@ -160,15 +218,32 @@ def _running(pid: int) -> bool:
     return True
 
 
+def is_leftover(path: Path) -> bool:
+    """Whether ``path`` is what a writer killed while writing left: its temporary file, or a folder made for files
+    being written that holds only such leftovers (a carried ``tokenizer/`` of a killed import)."""
+    if is_abandoned(path):
+        return True
+    if path.is_symlink() or not path.is_dir():
+        return False
+    inside = list(path.iterdir())
+    return bool(inside) and all(is_leftover(child) for child in inside)
+
+
 def remove_partials(folder: str | Path) -> None:
-    """Delete the temporary files that writers killed while writing left in ``folder`` (never a file of the user's)."""
-    for partial in list(Path(folder).rglob(f".*{PARTIAL_SUFFIX}")):
+    """Delete the temporary files that writers killed while writing left in ``folder`` (never a file of the user's),
+    and the folders below ``folder`` that they alone held."""
+    folder = Path(folder)
+    for partial in list(folder.rglob(f".*{PARTIAL_SUFFIX}")):
         if not is_abandoned(partial):
             continue
         if partial.is_dir():
             shutil.rmtree(partial)
         else:
             partial.unlink()
+        parent = partial.parent
+        while parent != folder and folder in parent.parents and not any(parent.iterdir()):
+            parent.rmdir()
+            parent = parent.parent
 
 
 def write_text(path: str | Path, text: str) -> Path:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -63,9 +64,12 @@ def check_yaml(path: Path, what: str, fix: str) -> None:
 
 def _check_size(path: Path, what: str, fix: str) -> None:
     try:
-        size = path.stat().st_size
+        found = path.stat()
     except OSError as error:
         raise LaddError(f"cannot read {path} ({error.strerror or error}); {fix}") from None
+    if not stat.S_ISREG(found.st_mode):  # a device or a pipe would never end (and reports no size)
+        raise LaddError(f"{path} is not a regular file (a device, pipe or folder), so it is not {what}; {fix}")
+    size = found.st_size
     if size > MAX_RECORD_BYTES:
         raise LaddError(f"{path} holds {size} bytes, too many to be {what} (at most {MAX_RECORD_BYTES}); {fix}")
 

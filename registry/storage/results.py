@@ -14,8 +14,6 @@ from registry.errors import LaddError, first_line
 from .files import check_name, write_text
 from .records import read_json
 
-#: printed with every perplexity: LADD's bound also has latent terms that exp(L^x) leaves out
-PPL_NOTE = "PPL = exp(L^x), the token term only: an upper bound for MDLM, not the full ELBO for LADD"
 #: printed with every bound: what it covers
 BOUND_NOTE = "the full variational bound: token and latent channels, endpoint and encoder terms (App. C.1)"
 
@@ -58,13 +56,15 @@ class EvalResult:
     bound: float | None = None
     bound_draws: int = 0  # Monte Carlo draws per held-out row behind bound
     no_bound: str | None = None  # why the bound was left out when it was not asked for explicitly
+    #: what token_loss is for this model (``engine.evaluation.token_loss_meaning``): a bound, an estimate of one, or not
+    token_loss_meaning: str | None = None
     #: the sampler and metric that produced it (slot -> kind, name, qualified name, plugin, distribution, version and
     #: ``nested``: the components they name, as a sampler's token decoder); empty in results of an earlier ladd
     components: dict[str, Any] = field(default_factory=dict)
 
     @property
     def token_perplexity(self) -> float:
-        """exp(L^x): validation perplexity from the token term alone (for LADD not the full ELBO bound)."""
+        """exp(L^x): a perplexity only where L^x is a likelihood or estimates its bound (``token_loss_meaning``)."""
         return perplexity(self.token_loss)
 
     def curve(self) -> list[tuple[int, float]]:

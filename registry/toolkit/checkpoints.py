@@ -3,6 +3,7 @@ key checked at once, and its safetensors tensors read one at a time; each proble
 from __future__ import annotations
 
 import json
+import stat
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -45,9 +46,12 @@ def read_config(path: Path, what: str, rules: Mapping[str, Rule], fix: str) -> d
     """The JSON object in ``path`` (a ``what``) whose keys of ``rules`` hold what each rule asks; every key that does
     not (missing or wrong) named in one line, ending in ``fix``."""
     try:
-        size = path.stat().st_size
+        found = path.stat()
     except OSError as error:
         raise LaddError(f"cannot read {path} ({error.strerror or error}); {fix}") from None
+    if not stat.S_ISREG(found.st_mode):  # a device or a pipe would never end (and reports no size)
+        raise LaddError(f"{path} is not a regular file (a device, pipe or folder), so it is not {what}; {fix}")
+    size = found.st_size
     if size > MAX_CONFIG_BYTES:
         raise LaddError(f"{path} holds {size} bytes, too many to be {what} (at most {MAX_CONFIG_BYTES}); {fix}")
     try:

@@ -202,8 +202,8 @@ class DiTBlock(nn.Module):
         q, k, v, gate = self.pre_attention(x, c, rope)
         if cache is None:
             return self.post_attention(x, attention(q, k, v, self.causal, mask), gate, c)
-        if self.causal:
-            raise ValueError("the key-value cache serves blocks of full attention; this block is causal")
+        if self.causal and (pattern is None or pattern.block != 1):
+            raise ValueError("a causal block reads its key-value cache under the causal pattern AttentionPattern(1)")
         return self.post_attention(x, cache.attend(layer, q, k, v, window, pattern), gate, c)
 
 

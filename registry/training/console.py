@@ -92,11 +92,13 @@ def _terms(pl_module: L.LightningModule) -> dict[str, str]:
 
 
 def _not_a_tip(record: logging.LogRecord) -> bool:
-    return "Tip:" not in record.getMessage()
+    """Neither the tip nor the note of a KeyboardInterrupt, which ladd says in its own line."""
+    return not any(words in record.getMessage() for words in ("Tip:", "Detected KeyboardInterrupt"))
 
 
 def quiet_lightning_notices() -> None:
-    """Keep Lightning's device notices but not its tip to install a cloud logger nor its note of a SIGTERM."""
+    """Keep Lightning's device notices but not its tip to install a cloud logger nor its notes of a SIGTERM or a
+    KeyboardInterrupt."""
     # the tip comes with every Trainer; a stop is told in one line by ladd, whichever signal asked for it
     notices = logging.getLogger(LIGHTNING_NOTICES)
     if _not_a_tip not in notices.filters:

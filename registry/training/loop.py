@@ -19,6 +19,7 @@ from typing import Any
 
 import lightning as L
 import torch
+from lightning.pytorch.callbacks import Callback
 from torch.utils.data import DataLoader, IterableDataset
 
 from registry.config.settings import Settings, checked
@@ -30,6 +31,7 @@ from registry.engine.loading import load_run
 from registry.engine.memory import check_fits
 from registry.engine.runs import COMPONENTS_FILE, WEIGHTS_FILE, RunFolder, recorded_components
 from registry.errors import InvalidConfigError, LaddError
+from registry.host.plugin_code import unasked_interrupt
 from registry.host.registry import Registry
 from registry.interfaces import Dataset, batches_from, device_batches, prepare, rank_batches
 from registry.storage.files import write_text
@@ -49,7 +51,7 @@ from .resume import (
     resume_point,
     stage_checkpoint,
 )
-from .stopping import Stopped, deferred, stopping_on_signals
+from .stopping import RESUME_HINT, Stopped, deferred, stopping_on_signals
 from .strategy import Hardware, check_layers
 from .tracking import Tracking
 
@@ -173,6 +175,18 @@ def _start(
     return base
 
 
+class _Interrupts(Callback):
+    """Notes a KeyboardInterrupt that ends a stage: code raised it (a Ctrl-C stops training without one), and
+    Lightning would end the process for it with no word of where."""
+
+    def __init__(self) -> None:
+        self.raised: KeyboardInterrupt | None = None
+
+    def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
+        if isinstance(exception, KeyboardInterrupt):
+            self.raised = exception
+
+
 def _check_starting_weights(experiment: Experiment) -> None:
     """Refuse to begin from weights holding NaN or inf (a damaged checkpoint a component loads), naming the component
     and the tensor, rather than meet them as a non-finite loss at step 0."""
@@ -215,6 +229,7 @@ def _train_stages(
         # Seeding per stage makes a stage's start independent of whether the run was interrupted before it.
         L.seed_everything(settings.seed + index, workers=True, verbose=False)
         stream = _Stream(experiment.dataset, train_cfg.batch_size, settings.seed + index, hardware.device)
+        interrupts = _Interrupts()
         trainer = L.Trainer(
             **hardware.trainer_arguments(),
             max_steps=settings.stage_steps(stage),
@@ -227,6 +242,7 @@ def _train_stages(
                 RecordsFile(folder.path / RECORDS_FILE, index),
                 *([progress_bar(index, train_cfg.log_every)] if train_cfg.progress else []),
                 StopOnSignal(last),  # last but the checkpoint: a step's state is whole there
+                interrupts,
             ],
             logger=tracking.stage_logger(index, sum(settings.stage_steps(before) for before in stages[: index - 1])),
             default_root_dir=stage_dir,  # where Lightning would look for checkpoints of its own: none are there
@@ -243,7 +259,12 @@ def _train_stages(
             warnings.filterwarnings(
                 "ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated", category=FutureWarning
             )
-            trainer.fit(module, loader, ckpt_path=last if is_checkpoint(last) else None, weights_only=True)
+            try:
+                trainer.fit(module, loader, ckpt_path=last if is_checkpoint(last) else None, weights_only=True)
+            except SystemExit as exit:  # Lightning's end of a KeyboardInterrupt
+                if interrupts.raised is None:
+                    raise
+                raise LaddError(f"{unasked_interrupt(interrupts.raised)}; {RESUME_HINT}") from exit
         whole = hardware.whole_state(trainer)  # gathered from the shards (on the first process), or None
         if whole is None:
             experiment.model.cpu()

@@ -93,7 +93,8 @@ def check_logged_through(
 
 
 class MetricsFile(Callback):
-    """Appends stage, step, loss terms and wall-clock seconds since the stage's fit began to ``metrics.csv``.
+    """Appends stage, step, loss terms and wall-clock seconds since the stage's fit began to ``metrics.csv``, every
+    ``every`` steps and at the stage's last step.
 
     Steps per second between two rows is their step difference over their ``seconds`` difference (logging
     reads the loss, so the GPU has caught up then). ``columns``: :func:`metrics_columns` of the run's objective.
@@ -129,7 +130,8 @@ class MetricsFile(Callback):
     def on_train_batch_end(
         self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        if trainer.global_step % self.every or not trainer.is_global_zero:
+        last = trainer.global_step == trainer.max_steps  # a stage's last step is logged wherever it falls
+        if (trainer.global_step % self.every and not last) or not trainer.is_global_zero:
             return
         row: dict[str, int | str] = {"stage": self.stage, "step": trainer.global_step}
         # the terms of ladd's training module's step, reduced over the processes

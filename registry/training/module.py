@@ -140,9 +140,13 @@ class LaddModule(L.LightningModule):
         self.watch.record(names, means, self.global_step)
         # Lightning writes its log at the steps that complete a multiple of log_every; handing it the terms at the
         # others costs about a millisecond a step. No progress bar: it would read every term back at every step.
+        # "step" numbers the row as metrics.csv does: the steps done, this one included (Lightning's count is 0-based).
         if (self.global_step + 1) % self.train_cfg.log_every == 0:
-            self.log_dict({f"train/{k}": v for k, v in self.last_terms.items()}, on_step=True)
+            self.log_dict({**self._logged_terms(), "step": float(self.global_step + 1)}, on_step=True)
         return terms["loss"]
+
+    def _logged_terms(self) -> dict[str, Any]:
+        return {f"train/{k}": v for k, v in self.last_terms.items()}
 
     def on_train_start(self) -> None:
         self.watch = _FiniteWatch()  # a stage of its own: its terms may differ from the last stage's
@@ -152,6 +156,11 @@ class LaddModule(L.LightningModule):
         # so the device never waits for it; a step past a bad one can have run, but nothing it made is kept.
         if self.global_step % self.train_cfg.log_every == 0:
             self.watch.check()
+        elif self.global_step == self.trainer.max_steps:  # a stage's last step is logged wherever it falls
+            self.watch.check()
+            for logger in self.loggers:
+                logger.log_metrics({k: float(v) for k, v in self._logged_terms().items()}, step=self.global_step)
+                logger.save()
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         self.watch.check()

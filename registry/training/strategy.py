@@ -75,7 +75,7 @@ class Hardware:
                     enable_checkpointing=False,
                     enable_progress_bar=False,
                 )
-        except (MisconfigurationException, ValueError) as error:
+        except (MisconfigurationException, ValueError, TypeError) as error:  # TypeError: devices=[3] on a CPU
             raise InvalidConfigError(
                 f"train.accelerator={train_cfg.accelerator}, devices={train_cfg.devices}, strategy={self.name}: "
                 f"{first_line(error)}"

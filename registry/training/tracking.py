@@ -14,6 +14,7 @@ import importlib.util
 import json
 import os
 import secrets
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +75,9 @@ class Tracking:
         self.logger.finalize(status)
         if self.main and self.kind == "wandb":  # a W&B run ends here, not when the process does
             self.logger.experiment.finish(exit_code=0 if status == "success" else 1)
+            import wandb
+
+            wandb.teardown()  # its service writes what the run logged before the training returns
 
     def _begin(self) -> Logger:
         """This training's logged run: the one the record names, or a new one that gets the settings."""
@@ -136,13 +140,18 @@ def _tensorboard(folder: RunFolder, record: dict[str, Any] | None, name: str) ->
 
 
 def _wandb(folder: RunFolder, record: dict[str, Any] | None, name: str) -> tuple[Logger, dict[str, Any]]:
+    import wandb
     from lightning.pytorch.loggers import WandbLogger
 
+    # W&B's own lines (warnings, login notes, where its logs are) would stand beside ladd's: ladd says what matters
+    wandb.setup(settings=wandb.Settings(silent=True))
     record = record or {}
     run_id = str(record.get("id") or secrets.token_hex(4))
     project = str(record.get("project") or os.environ.get("WANDB_PROJECT", "ladd"))
     logger = WandbLogger(name=name, id=run_id, project=project, save_dir=os.environ.get("WANDB_DIR", "."))
-    logger.experiment  # noqa: B018 - starts (or resumes) the run now: a failure comes before the first step
+    run = logger.experiment  # starts (or resumes) the run now: a failure comes before the first step
+    where = getattr(run, "url", None) or f"offline in {getattr(run, 'dir', '.')}; `wandb sync` uploads it"
+    print(f"ladd: logging to W&B run {run_id} of project {project} ({where})", file=sys.stderr)
     return logger, {"id": run_id, "project": project}
 
 

@@ -148,8 +148,7 @@ def test_every_bad_input_is_refused_in_one_line_before_sampling(runs, files, tmp
         "holds no reference (it is empty or blank)": ("sample", run, "--like", empty),
         "is not UTF-8 text": ("sample", run, "--interpolate", binary),
         "holds id 2, outside this model's vocabulary of 2 ids": ("encode", run, "--input", outside, "--out", out),
-        "stores its latents as torch.int64, but this model's latents are torch.float32": ("sample", run, "--latents",
-                                                                                           codes),
+        "was encoded by another model (weights": ("sample", run, "--latents", codes),  # Di-LADD's codes, Co-LADD's run
         "was encoded by another model": ("sample", runs["coladd_joint"], "--latents", latents),
         "--num: '0' is not a whole number >= 1": ("sample", run, "--like", files["ids"], "--num", 0),
         "--points: '1' is not a whole number >= 2": ("sample", run, "--interpolate", files["two"], "--points", 1),
@@ -179,7 +178,7 @@ def test_latents_of_another_dtype_or_out_of_float_range_and_huge_jobs_are_one_li
         save_latents(tmp_path / f"{dtype}.safetensors", diladd, converted)
         message = _refused(capsys, out, "sample", runs["diladd"], "--latents", tmp_path / f"{dtype}.safetensors",
                            "--out", out)
-        assert f"stores its latents as torch.{dtype}, but this model's latents are torch.int64" in message
+        assert f"holds latents torch.{dtype} of shape [" in message and "the file was converted or edited" in message
     save_latents(tmp_path / "huge.safetensors", coladd, torch.full_like(load_latents(latents, coladd), 1e30))
     message = _refused(capsys, out, "sample", runs["coladd_seq"], "--latents", tmp_path / "huge.safetensors",
                        "--steps", 2, "--out", out)

@@ -49,8 +49,7 @@ def test_a_sweeps_second_warm_start_source_is_checked_before_the_first_job_train
     done = run_ladd(*ARGS, "-m", f"train.init_from=null,{missing}", f"run_dir={tmp_path / 'sweep'}")
     assert done.returncode == 2, done.stderr
     assert done.stderr.splitlines() == [
-        f"ladd: error: sweep job 1 (train.init_from={missing}): train.init_from={missing} holds neither config.json "
-        f"nor config.yaml: it is not a ladd model; set train.init_from to a model folder (ladd export, ladd import) "
-        f"or a finished run; no job was trained"
+        f"ladd: error: sweep job 1 (train.init_from={missing}): train.init_from={missing} does not exist; set "
+        f"train.init_from to a model folder (ladd export, ladd import) or a finished run; no job was trained"
     ]
     assert not (tmp_path / "sweep").exists()

@@ -170,3 +170,17 @@ def test_no_latent_on_top_of_a_ladd_preset_empties_its_latent_channel(reg, capsy
     ).plain()
     with pytest.raises(IncompatibleComponentsError, match="^latent_process is set but there is no latent channel"):
         build_experiment(typed, reg)
+
+
+@pytest.mark.parametrize("override", [
+    "train.stages.stage2.steps=20", "train.stages.stage2={steps:20}", "train.stages.stage3.steps=20",
+    "+train.stages.stage3.steps=20", "+train.stages.stage3={steps:20}",
+])
+def test_a_stage_the_experiment_does_not_have_is_one_line_naming_its_stages(reg, override):
+    with pytest.raises(InvalidConfigError) as refused:
+        compose(["experiment=binsaw/mdlm_cpu", override], reg)
+    name = override.lstrip("+").split(".")[2].split("=")[0]
+    assert str(refused.value) == (
+        f"{override}: this experiment has no stage {name!r} (its stages: stage1); to add one, give every stage: "
+        f"train.stages=[{{steps:...}},{{steps:...}}]"
+    )

@@ -24,7 +24,7 @@ from registry.engine.sampling import check_takes_latent
 from registry.errors import LaddError
 from registry.host.registry import load
 from registry.interfaces import IDS, VECTORS, Denoised, DenoiserModel, Latent, SampleOutput, Sampler, mask_id
-from registry.storage.weights import save_tensors, state_digest
+from registry.storage.weights import read_tensors, save_tensors, state_digest
 from registry.toolkit.sampling import held_latent
 
 #: P(x_i = 1) per position, for a latent whose first coordinate is positive (row 0) or not (row 1)
@@ -308,12 +308,20 @@ def test_latents_round_trip_and_are_refused_by_another_model(tmp_path):
     with pytest.raises(LaddError, match="was encoded by another model .* encode the references with this model"):
         load_latents(path, other)
     wider = _experiment("coladd_seq_cpu", "latent.width=16").model
-    wrong_shape = r"holds latents of shape \[1, 32\], but this model's latents have shape \[1, 16\]"
+    wrong_shape = (r"was encoded by another model .*\(its latents are torch.float32 of shape \[1, 32\], this model's "
+                   r"torch.float32 of shape \[1, 16\]\)")
     with pytest.raises(LaddError, match=wrong_shape):
         load_latents(path, wider)
-    codes = _experiment("diladd_seq_cpu").model
-    with pytest.raises(LaddError, match="latents as torch.float32, but this model's latents are torch.int64"):
+    codes = _experiment("diladd_seq_cpu").model  # Co-LADD's latents given to a Di-LADD model: another model's
+    with pytest.raises(LaddError, match=r"was encoded by another model .*\(its latents are torch.float32 of shape "
+                                        r"\[1, 32\], this model's torch.int64 of shape \[\d+\]\)"):
         load_latents(path, codes)
+    _, metadata = read_tensors(path)
+    save_tensors({"latents": latents.double()}, tmp_path / "converted.safetensors", metadata)
+    with pytest.raises(LaddError, match=r"holds latents torch.float64 of shape \[1, 32\], but this model encodes "
+                                        r"torch.float32 of shape \[1, 32\], as `ladd encode` writes them: the file was "
+                                        r"converted or edited"):
+        load_latents(tmp_path / "converted.safetensors", model)
     save_tensors({"latents": latents}, tmp_path / "other.safetensors", {"format": "something else"})
     with pytest.raises(LaddError, match="is not a latent file written by `ladd encode`"):
         load_latents(tmp_path / "other.safetensors", model)

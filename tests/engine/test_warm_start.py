@@ -128,6 +128,7 @@ def test_a_source_of_another_vocabulary_or_no_model_is_refused_before_anything_i
     for source, message in (
         (imported, "was trained on another vocabulary (50257 tokens; this experiment's data has 30522)"),
         (tmp_path / "empty", "holds neither config.json nor config.yaml: it is not a ladd model"),
+        (tmp_path / "missing", f"train.init_from={tmp_path / 'missing'} does not exist; set train.init_from to"),
         (damaged, f"model.safetensors holds non-finite values (NaN or inf) in {name}: the weights are damaged"),
     ):
         cfg = compose(["experiment=demo/mdlm", *SMALL, "train.stages=[{steps:1}]", f"train.init_from={source}"], reg)
@@ -150,3 +151,47 @@ def test_names_and_shapes_decide_what_loads(reg):
         ("backbone.spare", "in the source, not in this model"),
     ]
     assert len(report.loaded) == len(tensors) - 2 and report.source == Path("src")
+
+
+def test_a_run_that_has_begun_resumes_after_its_warm_start_source_is_gone(reg, tmp_path):
+    from support import TINY
+
+    from registry.cli.train import TrainCommand
+    from registry.engine.runs import RunFolder
+
+    source = tmp_path / "gone"
+    for name, extra in (("whole", []), ("lora", ["train.lora.rank=2"])):
+        run = tmp_path / name
+        args = ["experiment=binsaw/mdlm_cpu", *TINY, *extra, f"train.init_from={source}", f"run_dir={run}"]
+        with pytest.raises(LaddError, match=f"train.init_from={source} "):
+            TrainCommand.parse(args).prepared(reg)  # a run that begins reads it
+        with RunFolder(run).claim(compose(args, reg).plain()):
+            pass
+        (run / "checkpoints" / "stage1").mkdir(parents=True)
+        (run / "checkpoints" / "stage1" / "last.ckpt").write_bytes(b"")  # killed mid-stage
+        if extra:  # over a frozen base, which its checkpoints never hold, a resume reads the source again
+            with pytest.raises(LaddError, match=f"train.init_from={source} "):
+                TrainCommand.parse(args).prepared(reg)
+        else:
+            assert [job.run_dir for job in TrainCommand.parse(args).prepared(reg)] == [run]
+
+
+@pytest.mark.slow
+def test_ladd_train_resumes_a_warm_started_run_killed_mid_stage_after_its_source_is_deleted(tmp_path, capsys):
+    from support import TINY
+
+    from registry.cli import main
+
+    source, run = tmp_path / "source", tmp_path / "run"
+    stage = "train.stages.stage1.steps=4"
+    assert main(["train", "experiment=binsaw/mdlm_cpu", *TINY, stage, f"run_dir={source}"]) == 0
+    args = ["train", "experiment=binsaw/mdlm_cpu", *TINY, stage, "train.checkpoint_every=2",
+            f"train.init_from={source}", f"run_dir={run}"]
+    assert main(args) == 0
+    for done in (run / "checkpoints" / "stage1" / "final.safetensors", run / "model.safetensors"):
+        done.unlink()  # as if killed after its step-4 checkpoint, before the stage's end
+    shutil.rmtree(source)  # docs/pretrained.md: a resumed run never reads the source again
+    capsys.readouterr()
+    assert main(args) == 0
+    assert f"train.init_from ({source}) started it and is not read again" in capsys.readouterr().out
+    assert (run / "model.safetensors").is_file()

@@ -238,3 +238,22 @@ def test_ladd_train_dry_run_counts_the_adapters_refuses_an_impossible_size_and_w
     assert re.fullmatch(r"ladd: error: train\.batch_size \(1000000000 sequences per process\) at length 16 needs at "
                         r"least [\d.]+ GiB for one training step .*\n", error)
     assert not run.exists()
+
+
+def test_an_impossible_lora_rank_is_refused_before_any_adapter_is_allocated(tmp_path, capsys):
+    from registry.training.dry_run import dry_run
+
+    reg = registry.load()
+    huge = compose([*FULL, "train.lora.rank=1000000000", f"run_dir={tmp_path / 'run'}"], reg)
+    with pytest.raises(InvalidConfigError) as estimated:
+        dry_run(huge, reg)  # the adapters described on the meta device, their memory estimated
+    assert str(estimated.value).startswith("the 192,000,000,000 trained and ")
+    assert "train fewer parameters (a smaller train.lora.rank, train.freeze)" in str(estimated.value)
+    assert "4 modules" in capsys.readouterr().out
+    with pytest.raises(InvalidConfigError) as refused:
+        train(huge, tmp_path / "run", reg)
+    assert re.fullmatch(
+        r"train\.lora\.rank=1000000000 gives the 4 adapted modules 192,000,000,000 values \(715\.3 GiB before their "
+        r"gradients and optimiser state\), more than the [\d.]+ GiB cpu has free: choose a smaller train\.lora\.rank "
+        r"\(ladd train --dry-run prints one step's memory\)", str(refused.value))
+    assert not (tmp_path / "run").exists()

@@ -54,7 +54,7 @@ def test_tensorboard_gets_the_settings_and_every_loss_in_one_folder_across_a_res
     events.Reload()
     assert {"train/loss", "train/token"} <= set(events.Tags()["scalars"])
     # float32 in the event file, as the loss is computed
-    assert [(e.step + 1, e.value) for e in events.Scalars("train/loss")] == [
+    assert [(e.step, e.value) for e in events.Scalars("train/loss")] == [
         (step, pytest.approx(loss, rel=1e-7)) for step, loss in logged
     ]
     content = events.PluginTagToContent("hparams")["_hparams_/session_start_info"]
@@ -102,7 +102,7 @@ def test_wandb_offline_resumes_the_same_run(tmp_path, monkeypatch):
             if kind == "history":
                 items = record.history.item
                 row = {item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in items}
-                history.append((row["trainer/global_step"] + 1, row["train/loss"]))
+                history.append((row["trainer/global_step"], row["train/loss"]))
             elif kind == "config":
                 config.update({item.key: json.loads(item.value_json) for item in record.config.update})
     assert history == [(step, pytest.approx(loss, rel=1e-7)) for step, loss in logged]
@@ -120,7 +120,7 @@ def test_mlflow_resumes_the_same_run_in_a_local_store(tmp_path, monkeypatch):
     run_id = json.loads((tmp_path / "run" / "tracking.json").read_text())["mlflow"]["run_id"]
     client = MlflowClient(store)
     history = client.get_metric_history(run_id, "train/loss")
-    assert [(m.step + 1, m.value) for m in history] == [(step, pytest.approx(loss, rel=1e-7)) for step, loss in logged]
+    assert [(m.step, m.value) for m in history] == [(step, pytest.approx(loss, rel=1e-7)) for step, loss in logged]
     assert client.get_run(run_id).data.params["train/lr"] == str(LR)
     assert len(client.search_runs([client.get_run(run_id).info.experiment_id])) == 1
 
@@ -129,3 +129,43 @@ def test_a_logger_whose_package_is_missing_is_refused_by_name(monkeypatch):
     monkeypatch.setitem(tracking.PACKAGES, "wandb", "ladd_no_such_package")
     with pytest.raises(LaddError, match=r"^train.logger=wandb needs the ladd_no_such_package .*ladd\[tracking\]"):
         tracking.check_installed("wandb")
+
+
+def test_wandb_that_cannot_start_leaves_ladds_one_line_alone(tmp_path, monkeypatch, capfd):
+    wandb = pytest.importorskip("wandb")
+    from registry.engine.runs import RunFolder
+
+    for name in ("WANDB_API_KEY", "WANDB_MODE", "WANDB_SILENT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    monkeypatch.setenv("WANDB_CONFIG_DIR", str(tmp_path / "config"))  # no login stored
+    monkeypatch.setenv("WANDB_BASE_URL", "http://127.0.0.1:9")  # and no server
+    monkeypatch.setenv("NETRC", str(tmp_path / "netrc"))
+    reg = registry.load()
+    settings = compose(["experiment=binsaw/mdlm_cpu", *TINY, "train.logger=wandb"], reg)
+    wandb.teardown()  # a W&B of this process set up by another test keeps that test's mode
+    try:
+        capfd.readouterr()
+        with pytest.raises(LaddError) as refused:
+            tracking.Tracking("wandb", RunFolder(tmp_path / "run"), settings, True).stage_logger(1, 0)
+        assert str(refused.value).startswith("train.logger=wandb could not start its logged run (")
+        assert capfd.readouterr() == ("", "")
+    finally:
+        wandb.teardown()
+
+
+def test_stages_shorter_than_log_every_log_their_last_step_numbered_as_metrics_csv_numbers_it(tmp_path):
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    reg = registry.load()
+    run = tmp_path / "run"
+    train(compose(["experiment=binsaw/mdlm_cpu", *TINY, "train.log_every=50", "train.stages=[{steps:3},{steps:2}]",
+                   "train.logger=tensorboard", f"run_dir={run}"], reg), run, reg)
+    with (run / "metrics.csv").open(newline="") as handle:
+        rows = [(r["stage"], r["step"], float(r["loss"])) for r in csv.DictReader(handle)]
+    assert [(stage, step) for stage, step, _ in rows] == [("1", "3"), ("2", "2")]
+    events = EventAccumulator(str(run / "logs" / "tensorboard"))
+    events.Reload()
+    logged = [(e.step, e.value) for e in events.Scalars("train/loss")]
+    assert logged == [(3, pytest.approx(rows[0][2], rel=1e-7)), (5, pytest.approx(rows[1][2], rel=1e-7))]

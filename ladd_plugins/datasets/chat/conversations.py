@@ -16,7 +16,7 @@ from typing import Any
 from registry.errors import InvalidConfigError, LaddError
 
 from ...hub import hub_cache, locate, unavailable
-from ..text.sources import SplitSpec
+from ..text.sources import SplitSpec, check_regular, utf8
 from .config import ChatDatasetConfig
 
 SHIPPED = {name: Path(__file__).parent / "corpus" / f"{name}.jsonl" for name in ("arithmetic", "increments")}
@@ -52,11 +52,12 @@ def local_files(source: str) -> list[Path] | None:
         files = [path]
     else:
         return None
-    wrong = [f for f in files if f.suffix != ".jsonl" or not f.is_file()]
+    for file in files:
+        if file.suffix == ".jsonl":
+            check_regular(file)
+    wrong = [f for f in files if f.suffix != ".jsonl"]
     if not files or wrong:
-        what = "no .jsonl file is there"
-        if wrong:
-            what = f"{wrong[0]} is not a .jsonl file" if wrong[0].exists() else f"{wrong[0]} does not exist"
+        what = f"{wrong[0]} is not a .jsonl file" if wrong else "no .jsonl file is there"
         raise InvalidConfigError(
             f"dataset.source={source!r}: {what}; give .jsonl files, a folder of them, a glob, arithmetic, or a "
             f"Hugging Face dataset"
@@ -91,8 +92,12 @@ def _local_records(files: list[Path], spec: SplitSpec) -> Iterator[tuple[str, An
         )
     lines = []
     for path in files:
-        with path.open(encoding="utf-8") as handle:
-            lines += [(f"{path}:{number}", line) for number, line in enumerate(handle, 1) if line.strip()]
+        with path.open("rb") as handle:
+            offset = 0
+            for number, raw in enumerate(handle, 1):
+                line, offset = utf8(path, raw, offset), offset + len(raw)  # a byte that is not UTF-8: its line named
+                if line.strip():
+                    lines.append((f"{path}:{number}", line))
     for index in spec.select(len(lines)):
         where, line = lines[index]
         try:

@@ -103,6 +103,11 @@ class ChatDataset(Dataset):
 
     def _build(self, split: str, folder: Path) -> None:
         spec, overflow = self.split(split), self.config.overflow
+        if conversations.local_files(self.config.source) is not None:
+            for other in self._splits_read():  # a bad row of local files is refused before any split is kept
+                if other != split:
+                    for _ in conversations.rows(self.config, self.split(other)):
+                        pass
         ids, prompts, counts = [], [], {"pairs": 0, "special": 0, "overflow": 0}
         for row in conversations.rows(self.config, spec):
             if self.framing.holds_special_text(row.turns):
@@ -132,6 +137,10 @@ class ChatDataset(Dataset):
         _publish(folder, np.asarray(ids, dtype=dtype), np.asarray(prompts, dtype=np.int32), {
             "format": FORMAT, "split": split, "rows": len(ids), **counts, "fingerprint": self.fingerprint(split),
         })
+
+    def _splits_read(self) -> list[str]:
+        """ladd's splits of the source: its three, and any other that ``split_map`` names."""
+        return list(dict.fromkeys([*conversations.DEFAULT_SPLITS, *self.config.split_map]))
 
     def context(self, batch: Tensor) -> Tensor:
         """The prompt positions of each row (rows of splits read so far)."""

@@ -268,7 +268,7 @@ class LocalFiles(Source):
         if part.count is not None or Path(part.where).suffix != ".jsonl":
             return super().count(part)
         data = _read_range(Path(part.where), part.start, part.stop)
-        return sum(1 for line in data.split(b"\n") if _utf8(Path(part.where), line, part.start).strip())
+        return sum(1 for line in data.split(b"\n") if utf8(Path(part.where), line, part.start).strip())
 
     def documents_of(self, part: Part) -> Iterator[str]:
         path = Path(part.where)
@@ -276,12 +276,12 @@ class LocalFiles(Source):
             return self._parquet_rows(path, part.start)
         if path.suffix == ".jsonl":
             return self._jsonl(path, part.start, part.stop)
-        return iter(split_text(_utf8(path, _read_range(path, part.start, part.stop), part.start), self.txt_documents))
+        return iter(split_text(utf8(path, _read_range(path, part.start, part.stop), part.start), self.txt_documents))
 
     def _jsonl(self, path: Path, start: int, stop: int) -> Iterator[str]:
         offset = start
         for raw in io.BytesIO(_read_range(path, start, stop)):
-            line, at = _utf8(path, raw, offset), offset
+            line, at = utf8(path, raw, offset), offset
             offset += len(raw)
             if not line.strip():
                 continue
@@ -388,7 +388,7 @@ def _line_at(path: Path, offset: int) -> int:
     return lines
 
 
-def _utf8(path: Path, data: bytes, offset: int = 0) -> str:
+def utf8(path: Path, data: bytes, offset: int = 0) -> str:
     """``data`` (from byte ``offset`` of ``path`` on) decoded as UTF-8, or an error naming the line and the fix."""
     try:
         return data.decode("utf-8")
@@ -579,13 +579,19 @@ def local_paths(spec: str) -> list[Path] | None:
             f"dataset source {spec!r} names no {'/'.join(LOCAL_SUFFIXES)} file (found {len(paths)} other file(s))"
         )
     for p in usable:
-        if not p.exists():
-            raise LaddError(f"dataset source file {p} does not exist")
-        if not p.is_file():
-            raise LaddError(
-                f"dataset source {p} is not a regular file (a device, pipe or folder); ladd reads only regular files"
-            )
+        check_regular(p)
     return usable
+
+
+def check_regular(path: Path) -> None:
+    """Refuse a source file that does not exist or is no regular file (a device such as ``/dev/zero``, a pipe, a
+    folder), which ladd would never finish reading."""
+    if not path.exists():
+        raise LaddError(f"dataset source file {path} does not exist")
+    if not path.is_file():
+        raise LaddError(
+            f"dataset source {path} is not a regular file (a device, pipe or folder); ladd reads only regular files"
+        )
 
 
 def _safe(text: str) -> str:

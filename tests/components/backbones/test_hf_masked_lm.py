@@ -247,3 +247,22 @@ def test_the_dry_run_loads_the_pretrained_model_and_counts_its_adapters(tiny_ber
     adapters = 2 * 2 * 2 * (32 + 32)  # layers x (query, value) x rank x (in + out)
     assert "LoRA rank 2 on 4 modules" in printed and f"parameters: {bert + adapters:,} (" in printed, printed
     assert not run.exists()
+
+
+@pytest.mark.slow  # the real all-MiniLM-L6-v2 loaded
+def test_the_finetuning_guide_states_what_the_dry_run_of_its_lora_preset_prints(minilm, tmp_path, capsys):
+    from support import ROOT
+
+    from registry.training.dry_run import dry_run
+
+    reg = registry.load()
+    dry_run(compose(["experiment=demo/mdlm_minilm_lora", f"run_dir={tmp_path / 'run'}"], reg), reg)
+    counted = re.search(r"parameters: ([\d,]+) \(([\d,]+) trained, ([\d.]+%)", capsys.readouterr().out)
+    assert counted is not None
+    total, trained, share = int(counted[1].replace(",", "")), int(counted[2].replace(",", "")), counted[3]
+    adapters = 6 * 2 * 8 * (384 + 384)  # layers x (query, value) x rank x (in + out)
+    guide = (ROOT / "docs" / "finetuning.md").read_text()
+    stated = (f"({total / 1e6:.1f}M parameters with the adapters, {share} of them trained: the adapters "
+              f"({adapters / total:.2%}) and")
+    assert stated in " ".join(guide.split()), stated
+    assert trained > adapters

@@ -75,7 +75,10 @@ def test_dreams_variant_equals_a_direct_qwen2_forward_with_shifted_logits():
         at_rows = network(ids, None, None, None, ids == K).tokens
     reference = _dream_reference(network, torch.where(ids == K, 21, ids), 4, 2, 1e6, 1e-6)
     assert ours.shape == (3, S, K) and (ours.double() - reference[..., :K]).abs().max() < 1e-5
-    assert torch.equal(at_rows, ours[ids == K])
+    # the head at the masked rows is a product of another shape than the full pass's, which a CPU's kernels may sum in
+    # another order: bitwise equal with AVX-512's, 2.4e-7 apart (two ulps of these logits, |logit| < 1.4) with AVX2's
+    # or the baseline's (ATEN_CPU_CAPABILITY), so the bound is float32 rounding with a margin, not bitwise equality
+    torch.testing.assert_close(at_rows, ours[ids == K], rtol=0, atol=2e-6)
 
 
 def test_ladds_mask_is_the_networks_own_and_gets_no_probability():

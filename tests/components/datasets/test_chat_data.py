@@ -19,7 +19,7 @@ def make(tmp_path: Path, rows: list[dict], template: bool = True, **options) -> 
     """A dataset over ``rows`` (the whole file is every split) with the test's word tokenizer."""
     tokenizer = chat_tokenizer(tmp_path / ("templated" if template else "plain"), template)
     options = {"seq_len": 16, "split_map": {"train": "train", "validation": "train"}, **options}
-    source = write_jsonl(tmp_path / "rows.jsonl", rows)
+    source = options.pop("source", None) or write_jsonl(tmp_path / "rows.jsonl", rows)
     return ChatDataset(ChatDatasetConfig(source=source, tokenizer=tokenizer, cache_dir=str(tmp_path / "cache"),
                                          **options))
 
@@ -124,3 +124,38 @@ def test_a_hugging_face_dataset_of_chats(tmp_path):
     ))
     rows = dataset.rows("train")
     assert len(rows.ids) == 2 and words(dataset, rows.ids[0][rows.prompts[0]:]) == ["two", "<|end|>", "<eos>"]
+
+
+def test_a_last_row_without_a_response_in_the_held_out_slice_is_refused_before_training(tmp_path):
+    rows = [PAIR] * 19 + [{"prompt": "what is one ?"}]  # the default slices put the last row in the test split
+    dataset = make(tmp_path, rows, split_map={})
+    with pytest.raises(LaddError, match=r"rows.jsonl:20 has a 'prompt' but no 'response'"):
+        dataset.prepare(["train"])
+    assert not any((tmp_path / "cache").rglob("*.npy"))
+
+
+def test_a_file_that_is_not_utf8_is_refused_in_one_line_naming_its_line(tmp_path):
+    dataset = make(tmp_path, [PAIR, PAIR])
+    with (tmp_path / "rows.jsonl").open("ab") as handle:
+        handle.write(b'{"prompt": "caf\xe9", "response": "one ."}\n')  # Latin-1
+    with pytest.raises(LaddError) as refused:
+        dataset.prepare(["train"])
+    assert str(refused.value) == (
+        f"{tmp_path / 'rows.jsonl'}:3 is not UTF-8 text (byte 0xe9); convert the file, e.g. iconv -f latin1 -t utf-8"
+    )
+
+
+@pytest.mark.parametrize("target", ["/dev/zero", "fifo"])
+def test_a_source_that_is_a_device_or_pipe_is_named_as_such(tmp_path, target):
+    import os
+
+    if target == "fifo":
+        os.mkfifo(tmp_path / "pipe")
+        target = str(tmp_path / "pipe")
+    (tmp_path / "chats.jsonl").symlink_to(target)
+    with pytest.raises(LaddError) as refused:
+        make(tmp_path, [PAIR], source=str(tmp_path / "chats.jsonl")).prepare(["train"])
+    assert str(refused.value) == (
+        f"dataset source {tmp_path / 'chats.jsonl'} is not a regular file (a device, pipe or folder); ladd reads only "
+        f"regular files"
+    )

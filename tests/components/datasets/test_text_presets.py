@@ -18,6 +18,7 @@ from registry.engine.prompts import fixed_tokens
 from registry.engine.sampling import sample
 from registry.interfaces import mask_id
 from registry.paper.zeroshot import zero_shot
+from registry.storage.results import perplexity
 from registry.training.loop import train
 
 CONFIGS = ROOT / "configs" / "experiment"
@@ -147,5 +148,5 @@ def test_text_path_end_to_end_offline(assets, reg, tmp_path):
         )
 
         table = zero_shot(experiment, settings, reg, ["shakespeare", str(other)], "source", 1, 2, 0)
-        assert [row.corpus for row in table] == ["shakespeare", str(other)]
-        assert all(math.isfinite(row.perplexity) and row.perplexity > 1 for row in table)
+        assert [row.corpus for row in table.rows] == ["shakespeare", str(other)]
+        assert all(row.bound is not None and row.perplexity == perplexity(row.bound) > 1 for row in table.rows)

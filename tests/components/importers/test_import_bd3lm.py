@@ -74,6 +74,10 @@ def test_an_imported_bd3lm_gives_its_networks_log_probabilities(reg, tmp_path, c
         ({}, ["backbone.attention=bidirectional"], "the checkpoint sets backbone.attention=block_causal"),
         ({}, ["dataset.seq_len=32"], "dataset.seq_len=32: the checkpoint sets dataset.seq_len=16"),
         ({"model_type": "mdlm"}, [], "model_type is 'mdlm' \\(it must be 'bd3lm'\\)"),
+        ({"sampling_eps_min": 0.9, "sampling_eps_max": 0.2}, [], "config.json: the clipped training times "
+         "sampling_eps_min=0.9, sampling_eps_max=0.2 are not a range within \\[0, 1\\]"),
+        ({"sampling_eps_min": "0.1"}, [], "config.json: the clipped training times sampling_eps_min='0.1', "
+         "sampling_eps_max=1.0 are not"),
     ],
 )
 def test_bad_checkpoints_and_overrides_are_refused_in_one_line(reg, tmp_path, config, overrides, line):

@@ -12,8 +12,9 @@ from ladd_plugins.backbones.causal import CausalTransformer
 from ladd_plugins.processes.autoregressive import AutoregressiveProcess
 from ladd_plugins.samplers.ancestral import AncestralSampler
 from ladd_plugins.samplers.autoregressive import AutoregressiveSampler
-from ladd_plugins.samplers.config import AncestralConfig
+from ladd_plugins.samplers.config import AncestralConfig, AutoregressiveConfig
 from registry.config.settings import Objective
+from registry.engine.compute import counting
 from registry.engine.loading import load_run
 from registry.engine.model import DiffusionModel
 from registry.errors import InvalidConfigError
@@ -135,7 +136,9 @@ def test_sampler_reveals_left_to_right_one_position_per_network_call(prompt):
     model = Recording(_model())
     fixed = torch.full((6, SEQ), MASK)
     fixed[:, :prompt] = torch.randint(VOCAB, (6, prompt), generator=torch.Generator().manual_seed(2))
-    out = AutoregressiveSampler().sample(model, 6, 1, torch.Generator().manual_seed(0), fixed=fixed)
+    out = AutoregressiveSampler(AutoregressiveConfig(cache=False)).sample(
+        model, 6, 1, torch.Generator().manual_seed(0), fixed=fixed
+    )
     assert out.network_calls == len(model.calls) == SEQ - prompt
     for k, (x_t, rows) in enumerate(model.calls):
         position = prompt + k
@@ -159,6 +162,42 @@ def test_sampler_ignores_the_step_count_and_matches_the_plain_chain_with_s_steps
     assert torch.equal(runs[0].tokens, runs[1].tokens) and torch.equal(runs[0].tokens, plain.tokens)
     # the plain path predicts before it steps, so it also pays for steps that reveal nothing
     assert runs[0].network_calls == SEQ - 2 <= plain.network_calls
+
+
+def test_cached_logits_of_a_window_equal_the_full_pass_once_the_tokens_before_it_are_final():
+    backbone = _model().backbone
+    x = torch.randint(VOCAB, (3, SEQ), generator=torch.Generator().manual_seed(5))
+    full = backbone(x, None, None, None).tokens
+    cache = backbone.new_cache(3, torch.device("cpu"))
+    first = backbone(x, None, None, None, cache=cache, window=slice(0, 3)).tokens
+    # later positions read positions 0..2 from the cache; position 3's input is token 2, final here
+    later = backbone(x, None, None, None, cache=cache, window=slice(3, SEQ)).tokens
+    assert torch.allclose(torch.cat([first, later], dim=1), full, atol=1e-5)
+
+
+@pytest.mark.parametrize("prompt", ["none", "prefix", "ragged"])
+def test_the_cache_gives_the_plain_chains_tokens_and_runs_one_new_position_per_call(prompt):
+    model = _model()
+    fixed = torch.full((40, SEQ), MASK)
+    if prompt == "prefix":
+        fixed[:, :3] = 1
+    elif prompt == "ragged":  # rows reveal different positions at one step: the window spans them all
+        fixed[::2, :4] = 2
+        fixed[1::4, 5] = 0
+    runs = []
+    for cache in (True, False):
+        with counting(model) as meter:
+            out = AutoregressiveSampler(AutoregressiveConfig(cache=cache)).sample(
+                model, 40, 1, torch.Generator().manual_seed(6), fixed=None if prompt == "none" else fixed
+            )
+        runs.append((out, meter.spent()))
+    (cached, spent), (plain, spent_plain) = runs
+    assert torch.equal(cached.tokens, plain.tokens)
+    assert cached.network_calls == plain.network_calls == spent.calls
+    assert spent_plain.positions == 40 * SEQ * plain.network_calls
+    if prompt == "none":
+        assert spent.positions == 40 * SEQ, "each call runs the one position it reveals"
+    assert spent.flops < spent_plain.flops / 2
 
 
 @pytest.mark.parametrize("seq_len", [*range(1, 20), 100, 128, 500, 1000])

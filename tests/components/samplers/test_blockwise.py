@@ -111,7 +111,8 @@ def test_bad_requests_are_refused_in_one_line(model):
                                                 "token_decoder_options": {"cache": "prefix"}})
     reg = registry.load()
     causal = experiment(backbone={"name": "causal"}, process={"name": "autoregressive"}, sampler={"name": "ancestral"})
-    with pytest.raises(IncompatibleComponentsError, match="CachingBackbone, but backbone 'causal' is not one"):
+    # the causal transformer keeps a cache but attends position by position, not in blocks of a block model
+    with pytest.raises(IncompatibleComponentsError, match="attends in blocks, but backbone 'causal' attends without"):
         with_sampler(causal, reg, "blockwise")
     bidirectional = {"attention": "bidirectional", "block_size": None}
     bidirectional_model = experiment(backbone=bidirectional, sampler={"name": "ancestral"})

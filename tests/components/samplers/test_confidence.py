@@ -378,3 +378,17 @@ def test_the_time_estimate_of_a_job_probes_with_step_counts_a_block_decoder_take
     check_sampling_time(experiment, 2100, 8, 8, max_hours=1.0)  # timed: 263 chunks x 8 steps; probes of 4 and 8 steps
     with pytest.raises(InvalidConfigError, match="steps=2 is fewer than the 4 blocks"):
         check_sampling_time(experiment, 9000, 2, 8, max_hours=1.0)
+
+
+def test_a_cache_on_a_backbone_that_keeps_none_is_blamed_on_the_cache_option():
+    from ladd_plugins.backbones.hf_masked_lm import HFMaskedLM
+    from registry.interfaces import needs_of
+
+    sampler = registry.build("sampler", "confidence", {"cache": "prefix"})
+    need, _ = needs_of(sampler).unmet(None, "masked", None, "hf_masked_lm", HFMaskedLM)
+    assert need == (
+        "a token backbone that is a registry.interfaces.CachingBackbone (its option cache='prefix' keeps the "
+        "backbone's key-value cache; cache='none' needs none), but backbone 'hf_masked_lm' is not one"
+    )
+    assert needs_of(registry.build("sampler", "confidence", {})).unmet(None, "masked", None, "hf_masked_lm",
+                                                                      HFMaskedLM) is None
