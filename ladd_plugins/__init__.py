@@ -7,7 +7,19 @@ from __future__ import annotations
 
 from registry import ComponentSpec, hookimpl
 
-from . import backbones, datasets, encoders, latents, launchers, metrics, processes, samplers, schedules
+from . import (
+    backbones,
+    datasets,
+    encoders,
+    latents,
+    launchers,
+    metrics,
+    objectives,
+    processes,
+    rewards,
+    samplers,
+    schedules,
+)
 
 LADD_CONTRACT = 4  # the plugin contract these components are written for (registry.CONTRACT_VERSION)
 
@@ -24,6 +36,8 @@ def ladd_components() -> list[ComponentSpec]:
         *datasets.SPECS,
         *metrics.SPECS,
         *launchers.SPECS,
+        *rewards.SPECS,
+        *objectives.SPECS,
     ]
 
 

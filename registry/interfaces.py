@@ -7,16 +7,20 @@ state is the extra id ``K`` (see :func:`mask_id`).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor, nn
 
 from .errors import IncompatibleComponentsError
+
+if TYPE_CHECKING:
+    from .distributed import Shard
 
 __all__ = [
     "Schedule",
@@ -37,6 +41,10 @@ __all__ = [
     "TokenDecoder",
     "SampleOutput",
     "DenoiserModel",
+    "TrainableModel",
+    "Objective",
+    "ObjectiveStep",
+    "Reward",
     "Dataset",
     "PreparedData",
     "Metric",
@@ -584,6 +592,37 @@ class DenoiserModel(ABC):
         """True when an unchanged input gives an unchanged token prediction (no time conditioning)."""
 
 
+class TrainableModel(DenoiserModel):
+    """What an objective sees of the model it trains (implemented by the core's model): a ``DenoiserModel`` that is a
+    ``torch.nn.Module`` (``train``, ``eval``, ``parameters``), with its own variational bound and its frozen base."""
+
+    training: bool
+
+    @abstractmethod
+    def train(self, mode: bool = True) -> Any:
+        """Training mode (dropout, the latent's own updates) or, with ``mode=False``, evaluation mode; the model."""
+
+    @abstractmethod
+    def loss(
+        self,
+        x0: Tensor,
+        generator: torch.Generator | None = None,
+        shard: Shard | None = None,
+        padding: Tensor | None = None,
+        context: Tensor | None = None,
+    ) -> dict[str, Tensor]:
+        """The model's training bound on ``x0`` and its terms (``loss``, ``token``, and ``latent``, ``aux`` where the
+        model has them): the LADD objective, MDLM's without a latent channel, LLaDA's SFT loss where ``context`` marks
+        prompts (docs/architecture.md, "The objective"). With ``generator`` its draws come from it alone; without one,
+        from torch's global stream (which training seeds per stage and checkpoints restore)."""
+
+    def frozen_base(self) -> AbstractContextManager[None]:
+        """A context in which the model predicts as its frozen base (its LoRA adapters switched off): the reference
+        policy of an RL objective, with no second copy of the weights. An ``IncompatibleComponentsError`` when the
+        model has no adapters (``train.lora.rank=0``)."""
+        raise IncompatibleComponentsError(f"{type(self).__name__} has no frozen base with adapters over it")
+
+
 @dataclass
 class SampleOutput:
     """Generated tokens ``[N, S]``, the final latent (if any) and the number of network calls.
@@ -811,6 +850,15 @@ class Dataset(ABC):
         """The exact optimal token loss when the data model is known (None otherwise)."""
         return None
 
+    #: True when :meth:`verify` is the task's own checker of an answer (the ``checker`` reward runs it)
+    verifies: bool = False
+
+    def verify(self, prompt: str, completion: str, reference: str) -> float:
+        """The task's own score of ``completion`` (text) as an answer to ``prompt``, whose data answer is
+        ``reference``: a program's tests, a puzzle's rules, a checked equation. Only for a dataset declaring
+        ``verifies = True``."""
+        raise IncompatibleComponentsError(f"{type(self).__name__} ships no checker of answers (Dataset.verifies)")
+
 
 def device_batches(
     dataset: Dataset, start: int, batch_size: int, seed: int, device: torch.device
@@ -836,6 +884,80 @@ class Metric(ABC):
     @abstractmethod
     def __call__(self, samples: Tensor, reference: Tensor) -> dict[str, float]:
         """Scores of ``samples [N, S]`` against ``reference [N, S]``, including ``primary``."""
+
+
+class Reward(ABC):
+    """A verifiable reward: one number per completion of a prompt, given the data's own answer (its ``reference``).
+    Built as ``factory(config, dataset=...)``: the dataset of the experiment (its tokenizer, its task's checker)."""
+
+    @abstractmethod
+    def __call__(
+        self, prompts: Sequence[str], completions: Sequence[str], references: Sequence[str]
+    ) -> Sequence[float]:
+        """The reward of each ``completions[i]`` (text) of ``prompts[i]``, whose data answer is ``references[i]``: one
+        finite number each. ladd stops a run on an exception, a missing value, a non-number or a NaN, naming the
+        reward and the row."""
+
+
+@dataclass(frozen=True)
+class ObjectiveStep:
+    """What the training loop tells an objective at one optimisation step."""
+
+    stage: int  # the stage's position, from 1
+    step: int  # optimisation steps of the stage done before this one
+    #: the step's seed: the same on every process, a function of the run's seed, the stage and the step alone, so a
+    #: resumed run draws what an uninterrupted one drew
+    seed: int
+    shard: Shard | None = None  # this process's rows of the global batch (several processes), else None
+    padding: Tensor | None = None  # ``Dataset.padding`` of the batch
+    context: Tensor | None = None  # ``Dataset.context`` of the batch: the prompts
+
+    def generator(self, device: torch.device | str) -> torch.Generator:
+        """A generator on ``device`` seeded with the step's seed: every draw of the step may come from it."""
+        return torch.Generator(device=device).manual_seed(self.seed)
+
+
+class Objective(ABC):
+    """What a training step minimises, given the model and the step's global batch (the ``loss`` slot; empty: the
+    model's own bound). Built as ``factory(config, dataset=..., sampler=...)``: the experiment's data and its sampler
+    (an RL objective's rollouts); a reward it scores with is an option naming one (``refers_to("reward")``), built by
+    ladd and passed as that option's keyword.
+
+    The training loop (stages, EMA, LoRA, resume, several processes, loggers) is the same for every objective: it
+    calls :meth:`loss` once per optimisation step and steps the optimiser on its ``loss``.
+    """
+
+    #: the terms :meth:`loss` returns besides ``loss``, in order: the columns of ``metrics.csv`` and what every logger
+    #: gets (``train/NAME``). A term may be left out of every step of a stage (its column stays empty there)
+    terms: tuple[str, ...] = ()
+    #: True when the loss reads the model's frozen base (``TrainableModel.frozen_base``: a reference policy); such an
+    #: objective is refused before anything trains unless the run trains LoRA adapters over a base
+    needs_frozen_base: bool = False
+
+    @abstractmethod
+    def loss(self, model: TrainableModel, batch: Tensor, step: ObjectiveStep) -> dict[str, Tensor]:
+        """``loss`` (a scalar to minimise, the mean over the global batch of this process's share, as
+        ``TrainableModel.loss`` gives it) and the :attr:`terms` (scalars, the same on every process or averaging over
+        the processes to the global value). ``batch`` is the global batch (``step.shard`` names this process's rows).
+        """
+
+    def reach(self, model: TrainableModel) -> Tensor:
+        """A scalar that depends on exactly the parameters :meth:`loss` trains (the stage's trainable set, found by
+        walking its autograd graph); the default: the model's bound on one row of zeros."""
+        return model.loss(torch.zeros(1, model.seq_len, dtype=torch.long, device=model.device))["loss"]
+
+    def state_dict(self) -> dict[str, Any]:
+        """What a checkpoint keeps of the objective between steps (e.g. rollouts reused over several steps): tensors,
+        numbers, strings, lists and dicts of them. The default: nothing."""
+        return {}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:  # noqa: B027 - nothing to take back by default
+        """Take back what :meth:`state_dict` gave, on resume."""
+
+    def records(self) -> list[dict[str, Any]]:
+        """What the objective sampled since it was last asked, as JSON-ready records (rollouts with their rewards),
+        which training appends to the run's ``rollouts.jsonl``. The default: none."""
+        return []
 
 
 def rank_batches(

@@ -31,6 +31,7 @@ from . import (
     plugins,
     prepare,
     report,
+    reward,
     sample,
     sweep,
     train,
@@ -42,8 +43,8 @@ from .context import run_command
 DEBUG_ENV = "LADD_DEBUG"
 #: the commands in the order `ladd --help` lists them
 COMMANDS = (
-    components, plugins, prepare, train, sweep, sample, encode, export, importer, evaluate, zero_shot, harness, report,
-    compare, flops, frontier,
+    components, plugins, prepare, train, sweep, sample, encode, export, importer, evaluate, reward, zero_shot, harness,
+    report, compare, flops, frontier,
 )
 
 

@@ -88,7 +88,7 @@ def chosen_sampler(args: argparse.Namespace, experiment: Any, registry: Registry
         )
     if not args.sampler:
         return experiment
-    return with_sampler(experiment, registry, args.sampler, _options(args.sampler_option))
+    return with_sampler(experiment, registry, args.sampler, options_of(args.sampler_option))
 
 
 def chosen_metric(args: argparse.Namespace, experiment: Any, registry: Registry) -> Any:
@@ -99,7 +99,7 @@ def chosen_metric(args: argparse.Namespace, experiment: Any, registry: Registry)
         raise LaddError("--metric-option sets an option of --metric NAME: give the metric too, e.g. --metric entropy")
     if not args.metric:
         return experiment
-    return with_metric(experiment, registry, args.metric, _options(args.metric_option))
+    return with_metric(experiment, registry, args.metric, options_of(args.metric_option))
 
 
 def guided(args: argparse.Namespace, experiment: Any, registry: Registry, settings: Settings) -> Any:
@@ -110,7 +110,7 @@ def guided(args: argparse.Namespace, experiment: Any, registry: Registry, settin
     if args.guidance is None:
         return experiment
     if args.sampler:
-        name, options = args.sampler, _options(args.sampler_option)
+        name, options = args.sampler, options_of(args.sampler_option)
     else:
         name, options = required_selection(settings, "sampler")
     component = registry.get("sampler", name)
@@ -123,7 +123,7 @@ def guided(args: argparse.Namespace, experiment: Any, registry: Registry, settin
     return with_sampler(experiment, registry, name, {**options, "guidance": args.guidance})
 
 
-def _options(pairs: list[str]) -> dict[str, Any]:
+def options_of(pairs: list[str]) -> dict[str, Any]:
     """``key=value`` strings to a dict, values parsed as YAML scalars."""
     options = {}
     for pair in pairs:

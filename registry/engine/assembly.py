@@ -13,10 +13,11 @@ from registry.host.component import Component, qualify
 from registry.host.kinds import SLOTS
 from registry.host.references import Resolved
 from registry.host.registry import Registry, recorded_plugin_of
-from registry.interfaces import Dataset, Latent, Metric, Sampler, declares_needs, needs_of
+from registry.interfaces import Dataset, Latent, Metric, Objective, Sampler, declares_needs, needs_of
 from registry.storage.records import checked_components, install_hint
 
 from .model import DiffusionModel
+from .objectives import objective_of
 
 
 @dataclass
@@ -28,8 +29,10 @@ class Experiment:
     sampler: Sampler
     metric: Metric
     components: dict[str, Component] = field(default_factory=dict)
-    #: slot -> the component with those its options name (a sampler's token decoder), as chosen
+    #: slot -> the component with those its options name (a sampler's token decoder, an objective's reward), as chosen
     resolved: dict[str, Resolved] = field(default_factory=dict)
+    #: what a training step minimises: the ``loss`` slot's objective, else the model's own bound
+    objective: Objective = field(default_factory=lambda: objective_of(None))
 
     def origins(self) -> dict[str, dict[str, Any]]:
         """Slot -> component description with its origin (and those of the components it names, ``nested``), as
@@ -136,7 +139,8 @@ def build_experiment(
         dataset.eos_id,
     )
     metric: Metric = built["metric"]
-    return Experiment(model, dataset, sampler, metric, components, resolved)
+    _check_frozen_base(built["loss"], chosen, settings)
+    return Experiment(model, dataset, sampler, metric, components, resolved, objective_of(built["loss"]))
 
 
 def with_sampler(
@@ -277,6 +281,17 @@ def _check_latent_side(latent: Latent | None, encoder: Any, settings: Settings, 
             f"{name!r} has a null latent that no loss can target; leave it false (rows dropped by "
             f"objective.p_cfg then stay out of the latent loss) or set objective.p_cfg=0"
         )
+
+
+def _check_frozen_base(objective: Objective | None, chosen: Mapping[str, Any], settings: Settings) -> None:
+    """Refuse an objective that reads the frozen base (a reference policy) in a run without one."""
+    if objective is None or not objective.needs_frozen_base or settings.train.lora.rank > 0:
+        return
+    raise IncompatibleComponentsError(
+        f"loss {chosen['loss'][0]!r} takes the frozen base under LoRA adapters as its reference, but train.lora.rank=0 "
+        f"trains no adapters: set train.lora.rank (e.g. 16), or turn its reference off (its options: ladd show "
+        f"objective {chosen['loss'][0]})"
+    )
 
 
 def recorded_plugin(recorded: Mapping[str, Any] | None, slot: str) -> str | None:

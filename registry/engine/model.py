@@ -1,6 +1,8 @@
 """The diffusion model assembled from components: the generic LADD objective (MDLM when there is no latent)."""
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -15,12 +17,12 @@ from registry.interfaces import (
     CachingBackbone,
     Channels,
     Denoised,
-    DenoiserModel,
     Encoder,
     Latent,
     LatentCode,
     Process,
     Schedule,
+    TrainableModel,
     mask_id,
 )
 
@@ -80,7 +82,7 @@ def _weighted_mean(values: Tensor, weights: Tensor | None) -> Tensor:
     return values.mean() if weights is None else (values * weights).mean()
 
 
-class DiffusionModel(nn.Module, DenoiserModel):
+class DiffusionModel(nn.Module, TrainableModel):
     """Token process + optional latent channel (encoder, latent, its process) + denoising backbones."""
 
     def __init__(
@@ -214,6 +216,30 @@ class DiffusionModel(nn.Module, DenoiserModel):
                 f"registry.interfaces.CachingBackbone): sample without a cache"
             )
         return self.backbone.new_cache(batch, self.device)
+
+    @contextmanager
+    def frozen_base(self) -> Iterator[None]:
+        """Predictions of the frozen base inside: every LoRA adapter (peft's) switched off, then back as it was."""
+        # peft's adapted layers, found by what they offer (torch types their attributes as tensors or modules)
+        adapted: list[Any] = [
+            m for m in self.modules() if hasattr(m, "enable_adapters") and hasattr(m, "disable_adapters")
+        ]
+        if not adapted:
+            raise IncompatibleComponentsError(
+                "the model has no frozen base to serve as the reference: it trains without LoRA adapters; set "
+                "train.lora.rank (the base under the adapters is the reference) or drop the reference's term"
+            )
+        was_off = [bool(m.disable_adapters) for m in adapted]
+        trains = [(parameter, parameter.requires_grad) for parameter in self.parameters()]
+        for module in adapted:
+            module.enable_adapters(False)
+        try:
+            yield
+        finally:
+            for module, off in zip(adapted, was_off, strict=True):
+                module.enable_adapters(not off)
+            for parameter, requires in trains:  # peft's switch also sets which adapters train: as the stage set them
+                parameter.requires_grad_(requires)
 
     @torch.no_grad()
     def encode(self, x0: Tensor) -> Tensor:

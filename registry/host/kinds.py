@@ -95,6 +95,11 @@ def _tokenizer(built: Built) -> dict[str, Any]:
     return {"tokenizer": built["dataset"].tokenizer}
 
 
+def _objective(built: Built) -> dict[str, Any]:
+    # the dataset reaches the reward the objective names (its option ``reward``) too
+    return {"dataset": built["dataset"], "sampler": built["sampler"]}
+
+
 @dataclass(frozen=True)
 class Slot:
     """A config key that selects one component of ``kind``, built with ``context`` from the slots before it."""
@@ -122,6 +127,8 @@ KIND_SPECS: dict[str, KindSpec] = {
         KindSpec("dataset", "Dataset"),
         KindSpec("metric", "Metric", ("tokenizer",)),
         KindSpec("launcher", "Launcher", experiment=False),
+        KindSpec("reward", "Reward", ("dataset",)),
+        KindSpec("objective", "Objective", ("dataset", "sampler")),
     )
 }
 KINDS: tuple[str, ...] = tuple(KIND_SPECS)
@@ -148,5 +155,7 @@ SLOTS: dict[str, Slot] = {
         Slot("latent_backbone", "backbone", optional=True, context=_latent_backbone, needs_latent=True),
         Slot("sampler", "sampler"),
         Slot("metric", "metric", context=_tokenizer),
+        # empty: the model's own bound (the diffusion objective; LLaDA's SFT loss on instruction data)
+        Slot("loss", "objective", optional=True, context=_objective),
     )
 }

@@ -39,8 +39,9 @@ from registry.storage.weights import first_non_finite
 
 from .console import progress_bar, quiet_lightning_notices, without_srun_advice
 from .ema import EMAWeights
-from .metrics_file import METRICS_FILE, MetricsFile, read_metrics
+from .metrics_file import METRICS_FILE, MetricsFile, metrics_columns, read_metrics
 from .module import LaddModule
+from .records_file import RECORDS_FILE, RecordsFile, read_records
 from .resume import (
     ResumeState,
     StopOnSignal,
@@ -134,8 +135,10 @@ def _train_checked(
     if main:
         # damaged or unfitting saved state, a foreign metrics file, or data that cannot give a first batch:
         # all refused before anything is written
-        check_saved_state(experiment.model, folder, settings, base)
-        read_metrics(folder.path / METRICS_FILE)
+        columns = metrics_columns(experiment.objective.terms)
+        check_saved_state(experiment.model, folder, settings, base, columns)
+        read_metrics(folder.path / METRICS_FILE, columns)
+        read_records(folder.path / RECORDS_FILE)
         check_fits(hardware.estimate(experiment.model, base, train_cfg.batch_size // world), hardware.device)
         first_batch(experiment.dataset, train_cfg.batch_size, settings.seed)  # it allocates: after the size check
     with folder.claim(plain, allow_changes) if main else nullcontext():
@@ -213,7 +216,8 @@ def _train_stages(
     hardware.prepare(experiment.model, base)
     if train_cfg.compile:
         experiment.model.compile_backbones(train_cfg.compile_mode)
-    module = LaddModule(experiment.model, train_cfg, settings.seed, experiment.dataset, base)
+    module = LaddModule(experiment.model, train_cfg, settings.seed, experiment.dataset, base, experiment.objective)
+    columns = metrics_columns(experiment.objective.terms)
     stages = list(train_cfg.stages_to_run().values())
     for index, stage in enumerate(stages, start=1):
         experiment.model.begin_stage(stage)
@@ -236,7 +240,8 @@ def _train_stages(
                     EMAWeights(train_cfg.ema_decay),
                     stage_checkpoint(stage_dir, train_cfg.checkpoint_every),
                     ResumeState(stream, index, experiment.origins(), registry, base),
-                    MetricsFile(folder.path / METRICS_FILE, index, train_cfg.log_every),
+                    MetricsFile(folder.path / METRICS_FILE, index, train_cfg.log_every, columns),
+                    RecordsFile(folder.path / RECORDS_FILE, index),
                     *([progress_bar(index, train_cfg.log_every)] if train_cfg.progress else []),
                     StopOnSignal(last),  # last but the checkpoint: a step's state is whole there
                     interrupts,

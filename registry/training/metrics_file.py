@@ -18,32 +18,41 @@ from typing import Any, cast
 import lightning as L
 from lightning.pytorch.callbacks import Callback
 
+from registry.engine.objectives import ModelBound
 from registry.errors import LaddError
 from registry.storage.files import write_text
 
 METRICS_FILE = "metrics.csv"
-METRICS_COLUMNS = ("stage", "step", "loss", "token", "latent", "aux", "seconds")
-#: the columns a row may leave empty (loss terms a model does not have)
-_OPTIONAL = ("token", "latent", "aux")
 Position = tuple[int, int]  # (stage, step)
 _FIX = "restore it from a copy, or move it away to continue this run with a new one"
 
 
-def _whole(row: list[str]) -> bool:
+def metrics_columns(terms: tuple[str, ...]) -> tuple[str, ...]:
+    """The columns of a run's ``metrics.csv`` whose objective returns ``terms`` (``Objective.terms``) besides
+    ``loss``; each term's column may be left empty (a term the model or the stage does not have)."""
+    return ("stage", "step", "loss", *terms, "seconds")
+
+
+#: the columns of a run that trains the model's own bound (an empty loss slot)
+METRICS_COLUMNS = metrics_columns(ModelBound.terms)
+
+
+def _whole(row: list[str], columns: tuple[str, ...]) -> bool:
     """Whether a row holds a stage and a step (whole numbers), a loss and seconds, and terms or nothing."""
-    if len(row) != len(METRICS_COLUMNS):
+    if len(row) != len(columns):
         return False
-    values = dict(zip(METRICS_COLUMNS, row, strict=True))
+    values = dict(zip(columns, row, strict=True))
     if not (values["stage"].isdigit() and values["step"].isdigit()):
         return False
+    optional = columns[3:-1]
     try:
-        numbers = [float(values[name]) for name in METRICS_COLUMNS[2:] if values[name] or name not in _OPTIONAL]
+        numbers = [float(values[name]) for name in columns[2:] if values[name] or name not in optional]
     except ValueError:
         return False
     return math.isfinite(numbers[-1])  # seconds; a loss may be non-finite (the row of the step that stops the run)
 
 
-def read_metrics(path: Path) -> list[tuple[Position, dict[str, str]]]:
+def read_metrics(path: Path, columns: tuple[str, ...] = METRICS_COLUMNS) -> list[tuple[Position, dict[str, str]]]:
     """The whole rows written so far with their (stage, step), without a last row cut short.
 
     A file of other columns, or with a damaged row before its last, is refused rather than overwritten.
@@ -55,25 +64,26 @@ def read_metrics(path: Path) -> list[tuple[Position, dict[str, str]]]:
     except UnicodeDecodeError:
         raise LaddError(f"{path} is damaged (not text); {_FIX}") from None
     rows = list(csv.reader(io.StringIO(text, newline="")))
-    if not rows or tuple(rows[0]) != METRICS_COLUMNS:
+    if not rows or tuple(rows[0]) != columns:
         raise LaddError(
-            f"{path} is not ladd's metrics file (columns {', '.join(rows[0] if rows and rows[0] else ['none'])}, "
-            f"expected {', '.join(METRICS_COLUMNS)}); move it away to continue this run"
+            f"{path} is not this run's metrics file (columns {', '.join(rows[0] if rows and rows[0] else ['none'])}, "
+            f"expected {', '.join(columns)}); move it away to continue this run"
         )
     if not text.endswith("\n"):
         rows.pop()  # a write cut short: its step comes after the last checkpoint, so it is trained and logged again
     found = []
     for line, row in enumerate(rows[1:], start=2):
-        if not _whole(row):
-            columns = ",".join(METRICS_COLUMNS)
-            raise LaddError(f"{path} is damaged (line {line} is not a whole row of {columns}); {_FIX}")
-        found.append(((int(row[0]), int(row[1])), dict(zip(METRICS_COLUMNS, row, strict=True))))
+        if not _whole(row, columns):
+            raise LaddError(f"{path} is damaged (line {line} is not a whole row of {','.join(columns)}); {_FIX}")
+        found.append(((int(row[0]), int(row[1])), dict(zip(columns, row, strict=True))))
     return found
 
 
-def check_logged_through(path: Path, logged: Position, checkpoint: Path) -> None:
+def check_logged_through(
+    path: Path, logged: Position, checkpoint: Path, columns: tuple[str, ...] = METRICS_COLUMNS
+) -> None:
     """Refuse to resume from ``checkpoint`` when ``path`` lacks the row it says was logged last before it."""
-    positions = [position for position, _ in read_metrics(path)]
+    positions = [position for position, _ in read_metrics(path, columns)]
     if path.is_file() and logged not in positions:
         ends = f"its last row is step {positions[-1][1]} of stage {positions[-1][0]}" if positions else "it has no rows"
         raise LaddError(
@@ -87,14 +97,14 @@ class MetricsFile(Callback):
     ``every`` steps and at the stage's last step.
 
     Steps per second between two rows is their step difference over their ``seconds`` difference (logging
-    reads the loss, so the GPU has caught up then).
+    reads the loss, so the GPU has caught up then). ``columns``: :func:`metrics_columns` of the run's objective.
     """
 
     #: where a checkpoint keeps this callback's state
     STATE_KEY = "metrics_file"
 
-    def __init__(self, path: Path, stage: int, every: int) -> None:
-        self.path, self.stage, self.every = path, stage, max(1, int(every))
+    def __init__(self, path: Path, stage: int, every: int, columns: tuple[str, ...] = METRICS_COLUMNS) -> None:
+        self.path, self.stage, self.every, self.columns = path, stage, max(1, int(every)), columns
         self.logged: Position | None = None  # the row written last
 
     @property
@@ -109,9 +119,9 @@ class MetricsFile(Callback):
         if not trainer.is_global_zero:
             return
         reached = (self.stage, trainer.global_step)
-        kept = [(position, row) for position, row in read_metrics(self.path) if position <= reached]
+        kept = [(position, row) for position, row in read_metrics(self.path, self.columns) if position <= reached]
         text = io.StringIO(newline="")
-        writer = csv.DictWriter(text, METRICS_COLUMNS)
+        writer = csv.DictWriter(text, self.columns)
         writer.writeheader()
         writer.writerows(row for _, row in kept)
         write_text(self.path, text.getvalue())
@@ -128,5 +138,5 @@ class MetricsFile(Callback):
         row.update({name: repr(float(value)) for name, value in cast(Any, pl_module).last_terms.items()})
         row["seconds"] = f"{time.perf_counter() - self.start:.3f}"
         with self.path.open("a", newline="") as handle:
-            csv.DictWriter(handle, METRICS_COLUMNS).writerow(row)
+            csv.DictWriter(handle, self.columns).writerow(row)
         self.logged = (self.stage, trainer.global_step)

@@ -7,6 +7,7 @@ is built. Over a frozen base, the module's state (what checkpoints hold) is what
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -19,8 +20,9 @@ from registry.config.settings import OPTIMIZERS, TrainConfig
 from registry.distributed import Shard, step_seed
 from registry.engine.adapters import Base
 from registry.engine.model import DiffusionModel
+from registry.engine.objectives import objective_of
 from registry.errors import InvalidConfigError, LaddError
-from registry.interfaces import Dataset, context_of, padding_of
+from registry.interfaces import Dataset, Objective, ObjectiveStep, context_of, padding_of
 
 from .strategy import precision
 from .trainable import unreached_parameters
@@ -59,14 +61,18 @@ class _FiniteWatch:
 
 
 class LaddModule(L.LightningModule):
-    """Lightning wrapper: one optimisation step of the model's objective on this process's share of the global batch."""
+    """Lightning wrapper: one optimisation step of the objective on this process's share of the global batch."""
+
+    #: where a checkpoint keeps the objective's state (``Objective.state_dict``)
+    OBJECTIVE_KEY = "ladd_objective"
 
     def __init__(
         self, model: DiffusionModel, train: TrainConfig, seed: int, dataset: Dataset | None = None,
-        base: Base | None = None,
+        base: Base | None = None, objective: Objective | None = None,
     ) -> None:
         super().__init__()
         self.model = model
+        self.objective = objective_of(objective)  # the model's own bound unless the loss slot names another
         self.train_cfg = train
         self.seed = seed
         self.dataset = dataset  # its padding and context (``Dataset.padding``, ``context``) stay out of the loss
@@ -106,7 +112,7 @@ class LaddModule(L.LightningModule):
         # the parameters yet: the stage trains exactly what its loss reaches, so DDP needs no search for the rest.
         self.model.to(self.trainer.strategy.root_device)
         with self.trainer.precision_plugin.forward_context():  # as a step runs: frozen weights may be in bfloat16
-            self.resting = unreached_parameters(self.model)
+            self.resting = unreached_parameters(self.model, self.objective)
         for parameter in self.resting:
             parameter.requires_grad_(False)
 
@@ -124,7 +130,9 @@ class LaddModule(L.LightningModule):
         )
         padding = None if self.dataset is None else padding_of(self.dataset, batch)
         context = None if self.dataset is None else context_of(self.dataset, batch)
-        terms = self.model.loss(batch, shard=shard, padding=padding, context=context)
+        seed = objective_seed(self.seed, self.stage, self.global_step)
+        step = ObjectiveStep(self.stage, self.global_step, seed, shard, padding, context)
+        terms = self.objective.loss(self.model, batch, step)
         # Every rank holds an equal share, so the mean over ranks is the global batch's mean (a NaN anywhere stops all).
         names = list(terms)
         means = self.trainer.strategy.reduce(torch.stack([terms[k].detach() for k in names]), reduce_op="mean")
@@ -156,6 +164,12 @@ class LaddModule(L.LightningModule):
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         self.watch.check()
+        state = self.objective.state_dict()
+        if state:
+            checkpoint[self.OBJECTIVE_KEY] = state
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        self.objective.load_state_dict(checkpoint.get(self.OBJECTIVE_KEY, {}))
 
     def on_train_end(self) -> None:
         self.watch.check()
@@ -187,6 +201,13 @@ class LaddModule(L.LightningModule):
         )
         schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+
+
+def objective_seed(seed: int, stage: int, step: int) -> int:
+    """The seed of a step's objective (``ObjectiveStep.seed``): a function of the run's seed, the stage and the step,
+    apart from the stream the shards' noise draws from."""
+    digest = hashlib.blake2b(repr(("objective", seed, stage, step)).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1
 
 
 def _fused_adamw(cfg: TrainConfig, device: torch.device, precision: str) -> bool:

@@ -24,7 +24,7 @@ from registry.errors import LaddError
 from registry.host.registry import Registry
 from registry.storage.weights import CorruptFileError, check_checkpoint, check_dtypes, check_shapes, read_tensors
 
-from .metrics_file import METRICS_FILE, MetricsFile, check_logged_through
+from .metrics_file import METRICS_COLUMNS, METRICS_FILE, MetricsFile, check_logged_through
 from .sharding import is_sharded, read_metadata
 from .stopping import Stopped, received, reclaim
 
@@ -42,9 +42,15 @@ def has_saved_state(folder: RunFolder, stages: int) -> bool:
     )
 
 
-def check_saved_state(model: DiffusionModel, folder: RunFolder, settings: Settings, base: Base | None = None) -> None:
+def check_saved_state(
+    model: DiffusionModel,
+    folder: RunFolder,
+    settings: Settings,
+    base: Base | None = None,
+    columns: tuple[str, ...] = METRICS_COLUMNS,
+) -> None:
     """Every stage's saved weights or checkpoint is intact, fits ``model``, is within the stage's steps and, over a
-    frozen base, was trained over this one.
+    frozen base, was trained over this one; ``metrics.csv`` (of ``columns``) holds the rows logged before it.
 
     Checked before the run writes anything.
     """
@@ -78,7 +84,7 @@ def check_saved_state(model: DiffusionModel, folder: RunFolder, settings: Settin
                 )
             logged = (checkpoint.get("callbacks") or {}).get(MetricsFile.STATE_KEY, {}).get("logged")
             if logged is not None:
-                check_logged_through(folder.path / METRICS_FILE, tuple(logged), last)
+                check_logged_through(folder.path / METRICS_FILE, tuple(logged), last, columns)
 
 
 def read_checkpoint(last: Path) -> dict[str, Any]:

@@ -15,10 +15,13 @@ import torch
 from torch import Tensor, nn
 
 from registry.engine.model import DiffusionModel
+from registry.engine.objectives import objective_of
+from registry.interfaces import Objective
 
 
-def unreached_parameters(model: DiffusionModel) -> list[nn.Parameter]:
-    """The parameters requiring gradients that the training loss, as the model stands, gives none.
+def unreached_parameters(model: DiffusionModel, objective: Objective | None = None) -> list[nn.Parameter]:
+    """The parameters requiring gradients that the training objective (the model's own bound unless given), as the
+    model stands, gives none (``Objective.reach``).
 
     The probe leaves no trace: weights, buffers (an EMA codebook updated in the forward pass) and the
     random streams are as before. It runs on the model's device, where collectives of a forward pass
@@ -31,7 +34,7 @@ def unreached_parameters(model: DiffusionModel) -> list[nn.Parameter]:
     try:
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []), _eager(), torch.enable_grad():
             model.train()
-            loss = model.loss(torch.zeros(1, model.seq_len, dtype=torch.long, device=device))["loss"]
+            loss = objective_of(objective).reach(model)
             reached = _leaves(loss)
             del loss
     finally:

@@ -13,6 +13,7 @@ from registry.conformance.exercises import EXERCISES
 from registry.engine.assembly import build_experiment
 from registry.host.component import Component
 from registry.host.kinds import KIND_SPECS, KINDS, SLOTS, Slot
+from registry.toolkit.options import references
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +27,11 @@ def test_every_kind_names_its_interface_and_has_an_exercise_and_every_slot_a_kin
         assert callable(EXERCISES[spec.name])
         ComponentSpec(spec.name, "probe", "module:attr")  # a kind of the table is a kind a plugin may declare
     assert tuple(KIND_SPECS) == KINDS == registry.KINDS
-    assert {slot.kind for slot in SLOTS.values()} == {kind for kind in KINDS if KIND_SPECS[kind].experiment}
+    # a kind is a slot's, one that a component's options name (a reward, named by an RL objective), or one a command
+    # chooses (a launcher), which has no slot
+    named = {ref.kind for c in registry.load() for ref in references(c.spec.config).values()}
+    assert {slot.kind for slot in SLOTS.values()} | named == {kind for kind in KINDS if KIND_SPECS[kind].experiment}
+    assert "reward" in named - {slot.kind for slot in SLOTS.values()}
     assert not KIND_SPECS["launcher"].experiment, "a kind a command chooses has no slot"
 
 
@@ -40,6 +45,7 @@ def test_each_slot_builds_with_exactly_its_kinds_context(reg, monkeypatch):
 
     monkeypatch.setattr(Component, "build", recording)
     build_experiment(compose(["experiment=binsaw/coladd_seq_cpu", *TINY], reg).plain(), reg)
+    build_experiment(compose(["experiment=demo/arith_grpo"], reg).plain(), reg)  # a reward and an objective
     experiment_kinds = {kind for kind in KINDS if KIND_SPECS[kind].experiment}
     assert set(seen) == experiment_kinds
     assert all(seen[kind] == set(KIND_SPECS[kind].context) for kind in experiment_kinds), seen

@@ -18,19 +18,21 @@ OVERFLOWS = ("drop", "truncate")
 class ChatDatasetConfig:
     """Prompt/response pairs and chat transcripts, framed by the tokenizer's chat template and padded with its EOS.
 
-    ``source``: the shipped ``arithmetic`` pairs, a local ``.jsonl`` file, folder or glob, or a Hugging Face
-    dataset (its id, or ``hf:PATH`` for anything ``datasets.load_dataset`` reads). A row holds ``messages`` (a list
-    of ``{role, content}`` turns, needing a chat template) or ``prompt`` and ``response`` (field names are
-    options). Every assistant turn becomes one row of ``seq_len`` ids: the turns before it (the prompt, never noised
-    and never scored) then the turn, padded with EOS, which counts as response (the model learns to stop).
-    ``split_map`` maps ladd's splits to source splits with row slices in Hugging Face's syntax (as the text dataset).
+    ``source``: the shipped ``arithmetic`` or ``increments`` pairs, a local ``.jsonl`` file, folder or glob, or a
+    Hugging Face dataset (its id, or ``hf:PATH`` for anything ``datasets.load_dataset`` reads). A row holds
+    ``messages`` (a list of ``{role, content}`` turns, needing a chat template) or ``prompt`` and ``response``
+    (field names are options). Every assistant turn becomes one row of ``seq_len`` ids: the turns before it (the
+    prompt, never noised and never scored) then the turn, padded with EOS, which counts as response (the model
+    learns to stop). ``split_map`` maps ladd's splits to source splits with row slices in Hugging Face's syntax (as
+    the text dataset).
     """
 
-    source: str = "arithmetic"  # arithmetic (shipped), local .jsonl files, a Hugging Face dataset id, or hf:PATH
+    # arithmetic or increments (shipped), local .jsonl files, a Hugging Face dataset id, or hf:PATH
+    source: str = "arithmetic"
     subset: str | None = None  # the Hugging Face configuration
     revision: str | None = None  # Hugging Face sources: a commit, tag or branch
     split_map: dict[str, str] = field(default_factory=dict)  # overrides the default fractions of 'train', key by key
-    tokenizer: str = "gpt2-bpe"  # as the text dataset's: gpt2-bpe, text8, a Hugging Face name or a folder
+    tokenizer: str = "gpt2-bpe"  # as the text dataset's: gpt2-bpe, text8, chars, a Hugging Face name or a folder
     chat_template: str = "auto"  # auto, tokenizer (required) or none: see CHAT_TEMPLATES
     seq_len: int = 64  # S: ids per row, prompt included
     overflow: str = "drop"  # a response past seq_len: drop the pair, or truncate the response

@@ -19,7 +19,7 @@ from ...hub import hub_cache, locate, unavailable
 from ..text.sources import SplitSpec, check_regular, utf8
 from .config import ChatDatasetConfig
 
-SHIPPED = {"arithmetic": Path(__file__).parent / "corpus" / "arithmetic.jsonl"}
+SHIPPED = {name: Path(__file__).parent / "corpus" / f"{name}.jsonl" for name in ("arithmetic", "increments")}
 HF_PREFIX = "hf:"
 #: ladd's splits as fractions of the source's ``train`` split, unless ``split_map`` says otherwise
 DEFAULT_SPLITS = {"train": "train[:90%]", "validation": "train[90%:95%]", "test": "train[95%:]"}

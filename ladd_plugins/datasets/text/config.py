@@ -33,7 +33,8 @@ class TextDatasetConfig:
     )
     split_map: dict[str, str] = field(default_factory=dict)  # overrides the source's defaults, key by key
     text_field: str | None = None  # None: the known source's field, else "text"
-    tokenizer: str = "gpt2-bpe"  # "gpt2-bpe" (offline GPT-2 BPE), "text8" (characters), or a HF name or folder
+    # "gpt2-bpe" (offline GPT-2 BPE), "text8" (characters), "chars" (letters, digits, punctuation), a HF name or folder
+    tokenizer: str = "gpt2-bpe"
     seq_len: int = 128  # S: token ids per row
     packing: str = "wrap"  # wrap: documents + EOS concatenated and cut; pad: one document per row, EOS-padded
     txt_documents: str = "paragraph"  # what a document is in a .txt file: paragraph, line or the whole file

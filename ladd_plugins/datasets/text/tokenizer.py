@@ -19,6 +19,12 @@ from ... import hub
 GPT2_BPE = "gpt2-bpe"
 TEXT8 = "text8"
 TEXT8_ALPHABET = "abcdefghijklmnopqrstuvwxyz "
+#: lower-cased letters, digits, the space and common punctuation, one id each: small networks on short text (a CPU)
+CHARS = "chars"
+CHARS_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789 .,;:?!'\"()+-*/=<>"
+#: the same characters, and every whole number below 1000 as one id (toy arithmetic: an answer is one id)
+NUMBERS = "numbers"
+NUMBERS_BELOW = 1000
 MASK_CANDIDATES = ("<|mask|>", "<|ladd_mask|>")
 EOS_TOKEN = "<|endoftext|>"
 _PIECE_CHARS = 1 << 20  # longer documents are encoded in pieces of about this many characters
@@ -30,6 +36,10 @@ def load_tokenizer(spec: str) -> Any:
         tokenizer = gpt2_bpe()
     elif spec == TEXT8:
         tokenizer = characters(TEXT8_ALPHABET)
+    elif spec == CHARS:
+        tokenizer = characters(CHARS_ALPHABET)
+    elif spec == NUMBERS:
+        tokenizer = characters(CHARS_ALPHABET, NUMBERS_BELOW)
     else:
         tokenizer = from_pretrained(spec)
     return prepare(tokenizer)
@@ -54,8 +64,9 @@ def gpt2_bpe() -> Any:
     return GPT2TokenizerFast(vocab=vocab, merges=merges)
 
 
-def characters(alphabet: str) -> Any:
-    """A lower-casing character-level tokenizer over ``alphabet`` (plus ``[UNK]`` and an EOS), e.g. for text8."""
+def characters(alphabet: str, numbers: int = 0) -> Any:
+    """A lower-casing character-level tokenizer over ``alphabet`` (plus ``[UNK]`` and an EOS), e.g. for text8; with
+    ``numbers``, each whole number below it (written without leading zeros) is one id, read in runs of its digits."""
     from tokenizers import (
         Regex,
         Tokenizer,
@@ -66,10 +77,13 @@ def characters(alphabet: str) -> Any:
     )
     from transformers import PreTrainedTokenizerFast
 
-    vocab = {"[UNK]": 0, **{c: i + 1 for i, c in enumerate(alphabet)}}
+    pieces = [*alphabet, *(str(n) for n in range(numbers) if str(n) not in alphabet)]
+    vocab = {"[UNK]": 0, **{piece: i + 1 for i, piece in enumerate(pieces)}}
     backend = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
     backend.normalizer = normalizers.Lowercase()
-    backend.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    digits = len(str(numbers - 1)) if numbers > 1 else 1
+    pattern = f"[0-9]{{1,{digits}}}|." if numbers else "."
+    backend.pre_tokenizer = pre_tokenizers.Split(Regex(pattern), behavior="isolated")
     backend.decoder = decoders.Fuse()
     return PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="[UNK]", eos_token=EOS_TOKEN)
 

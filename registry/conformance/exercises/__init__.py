@@ -23,7 +23,9 @@ from .importers import exercise_importer
 from .latents import exercise_latent
 from .launchers import exercise_launcher
 from .metrics import exercise_metric
+from .objectives import exercise_objective
 from .processes import exercise_process
+from .rewards import exercise_reward
 from .samplers import exercise_sampler
 from .schedules import exercise_schedule
 
@@ -40,4 +42,6 @@ EXERCISES: dict[str, Callable[[Component, Registry], None]] = {
     "dataset": exercise_dataset,
     "metric": exercise_metric,
     "launcher": exercise_launcher,
+    "reward": exercise_reward,
+    "objective": exercise_objective,
 }
