@@ -143,6 +143,12 @@ CASES: dict[str, Case] = {
         ),
         gen_ppl=True,
     ),
+    # RL's CPU demo: LLaDA's SFT on the increments data, and diffu-GRPO from those random weights under its LoRA
+    "demo/arith_sft": Case("demo/arith_sft", ("train.stages=[{steps:3}]",)),
+    "demo/arith_grpo": Case(
+        "demo/arith_grpo",
+        ("train.init_from=null", "train.stages=[{steps:2}]", "loss.group=2", "loss.rollout_batch=2", "loss.steps=4"),
+    ),
     # the paper-size presets (App. E.1 networks, batches drawn on the device, full-precision evaluation) on 16 positions
     **{f"binsaw/{name}": Case(f"binsaw/{name}", _overrides(name)) for name in _BINSAW},
     # the quantiser ablation's other latents
@@ -154,7 +160,8 @@ CASES: dict[str, Case] = {
     },
 }
 #: the cases the fast test tier recomputes (the others are in the slow tier)
-FAST = [*(f"binsaw/{name}_cpu" for name in ("ar", *_BINSAW, "bd3lm")), "demo/mdlm", "demo/coladd"]
+FAST = [*(f"binsaw/{name}_cpu" for name in ("ar", *_BINSAW, "bd3lm")), "demo/mdlm", "demo/coladd", "demo/arith_sft",
+        "demo/arith_grpo"]
 
 
 @contextlib.contextmanager
