@@ -126,7 +126,7 @@ def test_a_two_by_two_sweep_over_two_seeds_runs_as_one_job_array_and_reports_one
 def _requeued(job_id: str) -> None:
     """Once the job is back in the queue (Slurm holds a requeued job about two minutes), let it start now."""
     _wait(lambda: job_id in _queued() and "JobState=PENDING" in _slurm("scontrol", "show", "job", job_id),
-          f"{job_id} to be queued again", 120)
+          f"{job_id} to be queued again", 300)
     _slurm("scontrol", "update", f"JobId={job_id}", "StartTime=now")
 
 
@@ -143,7 +143,7 @@ def test_jobs_requeued_mid_run_or_warned_end_bitwise_equal_to_uninterrupted_runs
     _slurm("scontrol", "requeue", requeued)  # as an administrator or a preemption does: SIGTERM, then requeued
     _slurm("scancel", "--signal=USR1", warned)  # Slurm's warning before the time limit; submitit requeues the job
     for index, job_id in ((0, requeued), (1, warned)):
-        _wait(lambda i=index: folder.record(i).state == "stopped", f"job {index} to stop", 120)
+        _wait(lambda i=index: folder.record(i).state == "stopped", f"job {index} to stop", 300)
         _requeued(job_id)
     stops = [folder.record(index) for index in (0, 1)]
     assert [(r.exit_status, r.error.rsplit(" by ", 1)[1]) for r in stops] == [
