@@ -19,7 +19,8 @@ from safetensors.torch import save_file
 
 from registry.toolkit.checkpoints import POSITIVE, Rule
 
-from .dream_table import FAMILY, GENERATION_DEFAULTS, copies, generation, read_shape, sampler_options, source_shapes
+from . import dream_table
+from .dream_table import FAMILY, GENERATION_DEFAULTS, generation, sampler_options, source_shapes
 from .llada_table import LLaDAShape
 from .published import CONFIG, Checkpoint, PublishedImporter
 from .shards import INDEX
@@ -35,19 +36,11 @@ class DreamImporter(PublishedImporter):
     preset = PRESET
     patterns = [CONFIG, INDEX, "*.safetensors", "vocab.json", "merges.txt", "tokenizer_config.json",
                 "special_tokens_map.json", "*.jinja"]
+    table = dream_table
     rules = {
         "model_type": Rule(lambda v: v == FAMILY, repr(FAMILY)),
         **dict.fromkeys(("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size"), POSITIVE),
     }
-
-    def shape_of(self, config: dict[str, Any], where: str) -> LLaDAShape:
-        return read_shape(config, where)
-
-    def source_shapes(self, shape: LLaDAShape) -> dict[str, tuple[int, ...]]:
-        return source_shapes(shape)
-
-    def copies(self, shape: LLaDAShape) -> dict[str, str]:
-        return copies(shape)
 
     def load_tokenizer(self, folder: Path) -> Any:
         return byte_level_bpe(folder)

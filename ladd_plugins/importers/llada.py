@@ -18,7 +18,8 @@ from registry.errors import LaddError
 from registry.toolkit.checkpoints import POSITIVE, Rule
 
 from .. import hub
-from .llada_table import LLaDAShape, copies, read_shape, source_shapes
+from . import llada_table
+from .llada_table import LLaDAShape, source_shapes
 from .published import CONFIG, PublishedImporter
 from .shards import INDEX
 
@@ -46,19 +47,11 @@ class LLaDAImporter(PublishedImporter):
     what = "LLaDA"
     preset = "llada/llada_8b"
     patterns = [CONFIG, INDEX, "*.safetensors", "tokenizer*", "special_tokens_map.json", "*.jinja"]
+    table = llada_table
     rules = {
         "model_type": Rule(lambda v: v == "llada", "'llada'"),
         **dict.fromkeys(("d_model", "n_layers", "n_heads", "mlp_hidden_size"), POSITIVE),
     }
-
-    def shape_of(self, config: dict[str, Any], where: str) -> LLaDAShape:
-        return read_shape(config, where)
-
-    def source_shapes(self, shape: LLaDAShape) -> dict[str, tuple[int, ...]]:
-        return source_shapes(shape)
-
-    def copies(self, shape: LLaDAShape) -> dict[str, str]:
-        return copies(shape)
 
     def load_tokenizer(self, folder: Path) -> Any:
         return load_tokenizer(folder)

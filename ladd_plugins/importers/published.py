@@ -16,6 +16,7 @@ from abc import abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from torch import nn
@@ -70,18 +71,9 @@ class PublishedImporter(Importer):
     preset: str  # the experiment preset of the model folder
     patterns: list[str]  # what a hub download fetches: the config, the weights, the tokenizer's data
     rules: Mapping[str, Rule]  # what is read of config.json before its sizes are checked against each other
-
-    @abstractmethod
-    def shape_of(self, config: dict[str, Any], where: str) -> LLaDAShape:
-        """The sizes in a parsed ``config.json``, refusing a config that is not the family's."""
-
-    @abstractmethod
-    def source_shapes(self, shape: LLaDAShape) -> dict[str, tuple[int, ...]]:
-        """Every tensor a checkpoint of these sizes holds, by its full name, with its shape."""
-
-    @abstractmethod
-    def copies(self, shape: LLaDAShape) -> dict[str, str]:
-        """ladd's name of every tensor (under the backbone) -> the checkpoint's full name."""
+    #: the family's layout module: ``read_shape(config, where)`` (refusing a config not the family's),
+    #: ``source_shapes(shape)`` (every tensor by full name with its shape), ``copies(shape)`` (ladd's name -> theirs)
+    table: ModuleType
 
     @abstractmethod
     def load_tokenizer(self, folder: Path) -> Any:
@@ -97,9 +89,9 @@ class PublishedImporter(Importer):
             raise LaddError(f"{folder} is not a {self.what} checkpoint: it has no {CONFIG}")
         config = read_config(folder / CONFIG, f"a {self.what} checkpoint's config", self.rules,
                              f"give the folder of a {self.what} checkpoint")
-        shape = self.shape_of(config, str(folder / CONFIG))
+        shape = self.table.read_shape(config, str(folder / CONFIG))
         shards = Shards(folder)
-        check_layout(shards.shapes(), self.source_shapes(shape), str(folder), self.what)
+        check_layout(shards.shapes(), self.table.source_shapes(shape), str(folder), self.what)
         scratch = Path(tempfile.mkdtemp(prefix="ladd-import-tokenizer-"))
         try:
             tokenizer = self.load_tokenizer(folder)
@@ -129,7 +121,7 @@ class PublishedImporter(Importer):
                 f"dataset.seq_len={length} is longer than the {checkpoint.shape.length} positions the network was "
                 f"trained on; choose at most {checkpoint.shape.length}"
             )
-        plan = self.copies(checkpoint.shape)
+        plan = self.table.copies(checkpoint.shape)
         params = dict(model.get_submodule("backbone").named_parameters())
         uncovered = sorted(set(params) ^ set(plan))
         if uncovered:
