@@ -17,6 +17,7 @@ import unicodedata
 from pathlib import Path
 
 import torch
+from llada_reference import write_shards
 
 SIZES = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
          "intermediate_size": 40}
@@ -95,19 +96,10 @@ def tokenizer_files(folder: Path) -> None:
 def write_checkpoint(folder: Path, tensors: dict[str, torch.Tensor] | None = None, shards: int = 3,
                      **changes) -> dict:
     """The tiny checkpoint in Dream's layout: config, ``shards`` safetensors files with their index, the tokenizer."""
-    from safetensors.torch import save_file
-
     tensors = random_tensors() if tensors is None else tensors
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text(json.dumps(config(**changes)))
-    names = list(tensors)
-    weight_map = {}
-    for shard in range(shards):
-        file = f"model-{shard + 1:05d}-of-{shards:05d}.safetensors"
-        part = names[shard::shards]
-        save_file({name: tensors[name] for name in part}, str(folder / file), metadata={"format": "pt"})
-        weight_map.update(dict.fromkeys(part, file))
-    (folder / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
+    write_shards(folder, tensors, shards)
     tokenizer_files(folder)
     return tensors
 

@@ -61,11 +61,18 @@ def random_tensors(seed: int = 0, mask_weight: float = 0.0) -> dict[str, torch.T
 
 def write_checkpoint(folder: Path, tensors: dict[str, torch.Tensor] | None = None, shards: int = 3, **changes) -> dict:
     """The tiny checkpoint in LLaDA's layout: config, ``shards`` safetensors files with their index, the tokenizer."""
-    from safetensors.torch import save_file
-
     tensors = random_tensors() if tensors is None else tensors
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text(json.dumps(config(**changes)))
+    write_shards(folder, tensors, shards)
+    chat_tokenizer(folder)
+    return tensors
+
+
+def write_shards(folder: Path, tensors: dict[str, torch.Tensor], shards: int) -> None:
+    """``tensors`` in ``shards`` safetensors files named as Hugging Face names them, with their index."""
+    from safetensors.torch import save_file
+
     names = list(tensors)
     weight_map = {}
     for shard in range(shards):
@@ -76,8 +83,6 @@ def write_checkpoint(folder: Path, tensors: dict[str, torch.Tensor] | None = Non
     total = sum(t.numel() * t.element_size() for t in tensors.values())
     index = {"metadata": {"total_size": total}, "weight_map": weight_map}
     (folder / "model.safetensors.index.json").write_text(json.dumps(index))
-    chat_tokenizer(folder)
-    return tensors
 
 
 def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
