@@ -229,7 +229,7 @@ def _train_stages(
         # Seeding per stage makes a stage's start independent of whether the run was interrupted before it.
         L.seed_everything(settings.seed + index, workers=True, verbose=False)
         stream = _Stream(experiment.dataset, train_cfg.batch_size, settings.seed + index, hardware.device)
-        interrupts = _Interrupts()
+        interrupts, stops = _Interrupts(), StopOnSignal(last)
         steps_before = sum(settings.stage_steps(before) for before in stages[: index - 1])
         with without_srun_advice():
             trainer = L.Trainer(
@@ -243,7 +243,7 @@ def _train_stages(
                     MetricsFile(folder.path / METRICS_FILE, index, train_cfg.log_every, columns),
                     RecordsFile(folder.path / RECORDS_FILE, index),
                     *([progress_bar(index, train_cfg.log_every)] if train_cfg.progress else []),
-                    StopOnSignal(last),  # last but the checkpoint: a step's state is whole there
+                    stops,  # last but the checkpoint: a step's state is whole there
                     interrupts,
                 ],
                 logger=tracking.stage_logger(index, steps_before),
@@ -275,6 +275,7 @@ def _train_stages(
                 save_state(experiment.model, base, folder.stage_weights(index))
             else:
                 save_tensors_of(whole, base, folder.stage_weights(index))
+        stops.stop_if_asked()
     if main:
         if hardware.shards > 1:  # one stage (``sharding``), whose weights are the run's
             shutil.copyfile(folder.stage_weights(len(stages)), folder.path / WEIGHTS_FILE)

@@ -139,6 +139,7 @@ class StopOnSignal(Callback):
 
     def __init__(self, last: Path) -> None:
         self.last = last
+        self.asked_at_the_end = False
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         reclaim()  # from the handler Lightning installed for this fit
@@ -151,8 +152,18 @@ class StopOnSignal(Callback):
 
     def _stop_if_asked(self, trainer: L.Trainer, save: bool) -> None:
         if trainer.strategy.reduce_boolean_decision(received() is not None, all=False):
+            if save and trainer.global_step >= trainer.max_steps:
+                # The stage's last step: it ends as an uninterrupted stage does (its checkpoint and weights written
+                # there, the same files whenever the signal came), and the command stops after (``stop_if_asked``).
+                self.asked_at_the_end = True
+                return
             if save:
                 trainer.save_checkpoint(self.last, weights_only=False)
+            raise Stopped(received() or signal.SIGTERM)
+
+    def stop_if_asked(self) -> None:
+        """Once the stage's weights are saved: stop every process if a signal came at the stage's last step."""
+        if self.asked_at_the_end:
             raise Stopped(received() or signal.SIGTERM)
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 from run_state import assert_same_run, logged
-from support import TINY, run_ladd
+from support import TESTS, TINY, run_ladd
 
 pytestmark = pytest.mark.slow  # trains in subprocesses and signals them
 
@@ -75,6 +75,31 @@ def test_a_signal_checkpoints_the_step_reached_and_the_run_resumes_bitwise(refer
     resumed = run_ladd(*ARGS, f"run_dir={run_dir}")
     assert resumed.returncode == 0, resumed.stderr
     assert_same_run(reference, run_dir)
+
+
+def test_a_signal_at_a_stages_last_step_ends_the_stage_as_uninterrupted_then_stops(tmp_path):
+    # checkpoint_every one short of the stage: the signal comes as step 7's checkpoint is in place, so step 8, the
+    # last, is the first that sees it; the stage's end writes no checkpoint of its own then (Lightning's last.ckpt
+    # is step 7's), and a stop that wrote one at step 8 would leave a run unlike the uninterrupted one
+    args = [
+        "train", "experiment=binsaw/mdlm_cpu", *TINY, "train.checkpoint_every=7", "train.stages=[{steps:8}]", "seed=7",
+    ]
+    reference = run_ladd(*args, f"run_dir={tmp_path / 'reference'}")
+    assert reference.returncode == 0, reference.stderr
+    run_dir = tmp_path / "run"
+    stopped = subprocess.run(
+        [sys.executable, str(TESTS / "kill_switch.py"), "SIGUSR1:after:1:checkpoints/stage1/last.ckpt", *args,
+         f"run_dir={run_dir}"], capture_output=True, text=True, timeout=600,
+    )
+    assert stopped.returncode == 128 + signal.SIGUSR1, stopped.stderr
+    assert stopped.stderr.strip().splitlines()[-1] == (
+        "ladd: stopped at the end of stage 1 by SIGUSR1; run the same command to resume"
+    )
+    assert (run_dir / "checkpoints/stage1/final.safetensors").is_file()
+    assert not (run_dir / "model.safetensors").exists()
+    resumed = run_ladd(*args, f"run_dir={run_dir}")
+    assert resumed.returncode == 0, resumed.stderr
+    assert_same_run(tmp_path / "reference", run_dir)
 
 
 def test_compare_stops_at_once_while_evaluating(tmp_path):
