@@ -30,8 +30,9 @@ pytestmark = pytest.mark.slurm
 CLUSTER = Path(os.environ.get("LADD_SLURM_DIR", "/tmp/ladd-slurm"))
 SMALL_EVAL = ["eval.repeats=1", "eval.floor_draws=1"]
 ONE_THREAD = {"OMP_NUM_THREADS": "1"}
-#: long enough to be stopped mid-run; the stop writes the only checkpoint there is
-LONG = [*TINY, *SMALL_EVAL, "train.checkpoint_every=1000", "train.stages=[{steps:40}]", "seed=5,6"]
+#: long enough (about 8 s of training on one idle core) to be frozen mid-run; the stop writes the only checkpoint
+#: there is
+LONG = [*TINY, *SMALL_EVAL, "train.checkpoint_every=1000", "train.stages=[{steps:600}]", "seed=5,6"]
 WAIT_SECONDS = 900
 
 
@@ -60,7 +61,9 @@ def _queued() -> set[str]:
 def _wait(condition: Callable[[], bool], what: str, seconds: float = WAIT_SECONDS) -> None:
     deadline = time.monotonic() + seconds
     while not condition():
-        assert time.monotonic() < deadline, f"waited {seconds:.0f} s for {what}"
+        if time.monotonic() > deadline:
+            queue = _slurm("squeue", "--me", "--array", "--format=%i %T %r")
+            pytest.fail(f"waited {seconds:.0f} s for {what}; the queue:\n{queue}")
         time.sleep(0.5)
 
 
@@ -123,6 +126,11 @@ def test_a_two_by_two_sweep_over_two_seeds_runs_as_one_job_array_and_reports_one
     assert (tmp_path / "report" / "swd.png").is_file() and (tmp_path / "report" / "sweep.md").is_file()
 
 
+def _process_state(pid: int) -> str:
+    """The state letter of process ``pid`` on this machine (``T``: stopped), as ``ps`` shows it."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
 def _requeued(job_id: str) -> None:
     """Once the job is back in the queue (Slurm holds a requeued job about two minutes), let it start now."""
     _wait(lambda: job_id in _queued() and "JobState=PENDING" in _slurm("scontrol", "show", "job", job_id),
@@ -137,11 +145,23 @@ def test_jobs_requeued_mid_run_or_warned_end_bitwise_equal_to_uninterrupted_runs
     _launch(*LONG, f"hydra.sweep.dir={sweep}")
     folder = SweepFolder(sweep)
     requeued, warned = (job["job_id"] for job in _manifest(sweep)["jobs"])
-    for index in (0, 1):  # both past their third step
-        metrics = sweep / str(index) / "metrics.csv"
-        _wait(lambda m=metrics: m.is_file() and len(m.read_text().splitlines()) > 4, f"job {index} to train")
-    _slurm("scontrol", "requeue", requeued)  # as an administrator or a preemption does: SIGTERM, then requeued
+    frozen: set[int] = set()
+
+    def freeze_the_trained() -> bool:
+        """Each job frozen (SIGSTOP) once past its third step, so that neither ends before its signal comes."""
+        for index, job_id in ((0, requeued), (1, warned)):
+            metrics = sweep / str(index) / "metrics.csv"
+            if index not in frozen and metrics.is_file() and len(metrics.read_text().splitlines()) > 4:
+                _slurm("scancel", "--signal=STOP", job_id)
+                frozen.add(index)
+        return len(frozen) == 2
+
+    _wait(freeze_the_trained, "both jobs to train")
+    for index in (0, 1):  # Slurm delivers signals on its own time: a SIGSTOP late would freeze a job being stopped
+        _wait(lambda i=index: _process_state(folder.record(i).pid) == "T", f"job {index} to be frozen", 60)
+    _slurm("scontrol", "requeue", requeued)  # as an administrator or a preemption does: SIGCONT, SIGTERM, requeued
     _slurm("scancel", "--signal=USR1", warned)  # Slurm's warning before the time limit; submitit requeues the job
+    _slurm("scancel", "--signal=CONT", warned)
     for index, job_id in ((0, requeued), (1, warned)):
         _wait(lambda i=index: folder.record(i).state == "stopped", f"job {index} to stop", 300)
         _requeued(job_id)
