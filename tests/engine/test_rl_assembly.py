@@ -3,6 +3,9 @@ what an RL objective needs is refused in one line before anything trains; rollou
 gathering of processes' rows."""
 from __future__ import annotations
 
+import shlex
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -16,6 +19,13 @@ from registry.toolkit.rollouts import answer_positions, group_advantages, prompt
 from registry.training.metrics_file import METRICS_COLUMNS, metrics_columns
 
 TINY_NET = ["backbone.hidden=16", "backbone.layers=1", "backbone.heads=2", "backbone.mlp_hidden=32"]
+RL_DOCS = Path(__file__).parents[2] / "docs" / "rl.md"
+
+
+def _documented_trainings() -> list[list[str]]:
+    """The overrides of every ``ladd train`` command that docs/rl.md shows."""
+    lines = RL_DOCS.read_text().splitlines()
+    return [shlex.split(line.split(" #")[0])[2:] for line in lines if line.startswith("ladd train ")]
 
 
 @pytest.fixture(scope="module")
@@ -35,6 +45,13 @@ def test_an_empty_loss_slot_trains_the_models_own_bound_with_the_same_metrics_co
     terms = experiment.objective.loss(experiment.model, batch, ObjectiveStep(1, 0, 0, None, None, context))
     torch.manual_seed(1)
     assert torch.equal(terms["loss"], experiment.model.loss(batch, context=context)["loss"])
+
+
+@pytest.mark.parametrize("overrides", _documented_trainings(), ids=" ".join)
+def test_every_training_the_rl_docs_show_composes_and_builds(reg, overrides):
+    # at a tiny size, from random weights (the warm start is the SFT run the docs train first)
+    experiment = build_experiment(compose([*overrides, "train.init_from=null", *TINY_NET], reg), reg)
+    assert experiment.model is not None
 
 
 @pytest.mark.parametrize(
