@@ -5,6 +5,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from registry.errors import InvalidConfigError
 from registry.interfaces import Reward, context_of
 from registry.toolkit.rollouts import draw_rollouts, prompts_of, row_seed, scored, texts
 
@@ -44,6 +45,11 @@ def held_out_reward(
     """Score ``group`` completions of each of the first ``prompts`` rows of ``split`` (in the dataset's seeded order),
     each prompt's drawn from a generator of its own; the result and every completion as a record."""
     model, dataset = experiment.model.eval(), experiment.dataset
+    rows = sum(prepared.rows for prepared in dataset.prepare([split]))  # 0: a dataset that prepares nothing
+    if 0 < rows < prompts:  # its batches would go round the split again: a prompt scored twice as two
+        raise InvalidConfigError(
+            f"--prompts {prompts} is more than the {rows} rows of split {split!r}: ask for at most {rows}"
+        )
     batch = next(iter(dataset.batches(prompts, seed, split)))
     held = prompts_of(batch, context_of(dataset, batch), dataset.tokenizer, model.vocab_size, model.eos_id)
     with inference_precision(model.device, precision):

@@ -66,6 +66,8 @@ def test_a_run_trained_with_a_reward_is_scored_by_it_in_the_run(runs, capsys):
         ((), "was trained with no reward: name one with --reward NAME"),
         (("--reward-option", "score=2"), "--reward-option sets an option of --reward NAME"),
         (("--reward", "exact_mach"), "exact_mach"),
+        # the increments data's test split holds 250 questions: more would score some twice as different prompts
+        (("--reward", "exact_match", "--prompts", "251"), "--prompts 251 is more than the 250 rows of split 'test'"),
     ],
 )
 def test_refusals_are_one_line(runs, capsys, args, message):
