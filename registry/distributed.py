@@ -98,11 +98,11 @@ class Shard:
     def own_noise(self, device: torch.device) -> AbstractContextManager[None]:
         """Random draws inside this block come from a stream of this rank, step and call; the shared one is left as it
         was."""
-        return _seeded(_mix(self.seed, self.rank, next(self._calls)), device)
+        return _seeded(mixed_seed(self.seed, self.rank, next(self._calls)), device)
 
 
-def _mix(*key: int) -> int:
-    """A 63-bit seed from integers, stable across processes and Python versions."""
+def mixed_seed(*key: int | str) -> int:
+    """A 63-bit seed from integers and names, stable across processes and Python versions."""
     digest = hashlib.blake2b(repr(key).encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little") >> 1
 
@@ -149,7 +149,7 @@ def own_noise(
 
 def step_seed(seed: int, stage: int, step: int) -> int:
     """The per-step seed of :class:`Shard`: a function of the run's seed, the stage and the step (exact on resume)."""
-    return _mix(seed, stage, step)
+    return mixed_seed(seed, stage, step)
 
 
 @contextmanager

@@ -8,7 +8,6 @@ run in one line naming it and the row.
 """
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from registry.distributed import mixed_seed
 from registry.errors import LaddError
 from registry.interfaces import DenoiserModel, Reward, Sampler, mask_id
 
@@ -25,8 +25,7 @@ from registry.interfaces import DenoiserModel, Reward, Sampler, mask_id
 def row_seed(seed: int, *index: int) -> int:
     """A 63-bit seed for one item (a prompt's group, an iteration's mask) of a step seeded ``seed``: the same on every
     process and for any number of processes."""
-    digest = hashlib.blake2b(repr((seed, *index)).encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "little") >> 1
+    return mixed_seed(seed, *index)
 
 
 def check_prompts(context: Tensor | None) -> Tensor:

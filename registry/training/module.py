@@ -7,7 +7,6 @@ is built. Over a frozen base, the module's state (what checkpoints hold) is what
 from __future__ import annotations
 
 import functools
-import hashlib
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -17,7 +16,7 @@ import torch
 
 from registry.config.lr_schedules import lr_factor
 from registry.config.settings import OPTIMIZERS, TrainConfig
-from registry.distributed import Shard, step_seed
+from registry.distributed import Shard, mixed_seed, step_seed
 from registry.engine.adapters import Base
 from registry.engine.model import DiffusionModel
 from registry.engine.objectives import objective_of
@@ -206,8 +205,7 @@ class LaddModule(L.LightningModule):
 def objective_seed(seed: int, stage: int, step: int) -> int:
     """The seed of a step's objective (``ObjectiveStep.seed``): a function of the run's seed, the stage and the step,
     apart from the stream the shards' noise draws from."""
-    digest = hashlib.blake2b(repr(("objective", seed, stage, step)).encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "little") >> 1
+    return mixed_seed("objective", seed, stage, step)
 
 
 def _fused_adamw(cfg: TrainConfig, device: torch.device, precision: str) -> bool:
