@@ -629,12 +629,17 @@ class SampleOutput:
 
     ``lengths`` (``[N]``, a sampler that stops early): the tokens each sequence holds before its end, which are
     followed by the end-of-document id up to ``S``; None when every sequence fills ``S``.
+
+    ``order`` (``[N, S]`` int64, a sampler that traces its steps): the token step (0-based) that unmasked each
+    position, -1 where none did (``fixed`` gave it); what a trajectory-aware RL estimate scores each token in. None
+    when the sampler does not say.
     """
 
     tokens: Tensor
     latent: Tensor | None = None
     network_calls: int = 0
     lengths: Tensor | None = None
+    order: Tensor | None = None
 
 
 @dataclass(frozen=True)

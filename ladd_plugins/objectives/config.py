@@ -48,16 +48,26 @@ class RolloutOptions:
 
 @dataclass
 class GRPOConfig(RolloutOptions):
-    """d1's diffu-GRPO: group-relative advantages, one-pass per-token log-probabilities, the clipped ratio and a KL
-    penalty to the frozen base under LoRA."""
+    """d1's diffu-GRPO: group-relative advantages, one-pass per-token log-probabilities (or passes along the
+    rollout's trajectory), the clipped ratio and a KL penalty to the frozen base under LoRA."""
 
     epsilon: float = 0.2  # the ratio is clipped to [1 - epsilon, 1 + epsilon]
     beta: float = 0.04  # weight of the KL penalty to the reference (the frozen base; 0: no reference)
+    # forward passes of a log-probability estimate: 1 is d1's (the completion fully masked); more follow the rollout's
+    # trajectory (TraceRL): the sampler's steps in that many spans, a pass scoring the tokens written in its span
+    # given those written before it
+    passes: int = 1
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_range("epsilon", self.epsilon, 0, low_open=True)
         check_range("beta", self.beta, 0)
+        check_range("passes", self.passes, 1)
+        if self.passes > self.steps:
+            raise InvalidConfigError(
+                f"passes={self.passes} is more than the rollouts' steps={self.steps}: a pass scores the tokens of at "
+                f"least one step; valid: 1 <= passes <= steps"
+            )
 
 
 @dataclass

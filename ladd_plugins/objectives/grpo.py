@@ -4,7 +4,9 @@ For each prompt, ``group`` completions are drawn and scored; each completion's a
 group's mean (divided by the group's standard deviation with ``scale_rewards``). The per-token log-probability of a
 completion is estimated in one forward pass: every position after the prompt masked, each prompt id masked with
 probability ``p_mask_prompt``, a fresh prompt mask for each of the ``iterations`` (mu) optimisation steps that reuse a
-batch of rollouts. The loss is d1's, per action (token or code of a LADD plan) ``-min(r A, clip(r, 1 - eps, 1 + eps)
+batch of rollouts. With ``passes`` > 1 the estimate follows the rollout's trajectory instead (TraceRL: Wang et al.,
+2025): the sampler's steps are cut into ``passes`` spans, and one pass per span scores the tokens written in it given
+those the sampler had written before it, so each token is scored in (or near) the state it was decided in. The loss is d1's, per action (token or code of a LADD plan) ``-min(r A, clip(r, 1 - eps, 1 + eps)
 A) + beta KL``, with ``r`` the ratio to the log-probabilities when the rollouts were made (1 with one iteration) and
 ``KL = exp(ref - logp) - (ref - logp) - 1`` to the frozen base under LoRA, summed over the batch's actions and divided
 by their number.
@@ -14,25 +16,56 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from registry.errors import LaddError
 from registry.interfaces import Dataset, Reward, Sampler, TrainableModel, mask_id
 
 from .config import GRPOConfig
 from .policy import PolicyObjective, RolloutBatch, code_logps, masked_prompt, token_logps
 
 
-def one_pass_logps(model: TrainableModel, batch: RolloutBatch, rows: Tensor, seed: int, p_mask_prompt: float) -> Tensor:
-    """d1's estimate ``[n, A]`` for ``rows``: the completion fully masked, the prompt masked at ``p_mask_prompt`` (the
-    masks drawn from ``seed``), one pass, given the clean plan of a LADD model; the plan's codes, when credited, from
-    the fully masked latent."""
-    tokens, context = batch.tokens[rows], batch.context[rows]
-    masked = masked_prompt(context, ~context, rows, seed, p_mask_prompt)
-    inputs = torch.where(masked, torch.full_like(tokens, mask_id(model.vocab_size)), tokens)
-    ones = torch.ones(tokens.shape[0], device=tokens.device)
+def spans(batch: RolloutBatch, rows: Tensor, passes: int, steps: int) -> Tensor:
+    """``[n, S]``: the pass that scores each position after the prompt of ``rows`` (the sampler's ``steps`` steps cut
+    into ``passes`` spans of consecutive steps; all 0 with one pass), -1 in the prompt."""
+    free = ~batch.context[rows]
+    if passes == 1:
+        return torch.where(free, 0, -1)
+    order = batch.order
+    if order is None or bool((order[rows][free] < 0).any()):
+        raise LaddError(
+            f"loss.passes={passes} scores each token in the state the sampler wrote it in, but the sampler did not "
+            f"say which step wrote each position (SampleOutput.order): use a sampler that does (ancestral, confidence, "
+            f"the LADD samplers) or loss.passes=1"
+        )
+    span = torch.clamp(order[rows] * passes // steps, max=passes - 1)
+    return torch.where(free, span, -1)
+
+
+def pass_logps(
+    model: TrainableModel, batch: RolloutBatch, rows: Tensor, seed: int, p_mask_prompt: float, passes: int, steps: int
+) -> Tensor:
+    """The estimate ``[n, A]`` for ``rows``, given the clean plan of a LADD model. Each pass masks every position
+    written in its span of the sampler's steps or later (all of the completion with one pass: d1's) and each prompt id
+    at ``p_mask_prompt`` (the same prompt mask in every pass, drawn from ``seed``), and scores the completion's ids of
+    its span, at the token time of the fraction it masks. The plan's codes, when credited, from the fully masked
+    latent given the first pass's ids."""
+    tokens, context, completion = batch.tokens[rows], batch.context[rows], batch.completion[rows]
+    span = spans(batch, rows, passes, steps)
+    prompt = masked_prompt(context, torch.zeros_like(context), rows, seed, p_mask_prompt)
     latent = None if batch.latent is None else batch.latent[rows]
-    logps = token_logps(model, tokens, inputs, batch.completion[rows], ones, latent)
+    logps, first = torch.zeros(tokens.shape, device=tokens.device), None
+    for index in range(passes):
+        scored = completion & (span == index)
+        if index > 0 and not bool(scored.any()):
+            continue
+        later = span >= index
+        inputs = torch.where(prompt | later, torch.full_like(tokens, mask_id(model.vocab_size)), tokens)
+        tau = later.sum(dim=1) / (~context).sum(dim=1)
+        logps = logps + token_logps(model, tokens, inputs, scored, tau, latent)
+        first = inputs if first is None else first
     if latent is None or not batch.credited:
         return logps
-    return torch.cat([logps, code_logps(model, inputs, latent, model.latent_prior(tokens.shape[0]), ones)], dim=1)
+    ones = torch.ones(tokens.shape[0], device=tokens.device)
+    return torch.cat([logps, code_logps(model, first, latent, model.latent_prior(tokens.shape[0]), ones)], dim=1)
 
 
 def clipped_terms(
@@ -59,7 +92,8 @@ class DiffuGRPO(PolicyObjective):
         self.needs_frozen_base = config.beta > 0
 
     def estimate(self, model: TrainableModel, batch: RolloutBatch, rows: Tensor, iteration: int) -> Tensor:
-        return one_pass_logps(model, batch, rows, int(batch.seeds[iteration]), self.grpo.p_mask_prompt)
+        grpo = self.grpo
+        return pass_logps(model, batch, rows, int(batch.seeds[iteration]), grpo.p_mask_prompt, grpo.passes, grpo.steps)
 
     def surrogate(
         self, model: TrainableModel, batch: RolloutBatch, rows: Tensor, iteration: int, world: int

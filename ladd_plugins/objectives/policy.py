@@ -63,6 +63,7 @@ class RolloutBatch:
     flat: Tensor  # [P] bool: groups whose rewards are all equal
     seeds: Tensor  # [iterations] int64: the seeds of the iterations' masks
     latent: Tensor | None = None  # [N, M]: the plan each was drawn with (a LADD model), the tokens scored given it
+    order: Tensor | None = None  # [N, S]: the sampler's step that wrote each position (SampleOutput.order), if told
     old: Tensor | None = None  # [iterations, N, A]: the log-probabilities when made (iterations > 1)
     reference: Tensor | None = None  # [iterations, N, A]: the frozen base's
     credited: bool = False  # whether the plan's codes are actions of the policy (``latent_in_policy``)
@@ -209,10 +210,13 @@ class PolicyObjective(Objective):
         context[:, : max(1, seq_len // 2)] = True
         credit = latent_credit(model, self.config.latent_in_policy)
         latent = None if model.latent is None else torch.zeros_like(model.latent_prior(1))
+        # the completion written left to right over the sampler's steps
+        written = torch.cumsum(~context, dim=1) - 1
+        order = torch.where(context, -1, written * self.config.steps // int((~context).sum()))
         probe = RolloutBatch(
             0, 0, torch.zeros(1, seq_len, dtype=torch.long, device=device), context, ~context,
             torch.zeros(1, dtype=torch.float64), torch.ones(1), torch.zeros(1, dtype=torch.bool),
-            torch.zeros(self.config.iterations, dtype=torch.long), latent, credited=credit,
+            torch.zeros(self.config.iterations, dtype=torch.long), latent, order, credited=credit,
         )
         return self.estimate(model, probe, torch.zeros(1, dtype=torch.long, device=device), 0).sum()
 
@@ -276,7 +280,8 @@ class PolicyObjective(Objective):
         rollouts = RolloutBatch(
             step.stage, step.step, tokens, context, gather(drawn.completion), rewards,
             advantages.float().to(tokens.device), flat, seeds,
-            None if drawn.latent is None else gather(drawn.latent), credited=credit,
+            None if drawn.latent is None else gather(drawn.latent),
+            None if drawn.order is None else gather(drawn.order), credited=credit,
         )
         rows = self._own_rows(rollouts, step).to(tokens.device)
         if self.needs_old and config.iterations > 1:

@@ -55,7 +55,7 @@ class AutoregressiveSampler(Sampler):
         chain = start_chain(model, num_samples, model.device, generator, fixed)
         rules = _cached_rules(model, chain) if self.config.cache else process_rules(chain, model.seq_len)
         run_rules(model, chain, rules, generator, Conditioning())
-        return SampleOutput(check_fixed_kept(chain.x, fixed, model), None, chain.calls)
+        return SampleOutput(check_fixed_kept(chain.x, fixed, model), None, chain.calls, order=chain.order)
 
 
 class _CachedRule(ProcessRule):

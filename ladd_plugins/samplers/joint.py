@@ -73,7 +73,7 @@ class JointSampler(Sampler):
             y = latent_step(model, y, prediction, t, s, generator)
         if next(rules, None) is not None:
             raise LaddError(f"token decoder {self.config.token_decoder!r} took more than the {steps} steps asked")
-        return SampleOutput(check_fixed_kept(chain.x, fixed, model), y, chain.calls)
+        return SampleOutput(check_fixed_kept(chain.x, fixed, model), y, chain.calls, order=chain.order)
 
 
 class _Idle(TokenRule):

@@ -100,6 +100,7 @@ class Rollouts:
     tokens: Tensor  # [P * group, S]: prompt and completion
     latent: Tensor | None  # [P * group, ...]: the clean latent each was drawn with (a LADD sampler), else None
     completion: Tensor  # [P * group, S] bool: the completion's positions (answer_positions)
+    order: Tensor | None = None  # [P * group, S]: the step that wrote each position (SampleOutput.order), else None
 
 
 @torch.no_grad()
@@ -110,7 +111,7 @@ def draw_rollouts(
     """``group`` completions of each prompt, ``per_call`` prompts' in one sampler call, the ``i``-th call drawn from a
     generator seeded ``seeds[i]``. With one prompt a call, a prompt's completions depend on its seed alone, not on
     the other prompts (nor on how prompts are shared among processes); more a call is faster."""
-    tokens, latents = [], []
+    tokens, latents, orders = [], [], []
     for call, seed in enumerate(seeds):
         generator = torch.Generator(device=model.device).manual_seed(seed)
         canvas = prompts.canvas[call * per_call : (call + 1) * per_call]
@@ -119,12 +120,15 @@ def draw_rollouts(
         tokens.append(out.tokens)
         if out.latent is not None:
             latents.append(out.latent)
+        if out.order is not None:
+            orders.append(out.order)
     drawn = torch.cat(tokens)
     context = prompts.context.to(drawn.device).repeat_interleave(group, dim=0)
     return Rollouts(
         drawn,
         torch.cat(latents) if latents else None,
         answer_positions(drawn, context, model.eos_id),
+        torch.cat(orders) if len(orders) == len(tokens) else None,
     )
 
 

@@ -247,17 +247,31 @@ def _token_prediction(out: Denoised) -> Tensor:
 
 @dataclass
 class TokenChain:
-    """The token channel between reverse steps: its tokens, the known ones, the network calls spent so far."""
+    """The token channel between reverse steps: its tokens, the known ones, the network calls spent so far, and
+    which step wrote each position."""
 
     x: Tensor  # [B, S] ids, the mask id where still masked
     fixed: Tensor | None = None  # known tokens (mask id at the free positions) on x's device; None: none known
     calls: int = 0
     #: the last full prediction, reused while the tokens do not change and the denoiser ignores the token time
     logits: Tensor | None = None
+    steps: int = 0  # the token steps taken so far
+    #: [B, S] int64: the step (0-based) that unmasked each position, -1 where none has (SampleOutput.order)
+    order: Tensor | None = None
 
     def known(self, model: DenoiserModel) -> Tensor | None:
         """Bool ``[B, S]``: the positions of known tokens; None when none are known."""
         return None if self.fixed is None else self.fixed != mask_id(model.vocab_size)
+
+    def advance(self, model: DenoiserModel, x: Tensor | None = None) -> None:
+        """End a step at tokens ``x`` (None: unchanged), noting the step as the writer of each position it unmasked."""
+        if self.order is None:
+            self.order = torch.full_like(self.x, -1)
+        if x is not None:
+            mask = mask_id(model.vocab_size)
+            self.order = torch.where((self.x == mask) & (x != mask), self.steps, self.order)
+            self.x = x
+        self.steps += 1
 
 
 def start_chain(
@@ -350,6 +364,7 @@ def token_step(
     """
     rows = rule.rows(model, chain, generator)
     if rows is not None and not every_step and not bool(rows.any()):
+        chain.advance(model)
         return None
     latent_prediction = None
     if rows is None and not every_step and chain.logits is not None and model.caches_token_predictions:
@@ -362,7 +377,7 @@ def token_step(
         chain.calls += used
     x = rule.commit(model, chain, logits, rows, generator)
     chain.logits = logits if rows is None and torch.equal(x, chain.x) else None
-    chain.x = x
+    chain.advance(model, x)
     return latent_prediction
 
 
@@ -400,7 +415,7 @@ def decode_tokens(
     tau_y = None if latent is None else times(num_samples, 0.0, device)
     condition = Conditioning(latent, tau_y, guidance, guidance_seed(generator, guidance))
     run_rules(model, chain, decoder.rules(model, chain, steps), generator, condition)
-    return SampleOutput(check_fixed_kept(chain.x, fixed, model), latent, chain.calls)
+    return SampleOutput(check_fixed_kept(chain.x, fixed, model), latent, chain.calls, order=chain.order)
 
 
 class RuleDecoder(TokenDecoder):

@@ -14,6 +14,7 @@ from registry.config.composition import compose
 from registry.engine.adapters import adapt
 from registry.engine.assembly import build_experiment
 from registry.interfaces import ObjectiveStep, context_of, mask_id
+from registry.toolkit import sampling
 from registry.toolkit.rollouts import row_seed
 
 TINY_NET = ["backbone.hidden=16", "backbone.layers=1", "backbone.heads=2", "backbone.mlp_hidden=32"]
@@ -170,3 +171,40 @@ def test_gradient_is_d1s(reg):
     theirs = torch.autograd.grad(loss, params)
     assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(ours, theirs, strict=True))
     assert any(float(g.abs().sum()) > 0 for g in ours)
+
+
+@pytest.mark.parametrize("passes", [6, 2])
+def test_passes_along_the_trajectory_score_each_token_in_the_state_the_sampler_wrote_it_in(reg, monkeypatch, passes):
+    """With ``passes`` > 1 (TraceRL's estimate), a token written at step k of the 6 is scored from the sampler's own
+    state at the first step of k's span (all 6 spans: the state it was written in), read here from the sampler as it
+    ran; the prompt clean (p_mask_prompt 0). The backbone is untimed, so the token time does not enter."""
+    steps = 6
+    experiment = _experiment(reg, "loss.iterations=1", "loss.beta=0", "loss.p_mask_prompt=0", f"loss.passes={passes}")
+    model, objective, dataset = experiment.model.train(), experiment.objective, experiment.dataset
+    states = []
+    original = sampling.token_step
+
+    def recording(model, chain, *args, **kwargs):
+        states.append(chain.x.clone())
+        return original(model, chain, *args, **kwargs)
+
+    monkeypatch.setattr(sampling, "token_step", recording)
+    batch = next(dataset.batches(2, 7))
+    objective.loss(model, batch, ObjectiveStep(1, 0, 3, None, None, context_of(dataset, batch)))
+    rollouts = objective.batch
+    assert len(states) == steps, "one sampler call of six steps draws the batch"
+    rows = torch.arange(rollouts.tokens.shape[0])
+    expected = torch.zeros(rollouts.tokens.shape)
+    mask = mask_id(model.vocab_size)
+    with torch.no_grad():
+        for step in range(steps):
+            written = (states[step] == mask) & ((states[step + 1] if step + 1 < steps else rollouts.tokens) != mask)
+            start = -(-(step * passes // steps) * steps // passes)  # the first step of this step's span
+            logits = model.predict(states[start], torch.ones(rows.shape[0]), None, None).tokens
+            logps = torch.log_softmax(logits.float(), dim=-1).gather(-1, rollouts.tokens.unsqueeze(-1)).squeeze(-1)
+            expected = torch.where(written, logps, expected)
+        ours = objective.estimate(model, rollouts, rows, 0)
+    completion = rollouts.completion
+    assert bool(completion.any()) and bool((expected[completion] < 0).all())
+    assert torch.allclose(ours[completion], expected[completion], atol=1e-5)
+    assert not bool(ours[~completion].any())
