@@ -208,3 +208,16 @@ def test_passes_along_the_trajectory_score_each_token_in_the_state_the_sampler_w
     assert bool(completion.any()) and bool((expected[completion] < 0).all())
     assert torch.allclose(ours[completion], expected[completion], atol=1e-5)
     assert not bool(ours[~completion].any())
+
+
+def test_passes_need_a_sampler_that_reports_its_order_and_no_more_passes_than_steps(reg):
+    experiment = _experiment(reg, "loss.passes=3")
+    model, objective, dataset = experiment.model.train(), experiment.objective, experiment.dataset
+    batch = next(dataset.batches(2, 7))
+    objective.loss(model, batch, ObjectiveStep(1, 0, 3, None, None, context_of(dataset, batch)))
+    objective.batch.order = None  # as a sampler that does not say which step wrote each position
+    rows = torch.arange(objective.batch.tokens.shape[0])
+    with pytest.raises(registry.LaddError, match=r"loss.passes=3 .*\(SampleOutput.order\).* or loss.passes=1"):
+        objective.estimate(model, objective.batch, rows, 0)
+    with pytest.raises(registry.InvalidConfigError, match=r"passes=7 is more than the rollouts' steps=6"):
+        build_experiment(compose([*GRPO, "loss.passes=7"], reg), reg)
