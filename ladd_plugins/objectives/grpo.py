@@ -6,8 +6,10 @@ completion is estimated in one forward pass: every position after the prompt mas
 probability ``p_mask_prompt``, a fresh prompt mask for each of the ``iterations`` (mu) optimisation steps that reuse a
 batch of rollouts. With ``passes`` > 1 the estimate follows the rollout's trajectory instead (TraceRL: Wang et al.,
 2025): the sampler's steps are cut into ``passes`` spans, and one pass per span scores the tokens written in it given
-those the sampler had written before it, so each token is scored in (or near) the state it was decided in. The loss is d1's, per action (token or code of a LADD plan) ``-min(r A, clip(r, 1 - eps, 1 + eps)
-A) + beta KL``, with ``r`` the ratio to the log-probabilities when the rollouts were made (1 with one iteration) and
+those the sampler had written before it, so each token is scored in (or near) the state it was decided in.
+
+The loss is d1's, per action (token or code of a LADD plan) ``-min(r A, clip(r, 1 - eps, 1 + eps) A) + beta KL``,
+with ``r`` the ratio to the log-probabilities when the rollouts were made (1 with one iteration) and
 ``KL = exp(ref - logp) - (ref - logp) - 1`` to the frozen base under LoRA, summed over the batch's actions and divided
 by their number.
 """
