@@ -54,18 +54,18 @@ def pass_logps(
     span = spans(batch, rows, passes, steps)
     prompt = masked_prompt(context, torch.zeros_like(context), rows, seed, p_mask_prompt)
     latent = None if batch.latent is None else batch.latent[rows]
-    logps, first = torch.zeros(tokens.shape, device=tokens.device), None
+    masks = torch.full_like(tokens, mask_id(model.vocab_size))
+    logps = torch.zeros(tokens.shape, device=tokens.device)
     for index in range(passes):
         scored = completion & (span == index)
         if index > 0 and not bool(scored.any()):
             continue
         later = span >= index
-        inputs = torch.where(prompt | later, torch.full_like(tokens, mask_id(model.vocab_size)), tokens)
         tau = later.sum(dim=1) / (~context).sum(dim=1)
-        logps = logps + token_logps(model, tokens, inputs, scored, tau, latent)
-        first = inputs if first is None else first
+        logps = logps + token_logps(model, tokens, torch.where(prompt | later, masks, tokens), scored, tau, latent)
     if latent is None or not batch.credited:
         return logps
+    first = torch.where(prompt | ~context, masks, tokens)
     ones = torch.ones(tokens.shape[0], device=tokens.device)
     return torch.cat([logps, code_logps(model, first, latent, model.latent_prior(tokens.shape[0]), ones)], dim=1)
 
