@@ -10,7 +10,8 @@ plan in the policy and token-only (``loss.latent_in_policy=false``): the same mo
 RL variants always get the same); the RL runs go ``K`` at a time. Every model is scored, as soon as it is trained, by
 ``ladd reward`` on the same 100 held-out questions, 4 completions each, with its own sampler. Runs already finished
 are kept (ladd resumes or skips them). Writes ``reward.csv`` (method, seed, held-out reward and its standard error,
-what it was trained from), and ``provenance.json`` (the commit and whether the tree differed from it, the budget,
+what it was trained from, and the gain over that model: the mean difference over the same prompts, with its standard
+error), and ``provenance.json`` (the commit and whether the tree differed from it, the budget,
 every command with its wall-clock seconds, the machine).
 """
 from __future__ import annotations
@@ -20,6 +21,7 @@ import csv
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import time
@@ -52,6 +54,16 @@ def _scored(work: Path, run: str, key: tuple[str, int]) -> Path | None:
     scored, weights = work / f"reward_{key[0]}_{key[1]}.json", work / run / "model.safetensors"
     fresh = scored.is_file() and weights.is_file() and scored.stat().st_mtime > weights.stat().st_mtime
     return scored if fresh else None
+
+
+def _gain(scores: list[float], start: list[float] | None) -> dict[str, str]:
+    """The mean per-prompt difference to the model a run was trained from, on the same prompts and evaluation seed,
+    and its standard error (empty for a model trained from random weights)."""
+    if start is None:
+        return {"gain": "", "gain_stderr": ""}
+    differences = [mine - theirs for mine, theirs in zip(scores, start, strict=True)]
+    return {"gain": f"{statistics.mean(differences):.4f}",
+            "gain_stderr": f"{statistics.stdev(differences) / len(differences) ** 0.5:.4f}"}
 
 
 def main() -> None:
@@ -95,7 +107,8 @@ def main() -> None:
                        "--steps", str(STEPS), "--seed", str(EVAL_SEED), "--out", str(scored)), work, log)
         result = json.loads(scored.read_text())
         return {"method": key[0], "seed": key[1], "held_out_reward": f"{result['mean']:.4f}",
-                "stderr": f"{result['stderr']:.4f}", "run": run, "trained_from": source}
+                "stderr": f"{result['stderr']:.4f}", "run": run, "trained_from": source,
+                "per_prompt": result["per_prompt"]}
 
     def rl(run: str, key: tuple[str, int], source: str, preset: str, extra: list[str], after: Future | None) -> dict:
         if after is not None:  # the model it starts from
@@ -110,6 +123,9 @@ def main() -> None:
         started.append(pool.submit(score, SFT, ("sft", 0), "random initialisation"))
         started += [pool.submit(rl, *job, ladd_done) for job in ladd]
         rows = sorted((done.result() for done in [ladd_done, *started]), key=lambda row: (row["method"], row["seed"]))
+    by_run = {row["run"]: row["per_prompt"] for row in rows}
+    for row in rows:
+        row.update(_gain(row.pop("per_prompt"), by_run.get(row["trained_from"])))
     with (out / "reward.csv").open("w", newline="") as handle:
         writer = csv.DictWriter(handle, list(rows[0]))
         writer.writeheader()
