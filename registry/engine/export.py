@@ -8,8 +8,8 @@ from typing import Any
 
 from torch.nn import Module
 
-from registry.config.safety import without_local_paths
-from registry.config.settings import Settings, checked
+from registry.config.saved import saved_settings
+from registry.config.settings import Settings
 from registry.errors import LaddError
 from registry.host.registry import Registry
 from registry.storage.files import check_outside, copy_regular, is_leftover, remove_partials, replacing_all
@@ -60,7 +60,7 @@ def _export_adapter(run_dir: Path, out_dir: Path, registry: Registry, overwrite:
     check_folder(run_dir, "a finished run (ladd train)")
     if not (run_dir / CONFIG_FILE).is_file() or not (run_dir / WEIGHTS_FILE).is_file():
         raise LaddError(f"{run_dir} is not a finished ladd run (expected {CONFIG_FILE} and {WEIGHTS_FILE} inside)")
-    settings = checked(without_local_paths(read_config(run_dir / CONFIG_FILE), registry))
+    settings = saved_settings(read_config(run_dir / CONFIG_FILE), registry, run_dir / CONFIG_FILE)
     if not settings.train.adapted:
         raise LaddError(
             f"{run_dir} trained every weight (no train.lora or train.freeze): there is no adapter to export alone; "

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from registry.config.safety import without_local_paths
-from registry.config.settings import Settings, checked
+from registry.config.saved import saved_settings
+from registry.config.settings import Settings
 from registry.errors import LaddError
 from registry.host.model_folders import reading
 from registry.host.registry import Registry, load
@@ -44,7 +44,7 @@ def load_run(run_dir: str | Path, registry: Registry) -> tuple[Experiment, Setti
     config_path, weights_path = run_dir / CONFIG_FILE, run_dir / WEIGHTS_FILE
     if not config_path.is_file() or not weights_path.is_file():
         raise LaddError(f"{run_dir} is not a finished ladd run (expected {CONFIG_FILE} and {WEIGHTS_FILE} inside)")
-    settings = checked(without_local_paths(read_config(config_path), registry))
+    settings = saved_settings(read_config(config_path), registry, config_path)
     origins = recorded_components(run_dir) or {}
     check_installed(origins, registry, f"run {run_dir}")
     if settings.train.adapted:
@@ -76,7 +76,7 @@ def add_adapter(experiment: Experiment, folder: Path, registry: Registry) -> Non
     if not (folder / ADAPTER_JSON).is_file() or not (folder / ADAPTER_WEIGHTS).is_file():
         raise LaddError(f"{folder} is not an exported adapter (expected {ADAPTER_JSON} and {ADAPTER_WEIGHTS})")
     document = read_adapter_document(folder / ADAPTER_JSON)
-    settings = checked(without_local_paths(document["config"], registry))
+    settings = saved_settings(document["config"], registry, folder / ADAPTER_JSON)
     start = document["base"].get("init_from") or "the seeded initialisation of its config"
     what, fix = f"adapter {folder}", f"load it onto the model it was trained over ({start})"
     base = adapt(experiment.model, settings.train, expected=(document["base"]["sha256"], what, fix))
@@ -94,7 +94,7 @@ def load_model_folder(path: Path, registry: Registry) -> tuple[Experiment, Setti
         raise LaddError(f"{path} is not an exported ladd model (expected {CONFIG_JSON} and {WEIGHTS_FILE})")
     document = read_document(path / CONFIG_JSON)
     check_installed(document["components"], registry, f"model {path}")
-    settings = checked(without_local_paths(document["config"], registry))
+    settings = saved_settings(document["config"], registry, path / CONFIG_JSON)
     check_own_files(path, settings.plain())
     with reading(path):  # files the folder carries (``model:PATH``), e.g. an imported model's tokenizer
         experiment = build_experiment(settings, registry, document["components"])

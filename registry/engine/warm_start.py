@@ -16,8 +16,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from registry.config.safety import without_local_paths
-from registry.config.settings import checked
+from registry.config.saved import saved_settings
 from registry.errors import LaddError
 from registry.host.model_folders import reading
 from registry.host.registry import Registry
@@ -91,7 +90,7 @@ def source_of(path: Path) -> tuple[dict[str, Tensor], dict[str, Any]]:
 def check_vocabulary(dataset: Dataset, source_cfg: dict[str, Any], registry: Registry, path: Path) -> None:
     """Refuse a source whose data has other tokens: another count, or a tokenizer mapping ids to other strings."""
     # checked as reading a run or a model back checks it: no expressions, known options in range
-    name, options = required_selection(checked(without_local_paths(source_cfg, registry)), "dataset")
+    name, options = required_selection(saved_settings(source_cfg, registry, f"{SETTING}={path}"), "dataset")
     check_own_files(path, options)
     with reading(path):  # a model folder's own files (``model:PATH``), e.g. an imported model's tokenizer
         theirs = registry.build("dataset", name, options)
