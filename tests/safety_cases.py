@@ -910,11 +910,11 @@ def foreign_metrics(root: Path) -> Outcome:
 def saved_option_unknown_here(root: Path) -> Outcome:
     run_dir = trained(root, "run")
     config = yaml.safe_load((run_dir / "config.yaml").read_text())
-    config["reward"] = None  # a slot of an earlier ladd
+    config["train"]["curriculum"] = "easy-first"
     (run_dir / "config.yaml").write_text(yaml.safe_dump(config))
-    named = f"{run_dir / 'config.yaml'}: reward: no such option"
+    named = f"{run_dir / 'config.yaml'}: train.curriculum: no such option"
     warm = ladd("train", *TINY, ONE_STAGE, f"train.init_from={run_dir}", f"run_dir={root / 'warm'}", cwd=root)
-    assert warm.code == 2 and f"train.init_from={run_dir}: reward: no such option" in warm.message, warm.message
+    assert warm.code == 2 and f"train.init_from={run_dir}: train.curriculum: no such" in warm.message, warm.message
     exported = ladd("export", str(run_dir), str(root / "model"), cwd=root)
     assert exported.code == 2 and named in exported.message, exported.message
     outcome = ladd("sample", str(run_dir), "--steps", "2", "--num", "2", cwd=root)

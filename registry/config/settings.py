@@ -44,9 +44,11 @@ UNKNOWN_KEY = "no such option (misspelt, or an option of another component?)"
 #: ``metadata`` of an option that says how a run executes or reports, not what it learns: it changes no trained
 #: weight beyond rounding, so a run in progress takes a new value without ``--allow-changes``
 OPERATIONAL = {"ladd": "operational"}
-#: Options that were removed, with what acts in their place: a config that still sets one is refused naming it.
+#: Options (``section.name``) and slots (``name``) that were removed, with what acts in their place: a config that
+#: still sets one is refused naming it.
 REMOVED = {
     "objective.lambda_latent": "each stage sets its own weight of the latent loss: train.stages.NAME.lambda_latent",
+    "reward": "the RL objective names its reward: loss.reward=NAME, its options loss.reward_options",
 }
 
 
@@ -79,23 +81,30 @@ def named_stages(stages: Any) -> Any:
 def upgraded(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """A plain config as this ladd writes it, from one an earlier ladd saved (a run folder's, an export's).
 
-    Options since removed are dropped: none of them acted on what the saved run learnt.
+    Options since removed are dropped (none of them acted on what the saved run learnt), and so are removed slots
+    left empty; a removed slot that chose a component is kept, for :func:`checked` to refuse naming what replaced it.
     """
     plain = dict(cfg)
     if isinstance(plain.get("train"), Mapping) and "stages" in plain["train"]:
         plain["train"] = {**plain["train"], "stages": named_stages(plain["train"]["stages"])}
     for key in removed_options(plain):
-        section, name = key.split(".")
-        plain[section] = {k: v for k, v in plain[section].items() if k != name}
+        section, _, name = key.partition(".")
+        if name:
+            plain[section] = {k: v for k, v in plain[section].items() if k != name}
+        elif plain[section] is None:
+            del plain[section]
     return plain
 
 
 def removed_options(cfg: Mapping[str, Any]) -> list[str]:
     """The options of ``REMOVED`` that ``cfg`` sets."""
-    return [
-        key for key in REMOVED
-        if isinstance(section := cfg.get(key.split(".")[0]), Mapping) and key.split(".")[1] in section
-    ]
+    found = []
+    for key in REMOVED:
+        section, _, name = key.partition(".")
+        node = cfg.get(section)
+        if (name and isinstance(node, Mapping) and name in node) or (not name and section in cfg):
+            found.append(key)
+    return found
 
 
 def unknown_option(key: str) -> str:

@@ -179,3 +179,20 @@ def test_the_removed_objective_lambda_latent_is_refused_in_one_line_and_dropped_
     assert str(refused.value) == message
     saved = _changed(plain, "objective.lambda_latent", 1.0)  # as runs and exports of earlier versions saved it
     assert checked(upgraded(saved)) == checked(plain)
+
+
+def test_the_removed_reward_slot_is_refused_and_dropped_from_saved_configs_only_where_it_was_left_empty():
+    reg = registry.load()
+    message = (
+        "reward was removed (the RL objective names its reward: loss.reward=NAME, its options "
+        "loss.reward_options); delete it from the config"
+    )
+    with pytest.raises(InvalidConfigError) as refused:
+        compose([*BASES["latent"], "+reward=exact_match"], reg)
+    assert str(refused.value) == message
+    plain = compose(BASES["latent"], reg).plain()
+    assert checked(upgraded({**plain, "reward": None})) == checked(plain)  # as every run of an earlier ladd saved it
+    chosen = {**plain, "reward": {"name": "exact_match"}}  # it chose the reward an RL run trained on: not silently lost
+    with pytest.raises(InvalidConfigError) as refused:
+        checked(upgraded(chosen))
+    assert str(refused.value) == message
