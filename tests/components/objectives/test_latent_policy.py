@@ -17,7 +17,7 @@ LADD = [
     "experiment=demo/arith_diladd_grpo", "train.init_from=null", "backbone.hidden=16", "backbone.layers=1",
     "backbone.heads=2", "backbone.mlp_hidden=32", "backbone.cond_dim=16", "encoder.hidden=16", "encoder.layers=1",
     "encoder.heads=2", "loss.group=3", "loss.steps=4", "loss.iterations=2", "loss.rollout_batch=2",
-    "loss.reward=format", "loss.reward_options.pattern='.*[0-9][0-9].*'",
+    "loss.reward=format", "loss.reward_options.pattern='.*[0-9][0-9].*'", "loss.p_mask_prompt=0.15",
 ]
 
 
