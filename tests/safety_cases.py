@@ -153,6 +153,20 @@ def unchanged(folder: Path, command: Callable[[], Outcome]) -> Outcome:
     return outcome
 
 
+def edit_config(run_dir: Path, changes: dict[str, object]) -> None:
+    """Set options (``section.name`` or a top-level key) in a finished run's saved ``config.yaml``, as someone
+    editing a shared run would."""
+    path = run_dir / "config.yaml"
+    config = yaml.safe_load(path.read_text())
+    for key, value in changes.items():
+        *sections, name = key.split(".")
+        node = config
+        for section in sections:
+            node = node[section]
+        node[name] = value
+    path.write_text(yaml.safe_dump(config))
+
+
 _TRAINED: dict[tuple[str, ...], Path] = {}
 
 
@@ -287,9 +301,7 @@ def shared_model_sampled(root: Path) -> Outcome:
 @case("1c", "a shared run folder whose config.yaml says `tokenizer: pkg:this` (the Zen of Python); `ladd sample RUN`")
 def shared_run_names_a_module(root: Path) -> Outcome:
     run_dir = trained(root, "run")
-    config = yaml.safe_load((run_dir / "config.yaml").read_text())
-    config["dataset"] = text_dataset(root, tokenizer="pkg:this")
-    (run_dir / "config.yaml").write_text(yaml.safe_dump(config))
+    edit_config(run_dir, {"dataset": text_dataset(root, tokenizer="pkg:this")})
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         outcome = ladd("sample", str(run_dir), "--steps", "2", "--num", "2", cwd=root)
@@ -909,9 +921,7 @@ def foreign_metrics(root: Path) -> Outcome:
 )
 def saved_option_unknown_here(root: Path) -> Outcome:
     run_dir = trained(root, "run")
-    config = yaml.safe_load((run_dir / "config.yaml").read_text())
-    config["train"]["curriculum"] = "easy-first"
-    (run_dir / "config.yaml").write_text(yaml.safe_dump(config))
+    edit_config(run_dir, {"train.curriculum": "easy-first"})
     named = f"{run_dir / 'config.yaml'}: train.curriculum: no such option"
     warm = ladd("train", *TINY, ONE_STAGE, f"train.init_from={run_dir}", f"run_dir={root / 'warm'}", cwd=root)
     assert warm.code == 2 and f"train.init_from={run_dir}: train.curriculum: no such" in warm.message, warm.message
@@ -964,9 +974,7 @@ def disk_full_during_export(root: Path) -> Outcome:
 @case("13f", "a shared run's config.yaml says `method: x/../../victim/settings`; `ladd eval RUN`")
 def method_as_path(root: Path) -> Outcome:
     run_dir = trained(root, "run")
-    config = yaml.safe_load((run_dir / "config.yaml").read_text())
-    config["method"] = "x/../../victim/settings"
-    (run_dir / "config.yaml").write_text(yaml.safe_dump(config))
+    edit_config(run_dir, {"method": "x/../../victim/settings"})
     outcome = ladd("eval", str(run_dir), *SMALL_EVAL)
     assert not (root / "victim").exists()
     return outcome
@@ -990,9 +998,7 @@ def metric_as_path(root: Path) -> Outcome:
 def corpus_and_cache_from_a_shared_config(root: Path) -> Outcome:
     run_dir = trained(root, "run", *text_overrides(root))
     (root / "secret.txt").write_text("the secret is in the cat\n\n" * 20)
-    config = yaml.safe_load((run_dir / "config.yaml").read_text())
-    config["dataset"].update(source=str(root / "secret.txt"), cache_dir=str(run_dir / "stolen"))
-    (run_dir / "config.yaml").write_text(yaml.safe_dump(config))
+    edit_config(run_dir, {"dataset.source": str(root / "secret.txt"), "dataset.cache_dir": str(run_dir / "stolen")})
     with user_cache(root / "user_cache"):
         outcome = ladd("eval", str(run_dir), *SMALL_EVAL)
     assert outcome.code == 0, outcome.message
@@ -1040,9 +1046,7 @@ def _alias_bomb(run_dir: Path) -> None:
 
 
 def _huge_sequences(run_dir: Path) -> None:
-    config = yaml.safe_load((run_dir / "config.yaml").read_text())
-    config["dataset"]["seq_len"] = 10**9
-    (run_dir / "config.yaml").write_text(yaml.safe_dump(config))
+    edit_config(run_dir, {"dataset.seq_len": 10**9})
 
 
 for _number, _title, _edit in [
